@@ -1,0 +1,519 @@
+package taskplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// SourceA2A is the source name of A2A intake: its identity is the client's messageId.
+const SourceA2A = "a2a"
+
+// Evidence kinds written by the task plane.
+const (
+	EvidenceAccepted          = "accepted"
+	EvidenceContinued         = "continued"
+	EvidenceDuplicate         = "duplicate"
+	EvidenceDuplicateConflict = "duplicate-conflict"
+	EvidenceAnchorMiss        = "anchor-miss"
+	EvidenceRetention         = "retention"
+)
+
+// Event is one unit of intake: a provider event turned into an A2A message by its source, or an
+// A2A client's message.
+type Event struct {
+	// Principal owns everything the event touches.
+	Principal string
+	// Source is the registered source name ("a2a" for A2A intake).
+	Source string
+	// Identity is the event identity within (Principal, Source): a provider event id, or the A2A
+	// messageId.
+	Identity string
+	// ConversationKey maps the event to a context: events with the same (Principal, Source,
+	// ConversationKey) share one contextId. It never selects a Task.
+	ConversationKey string
+	// ContextID is a client-supplied contextId (A2A). It attaches only when the principal owns it;
+	// otherwise the event gets a fresh context.
+	ContextID string
+	// TaskID is an explicit continuation, honoured only from a trusted caller that authenticated
+	// Principal (the A2A bindings). Sources never set it: a taskId in a provider body is data.
+	TaskID string
+	// ReplyTo is the provider message id this event directly replies to, if the provider has a
+	// per-message reply relation. It continues a task only through a verified reply anchor.
+	ReplyTo string
+	// Message is the A2A message built from the payload (role user).
+	Message Message
+	// Locator holds raw provider values for the origin; opaque to the task plane.
+	Locator json.RawMessage
+	// Checkpoint, if set, is advanced in the same transaction.
+	Checkpoint *Checkpoint
+	// Metadata is stored on a task this event creates.
+	Metadata map[string]any
+	// Reply, if set, makes the outcome a direct Message instead of a Task (the executor answered
+	// without a task). It is recorded with the claim so a duplicate returns it verbatim.
+	Reply *Message
+}
+
+// Checkpoint is a source's intake position: opaque bytes and a sequence that orders them.
+type Checkpoint struct {
+	Position []byte
+	Seq      int64
+}
+
+// Outcome says what Accept did.
+type Outcome string
+
+// Accept outcomes.
+const (
+	Created   Outcome = "created"
+	Continued Outcome = "continued"
+	Duplicate Outcome = "duplicate"
+)
+
+// Acceptance is the result of Accept. Exactly one of Task and Message is set.
+type Acceptance struct {
+	Outcome Outcome
+	Task    *Task
+	Message *Message
+	// ContextID is the context the event landed in.
+	ContextID string
+	// AnchorMiss names the anchor condition that failed when the event replied to something but
+	// did not continue a task ("" otherwise).
+	AnchorMiss string
+}
+
+// Limits on an event's message; an event beyond them is refused with ErrInvalid.
+const (
+	MaxIdentityLen = 512
+	MaxKeyLen      = 1024
+)
+
+func (ev *Event) validate() error {
+	switch {
+	case ev.Principal == "":
+		return invalidf("event has no principal")
+	case ev.Source == "":
+		return invalidf("event has no source")
+	case ev.Identity == "":
+		return invalidf("event has no identity")
+	case len(ev.Identity) > MaxIdentityLen:
+		return invalidf("event identity longer than %d bytes", MaxIdentityLen)
+	case len(ev.ConversationKey) > MaxKeyLen:
+		return invalidf("conversation key longer than %d bytes", MaxKeyLen)
+	case len(ev.Message.Parts) == 0:
+		return invalidf("message has no parts")
+	case ev.Message.Role != RoleUser:
+		return invalidf("message role must be user")
+	}
+	return nil
+}
+
+// digest is the SHA-256 of the event's normalized payload. It leaves out everything the server
+// mints (task and context ids), the direct reply (the executor's output), and transport details
+// (locator, checkpoint), so a provider's redelivery of the same event digests the same.
+func (ev *Event) digest() (string, error) {
+	m := ev.Message
+	b, err := json.Marshal(struct {
+		Source, Identity, ConversationKey, ContextID, TaskID, ReplyTo string
+		MessageID, ClientContextID, ClientTaskID                      string
+		Role                                                          Role
+		Parts                                                         []Part
+		Metadata                                                      map[string]any
+		Extensions, ReferenceTaskIDs                                  []string
+	}{ev.Source, ev.Identity, ev.ConversationKey, ev.ContextID, ev.TaskID, ev.ReplyTo,
+		m.ID, m.ContextID, m.TaskID, m.Role, m.Parts, m.Metadata, m.Extensions, m.ReferenceTaskIDs})
+	if err != nil {
+		return "", fmt.Errorf("digest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Accept durably accepts ev in one transaction: claim and dedupe, context, continuation, task,
+// history, evidence, wake and checkpoint. A caller acknowledges its provider only after Accept
+// returns nil.
+//
+// A duplicate with the same digest returns the prior outcome (Outcome Duplicate). A duplicate
+// with a different digest returns *ConflictError and records duplicate-conflict evidence. An
+// explicit TaskID the principal does not own returns ErrTaskNotFound and persists nothing; one
+// naming a terminal task returns ErrTaskTerminal.
+func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
+	if err := ev.validate(); err != nil {
+		return Acceptance{}, err
+	}
+	dg, err := ev.digest()
+	if err != nil {
+		return Acceptance{}, err
+	}
+	var (
+		acc      Acceptance
+		conflict bool
+	)
+	err = p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		acc, conflict = Acceptance{}, false
+		now := p.clock()
+		claim, inserted, err := tx.InsertClaim(ctx, store.Claim{
+			Principal: ev.Principal, Source: ev.Source, Identity: ev.Identity, Digest: dg,
+			State: store.ClaimPending, CreatedAt: now, UpdatedAt: now,
+		})
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		if !inserted {
+			return p.acceptDuplicate(ctx, tx, &ev, dg, claim, now, &acc, &conflict)
+		}
+		a, err := p.acceptNew(ctx, tx, &ev, claim, now)
+		if err != nil {
+			return err
+		}
+		acc = a
+		return nil
+	})
+	if err != nil {
+		return Acceptance{}, fmt.Errorf("accept %s event %q: %w", ev.Source, ev.Identity, err)
+	}
+	if conflict {
+		return Acceptance{}, &ConflictError{Source: ev.Source, Identity: ev.Identity}
+	}
+	if acc.Task != nil && acc.Outcome != Duplicate {
+		p.broker.publish(ev.Principal, acc.Task.ID)
+		select {
+		case p.wakeSignal <- struct{}{}:
+		default:
+		}
+	}
+	return acc, nil
+}
+
+func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg string, claim store.Claim, now time.Time, acc *Acceptance, conflict *bool) error {
+	if claim.Digest != dg {
+		*conflict = true
+		return evidence(ctx, tx, ev.Principal, ev.Source, EvidenceDuplicateConflict, claim.TaskID,
+			map[string]any{"identity": ev.Identity}, now)
+	}
+	if claim.State != store.ClaimDone {
+		return ErrClaimPending
+	}
+	*acc = Acceptance{Outcome: Duplicate, ContextID: claim.ContextID}
+	switch claim.OutcomeKind {
+	case "message":
+		var m Message
+		if err := json.Unmarshal(claim.Message, &m); err != nil {
+			return fmt.Errorf("decode prior message: %w", err)
+		}
+		acc.Message = &m
+	default:
+		t, err := getTask(ctx, tx, ev.Principal, claim.TaskID)
+		if err != nil {
+			return fmt.Errorf("prior task: %w", err)
+		}
+		acc.Task = t
+	}
+	return evidence(ctx, tx, ev.Principal, ev.Source, EvidenceDuplicate, claim.TaskID,
+		map[string]any{"identity": ev.Identity}, now)
+}
+
+func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim store.Claim, now time.Time) (Acceptance, error) {
+	var (
+		acc  Acceptance
+		cont *Task
+		err  error
+	)
+	switch {
+	case ev.TaskID != "":
+		cont, err = getTask(ctx, tx, ev.Principal, ev.TaskID)
+		if err != nil {
+			return acc, err
+		}
+		if cont.Status.State.Terminal() {
+			return acc, ErrTaskTerminal
+		}
+		if ev.ContextID != "" && ev.ContextID != cont.ContextID {
+			return acc, ErrContextMismatch
+		}
+	case ev.ReplyTo != "":
+		cont, acc.AnchorMiss, err = p.verifyAnchor(ctx, tx, ev)
+		if err != nil {
+			return acc, err
+		}
+	}
+
+	msg := ev.Message
+	if cont != nil {
+		acc.Outcome = Continued
+		acc.ContextID = cont.ContextID
+		msg.TaskID, msg.ContextID = cont.ID, cont.ContextID
+		if err := p.continueTask(ctx, tx, cont, msg, now); err != nil {
+			return acc, err
+		}
+		acc.Task = cont
+	} else {
+		acc.ContextID, err = p.resolveContext(ctx, tx, ev, now)
+		if err != nil {
+			return acc, err
+		}
+		msg.ContextID, msg.TaskID = acc.ContextID, ""
+		if ev.Reply != nil {
+			reply := *ev.Reply
+			reply.ContextID, reply.TaskID = acc.ContextID, ""
+			acc.Outcome, acc.Message = Created, &reply
+		} else {
+			acc.Outcome = Created
+			if acc.Task, err = p.createTask(ctx, tx, ev, acc.ContextID, msg, now); err != nil {
+				return acc, err
+			}
+		}
+	}
+	if err := tx.TouchContext(ctx, ev.Principal, acc.ContextID, now); err != nil {
+		return acc, fmt.Errorf("touch context: %w", err)
+	}
+
+	// Evidence, wake, checkpoint, and the claim's outcome: all in this transaction.
+	taskID := ""
+	kind := EvidenceAccepted
+	if acc.Outcome == Continued {
+		kind = EvidenceContinued
+	}
+	if acc.Task != nil {
+		taskID = acc.Task.ID
+	}
+	if acc.AnchorMiss != "" {
+		if err := evidence(ctx, tx, ev.Principal, ev.Source, EvidenceAnchorMiss, taskID,
+			map[string]any{"identity": ev.Identity, "condition": acc.AnchorMiss}, now); err != nil {
+			return acc, err
+		}
+	}
+	detail := map[string]any{"identity": ev.Identity, "contextId": acc.ContextID}
+	if acc.Message != nil {
+		detail["outcome"] = "message"
+	}
+	if err := evidence(ctx, tx, ev.Principal, ev.Source, kind, taskID, detail, now); err != nil {
+		return acc, err
+	}
+	if acc.Task != nil {
+		if err := tx.InsertWake(ctx, store.Wake{
+			ID: p.newID(), Principal: ev.Principal, TaskID: acc.Task.ID, Activation: acc.Task.LastSeq,
+			State: store.WakePending, CreatedAt: now, UpdatedAt: now,
+		}); err != nil {
+			return acc, fmt.Errorf("enqueue wake: %w", err)
+		}
+	}
+	if ev.Checkpoint != nil {
+		if _, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{
+			Principal: ev.Principal, Source: ev.Source, Position: ev.Checkpoint.Position,
+			Seq: ev.Checkpoint.Seq, UpdatedAt: now,
+		}); err != nil {
+			return acc, fmt.Errorf("advance checkpoint: %w", err)
+		}
+	}
+	claim.State, claim.ContextID, claim.UpdatedAt = store.ClaimDone, acc.ContextID, now
+	if acc.Message != nil {
+		b, err := json.Marshal(acc.Message)
+		if err != nil {
+			return acc, fmt.Errorf("encode direct message: %w", err)
+		}
+		claim.OutcomeKind, claim.Message = "message", b
+	} else {
+		claim.OutcomeKind, claim.TaskID = "task", acc.Task.ID
+	}
+	if err := tx.UpdateClaim(ctx, claim); err != nil {
+		return acc, fmt.Errorf("record claim outcome: %w", err)
+	}
+	return acc, nil
+}
+
+// resolveContext finds or makes the context of a non-continuation event.
+func (p *Plane) resolveContext(ctx context.Context, tx store.Tx, ev *Event, now time.Time) (string, error) {
+	if ev.ConversationKey != "" {
+		id, err := tx.EnsureContext(ctx, ev.Principal, ev.Source, ev.ConversationKey, p.newID(), now)
+		if err != nil {
+			return "", fmt.Errorf("context: %w", err)
+		}
+		return id, nil
+	}
+	if ev.ContextID != "" {
+		c, err := tx.GetContext(ctx, ev.Principal, ev.ContextID)
+		if err == nil {
+			return c.ID, nil
+		}
+		if !isNotFound(err) {
+			return "", fmt.Errorf("context: %w", err)
+		}
+		// A foreign or unknown contextId never joins anyone's work: fresh context.
+	}
+	id := p.newID()
+	if err := tx.InsertContext(ctx, store.Context{
+		Principal: ev.Principal, ID: id, Source: ev.Source, CreatedAt: now, LastEventAt: now,
+	}); err != nil {
+		return "", fmt.Errorf("context: %w", err)
+	}
+	return id, nil
+}
+
+func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextID string, msg Message, now time.Time) (*Task, error) {
+	t := &Task{
+		ID:        p.newID(),
+		ContextID: contextID,
+		Status:    Status{State: StateSubmitted, Timestamp: now},
+		Metadata:  ev.Metadata,
+		Origin: Origin{Principal: ev.Principal, Source: ev.Source, Identity: ev.Identity,
+			Locator: ev.Locator},
+		Version:   1,
+		CreatedAt: now,
+		UpdatedAt: now,
+	}
+	msg.TaskID = t.ID
+	t.History = []Message{msg}
+	row, err := encodeTask(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.InsertTask(ctx, row); err != nil {
+		return nil, fmt.Errorf("insert task: %w", err)
+	}
+	if _, err := appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// continueTask appends msg to an interrupted or active task and clears its input request; an
+// interrupted task returns to SUBMITTED so it is woken again.
+func (p *Plane) continueTask(ctx context.Context, tx store.Tx, t *Task, msg Message, now time.Time) error {
+	prev := t.Version
+	t.History = append(t.History, msg)
+	t.InputRequest = 0
+	if _, err := appendEvent(ctx, tx, t, EventMessage, msg, now); err != nil {
+		return err
+	}
+	if t.Status.State.Interrupted() {
+		t.Status = Status{State: StateSubmitted, Timestamp: now}
+		if _, err := appendEvent(ctx, tx, t, EventStatus, StatusUpdate{Status: t.Status}, now); err != nil {
+			return err
+		}
+	}
+	t.Version, t.UpdatedAt = prev+1, now
+	row, err := encodeTask(t)
+	if err != nil {
+		return err
+	}
+	if err := tx.UpdateTask(ctx, row, prev); err != nil {
+		return fmt.Errorf("continue task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Anchor conditions, as named in anchor-miss evidence.
+const (
+	AnchorNotStored       = "anchor-not-stored"      // the replied-to id is not a stored anchor (of this principal)
+	AnchorTaskMissing     = "anchor-task-missing"    // the anchored task no longer exists
+	AnchorNotInterrupted  = "task-not-interrupted"   // the task is not INPUT_REQUIRED / AUTH_REQUIRED
+	AnchorNotOurResponse  = "response-not-delivered" // the anchor was not a response sent for this task's source
+	AnchorNoInputRequest  = "no-input-request"       // no unanswered input request is recorded
+	AnchorPrincipalDiffer = "principal-differs"      // the task belongs to another principal
+)
+
+// verifyAnchor checks the six conditions of a reply anchor. It returns the task to continue, or
+// nil and the first failed condition.
+//
+// The conditions: the task is INPUT_REQUIRED or AUTH_REQUIRED; we sent a provider response for it
+// (the anchor was recorded by a delivery to the task's own source); that response's id is stored
+// as an anchor; the event directly replies to that id (ReplyTo, looked up exactly); same
+// principal; and the anchor carries the task's current, unanswered input request.
+func (p *Plane) verifyAnchor(ctx context.Context, tx store.Tx, ev *Event) (*Task, string, error) {
+	a, err := tx.GetAnchor(ctx, ev.Principal, ev.Source, ev.ReplyTo)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, AnchorNotStored, nil
+		}
+		return nil, "", fmt.Errorf("anchor: %w", err)
+	}
+	t, err := getTask(ctx, tx, ev.Principal, a.TaskID)
+	if err != nil {
+		if errors.Is(err, ErrTaskNotFound) {
+			return nil, AnchorTaskMissing, nil
+		}
+		return nil, "", err
+	}
+	switch {
+	case t.Origin.Principal != ev.Principal || a.Principal != ev.Principal:
+		return nil, AnchorPrincipalDiffer, nil
+	case !t.Status.State.Interrupted():
+		return nil, AnchorNotInterrupted, nil
+	case t.Origin.Source != a.Source:
+		return nil, AnchorNotOurResponse, nil
+	case t.InputRequest == 0 || a.InputSeq != t.InputRequest:
+		return nil, AnchorNoInputRequest, nil
+	}
+	return t, "", nil
+}
+
+// RecordAnchor stores providerResponseID, a response delivered to source for taskID, as a reply
+// anchor carrying the task's current input request. The delivery engine calls it in the same
+// transaction that marks a question delivered.
+func (p *Plane) RecordAnchor(ctx context.Context, principal, source, providerResponseID, taskID string) error {
+	return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return RecordAnchorTx(ctx, tx, principal, source, providerResponseID, taskID, p.clock())
+	})
+}
+
+// RecordAnchorTx is RecordAnchor inside a caller's transaction.
+func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, providerResponseID, taskID string, now time.Time) error {
+	if providerResponseID == "" {
+		return invalidf("anchor has no provider response id")
+	}
+	t, err := getTask(ctx, tx, principal, taskID)
+	if err != nil {
+		return fmt.Errorf("record anchor: %w", err)
+	}
+	if err := tx.PutAnchor(ctx, store.Anchor{
+		Principal: principal, Source: source, ProviderID: providerResponseID, TaskID: t.ID,
+		InputSeq: t.InputRequest, CreatedAt: now,
+	}); err != nil {
+		return fmt.Errorf("record anchor: %w", err)
+	}
+	return nil
+}
+
+// CreateTask makes an empty SUBMITTED task for a trusted caller (no message, no claim) in
+// contextID if the principal owns it, else in a fresh context.
+func (p *Plane) CreateTask(ctx context.Context, principal, contextID string) (*Task, error) {
+	if principal == "" {
+		return nil, invalidf("no principal")
+	}
+	var t *Task
+	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now := p.clock()
+		ev := &Event{Principal: principal, Source: SourceA2A, ContextID: contextID}
+		cid, err := p.resolveContext(ctx, tx, ev, now)
+		if err != nil {
+			return err
+		}
+		t = &Task{
+			ID: p.newID(), ContextID: cid, Status: Status{State: StateSubmitted, Timestamp: now},
+			Origin: Origin{Principal: principal, Source: SourceA2A}, Version: 1, CreatedAt: now, UpdatedAt: now,
+		}
+		row, err := encodeTask(t)
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertTask(ctx, row); err != nil {
+			return fmt.Errorf("insert task: %w", err)
+		}
+		if _, err := appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
+			return err
+		}
+		return tx.TouchContext(ctx, principal, cid, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create task: %w", err)
+	}
+	p.broker.publish(principal, t.ID)
+	return t, nil
+}

@@ -1,0 +1,53 @@
+package taskplane
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// Sentinel errors of the task plane. Bindings map them to protocol errors with errors.Is.
+var (
+	// ErrTaskNotFound: the task does not exist for this principal (another principal's task looks
+	// exactly the same).
+	ErrTaskNotFound = errors.New("task not found")
+	// ErrTaskTerminal: the task is in a terminal state and cannot change or take messages.
+	ErrTaskTerminal = errors.New("task is in a terminal state")
+	// ErrTaskNotCancelable: cancel of a task that is already terminal.
+	ErrTaskNotCancelable = errors.New("task cannot be canceled")
+	// ErrIllegalTransition: a state change the transition table refuses.
+	ErrIllegalTransition = errors.New("illegal task state transition")
+	// ErrConcurrentModification: the task changed since the version the caller read.
+	ErrConcurrentModification = store.ErrConcurrentModification
+	// ErrDuplicateConflict: an identity was reused with a different payload. The concrete error
+	// is *ConflictError.
+	ErrDuplicateConflict = errors.New("duplicate identity with a different payload")
+	// ErrClaimPending: an earlier acceptance of the same identity has not finished.
+	ErrClaimPending = errors.New("an acceptance of the same identity is still pending")
+	// ErrContextMismatch: the explicit taskId and contextId name different contexts.
+	ErrContextMismatch = errors.New("taskId and contextId do not match")
+	// ErrInvalid: the event or change is malformed. Concrete errors wrap it with details.
+	ErrInvalid = errors.New("invalid input")
+	// ErrContinuationNotAllowed: a question was asked on a task whose source declares no
+	// continuation method.
+	ErrContinuationNotAllowed = errors.New("source declares no continuation method")
+)
+
+// ConflictError is returned by Accept when an identity was already claimed with a different
+// payload digest. Nothing was changed except the duplicate-conflict evidence.
+type ConflictError struct {
+	Source   string
+	Identity string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s: source %s identity %q", ErrDuplicateConflict, e.Source, e.Identity)
+}
+
+// Unwrap makes errors.Is(err, ErrDuplicateConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrDuplicateConflict }
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,132 @@
+package taskplane
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// broker wakes in-process subscribers of a task after a commit. It carries no data: a woken
+// subscriber reads the durable event log after the last sequence it has, so a lost or duplicated
+// poke never loses or repeats an event.
+type broker struct {
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{}
+}
+
+func newBroker() *broker { return &broker{subs: map[string]map[chan struct{}]struct{}{}} }
+
+func brokerKey(principal, taskID string) string { return principal + "\x00" + taskID }
+
+func (b *broker) subscribe(principal, taskID string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	k := brokerKey(principal, taskID)
+	b.mu.Lock()
+	if b.subs[k] == nil {
+		b.subs[k] = map[chan struct{}]struct{}{}
+	}
+	b.subs[k][ch] = struct{}{}
+	b.mu.Unlock()
+	return ch, func() {
+		b.mu.Lock()
+		delete(b.subs[k], ch)
+		if len(b.subs[k]) == 0 {
+			delete(b.subs, k)
+		}
+		b.mu.Unlock()
+	}
+}
+
+func (b *broker) publish(principal, taskID string) {
+	k := brokerKey(principal, taskID)
+	b.mu.Lock()
+	for ch := range b.subs[k] {
+		select {
+		case ch <- struct{}{}:
+		default: // already poked; the subscriber will read everything new
+		}
+	}
+	b.mu.Unlock()
+}
+
+// Subscribers reports how many in-process subscriptions are open (for metrics).
+func (p *Plane) Subscribers() int {
+	p.broker.mu.Lock()
+	defer p.broker.mu.Unlock()
+	n := 0
+	for _, s := range p.broker.subs {
+		n += len(s)
+	}
+	return n
+}
+
+// ErrStopFollowing, returned by a Follow callback, ends Follow with a nil error.
+var ErrStopFollowing = errors.New("stop following")
+
+// Follow calls fn for every event of the task with Seq > after, in order, each exactly once,
+// waiting for new events until fn returns ErrStopFollowing (Follow returns nil), fn returns another
+// error (returned), or ctx ends (ctx.Err()). Events committed by other processes arrive when the
+// store has the Listen capability and RunListener is running.
+func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int64, fn func(TaskEvent) error) error {
+	// Subscribe before the first read, so a commit between the read and the wait still pokes us.
+	poke, cancel := p.broker.subscribe(principal, taskID)
+	defer cancel()
+	for {
+		evs, err := p.Events(ctx, principal, taskID, after, 256)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			after = ev.Seq
+			if err := fn(ev); err != nil {
+				if errors.Is(err, ErrStopFollowing) {
+					return nil
+				}
+				return err
+			}
+		}
+		if len(evs) == 256 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-poke:
+		}
+	}
+}
+
+// RunListener relays task-event notifications from other processes to this process's
+// subscribers until ctx ends. On a store without the Listen capability it returns nil at once
+// (a single-process store has no other writers).
+func (p *Plane) RunListener(ctx context.Context) error {
+	if !p.store.Capabilities().Listen {
+		return nil
+	}
+	err := p.store.Listen(ctx, p.broker.publish)
+	if errors.Is(err, store.ErrNotSupported) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func encodeToken(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("taskplane: encode token: %v", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeToken(s string, v any) error {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}

@@ -1,0 +1,165 @@
+package taskplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// DefaultRetention is how long a conversation's terminal tasks and idempotency claims are kept
+// after its last event.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// Plane is the durable task plane: acceptance, task updates, reads and event-log subscriptions
+// over one store. It is safe for concurrent use.
+type Plane struct {
+	store     store.Store
+	broker    *broker
+	now       func() time.Time
+	newID     func() string
+	log       *slog.Logger
+	retention time.Duration
+	// wakeSignal pokes a Dispatcher in this process after an acceptance enqueued a wake.
+	wakeSignal chan struct{}
+}
+
+// Option configures a Plane.
+type Option func(*Plane)
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) Option { return func(p *Plane) { p.now = now } }
+
+// WithIDs sets the id generator for tasks, contexts and wakes (tests).
+func WithIDs(newID func() string) Option { return func(p *Plane) { p.newID = newID } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(p *Plane) { p.log = l } }
+
+// WithRetention sets the retention window (default 30 days).
+func WithRetention(d time.Duration) Option { return func(p *Plane) { p.retention = d } }
+
+// New returns a Plane over s. The caller keeps ownership of s.
+func New(s store.Store, opts ...Option) *Plane {
+	p := &Plane{
+		store:     s,
+		broker:    newBroker(),
+		now:       time.Now,
+		newID:     func() string { return uuid.Must(uuid.NewV7()).String() },
+		log:       slog.Default(),
+		retention: DefaultRetention,
+
+		wakeSignal: make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// Store returns the underlying store.
+func (p *Plane) Store() store.Store { return p.store }
+
+// clock returns the current time as the store keeps it: UTC, microseconds.
+func (p *Plane) clock() time.Time { return p.now().UTC().Truncate(time.Microsecond) }
+
+// decodeTask turns a store row into a Task.
+func decodeTask(r store.Task) (*Task, error) {
+	var b taskBody
+	if err := json.Unmarshal(r.Body, &b); err != nil {
+		return nil, fmt.Errorf("decode task %s: %w", r.ID, err)
+	}
+	return &Task{
+		ID:           r.ID,
+		ContextID:    r.ContextID,
+		Status:       b.Status,
+		History:      b.History,
+		Artifacts:    b.Artifacts,
+		Metadata:     b.Metadata,
+		Origin:       b.Origin,
+		InputRequest: b.InputRequest,
+		Version:      r.Version,
+		LastSeq:      r.LastSeq,
+		CreatedAt:    r.CreatedAt,
+		UpdatedAt:    r.UpdatedAt,
+	}, nil
+}
+
+// encodeTask turns a Task into a store row (Version and LastSeq as held by t).
+func encodeTask(t *Task) (store.Task, error) {
+	body, err := json.Marshal(taskBody{
+		Status:       t.Status,
+		History:      t.History,
+		Artifacts:    t.Artifacts,
+		Metadata:     t.Metadata,
+		Origin:       t.Origin,
+		InputRequest: t.InputRequest,
+	})
+	if err != nil {
+		return store.Task{}, fmt.Errorf("encode task %s: %w", t.ID, err)
+	}
+	return store.Task{
+		Principal:  t.Origin.Principal,
+		ID:         t.ID,
+		ContextID:  t.ContextID,
+		Source:     t.Origin.Source,
+		State:      string(t.Status.State),
+		StatusTime: t.Status.Timestamp,
+		Version:    t.Version,
+		LastSeq:    t.LastSeq,
+		Body:       body,
+		CreatedAt:  t.CreatedAt,
+		UpdatedAt:  t.UpdatedAt,
+	}, nil
+}
+
+// getTask reads and decodes a task; a missing or foreign task is ErrTaskNotFound.
+func getTask(ctx context.Context, r store.Reader, principal, id string) (*Task, error) {
+	row, err := r.GetTask(ctx, principal, id)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, ErrTaskNotFound
+		}
+		return nil, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return decodeTask(row)
+}
+
+func isNotFound(err error) bool { return err != nil && errors.Is(err, store.ErrNotFound) }
+
+// appendEvent writes one event to a task's log and returns its sequence.
+func appendEvent(ctx context.Context, tx store.Tx, t *Task, kind string, payload any, at time.Time) (int64, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s event: %w", kind, err)
+	}
+	seq, err := tx.AppendTaskEvent(ctx, t.Origin.Principal, t.ID, kind, b, at)
+	if err != nil {
+		return 0, fmt.Errorf("append %s event to task %s: %w", kind, t.ID, err)
+	}
+	t.LastSeq = seq
+	return seq, nil
+}
+
+// evidence writes an evidence record; detail must hold no secrets or message bodies.
+func evidence(ctx context.Context, tx store.Tx, principal, source, kind, taskID string, detail map[string]any, at time.Time) error {
+	var b []byte
+	if detail != nil {
+		var err error
+		if b, err = json.Marshal(detail); err != nil {
+			return fmt.Errorf("encode %s evidence: %w", kind, err)
+		}
+	}
+	if err := tx.InsertEvidence(ctx, store.Evidence{
+		Principal: principal, Source: source, Kind: kind, TaskID: taskID, Detail: b, CreatedAt: at,
+	}); err != nil {
+		return fmt.Errorf("write %s evidence: %w", kind, err)
+	}
+	return nil
+}

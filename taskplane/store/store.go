@@ -1,0 +1,287 @@
+// Package store is the storage boundary of the task plane: one driver interface, two drivers
+// (sqlite and postgres), and one suite (storetest) that every driver passes.
+//
+// The store knows rows, not A2A: a task's status message, history, artifacts and metadata travel
+// as an opaque Body that the task plane encodes. The task plane's logic (Accept, updates,
+// retention policy) is written once against Tx and runs unchanged on every driver.
+//
+// Every key starts with the principal, so the data partitions by principal.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors returned by every driver. Callers test them with errors.Is.
+var (
+	// ErrNotFound is returned when a row does not exist for the given principal. A row owned by
+	// another principal is reported exactly like a missing one.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConcurrentModification is returned by UpdateTask when the stored version differs from the
+	// expected one.
+	ErrConcurrentModification = errors.New("store: concurrent modification")
+	// ErrInUse is returned by Open when another process holds an exclusive store (SQLite).
+	ErrInUse = errors.New("store: in use by another process")
+	// ErrNotSupported is returned by optional operations a driver lacks (see Capabilities).
+	ErrNotSupported = errors.New("store: not supported by this driver")
+)
+
+// Capabilities tell shared code what a driver can do; shared code branches on these, never on the
+// concrete driver type.
+type Capabilities struct {
+	// Name is the driver name ("sqlite", "postgres").
+	Name string
+	// Listen is true when Listen delivers task-event notifications committed by other processes.
+	Listen bool
+	// MultiProcess is true when several processes may share the store.
+	MultiProcess bool
+}
+
+// Store is a durable store. All methods are safe for concurrent use.
+type Store interface {
+	Reader
+
+	// Update runs fn in one write transaction and commits it. fn must have no effects outside tx:
+	// it may be run again (Postgres retries serialization failures) and, on SQLite, it shares one
+	// physical transaction with other callers' fns (group commit) inside its own savepoint. Update
+	// returns only after the commit holding fn's writes is durable, or an error; if fn returns an
+	// error, none of its writes are kept and Update returns that error.
+	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+
+	// Listen calls fn for every task event appended and committed by any process sharing the
+	// store, until ctx ends. Drivers without the Listen capability return ErrNotSupported at once.
+	// Notifications are hints: a listener re-reads the event log by sequence.
+	Listen(ctx context.Context, fn func(principal, taskID string)) error
+
+	// Capabilities reports what the driver supports.
+	Capabilities() Capabilities
+
+	// Close releases the store. Pending Updates fail.
+	Close() error
+}
+
+// Reader holds the read operations, available on the Store and inside a transaction.
+type Reader interface {
+	GetTask(ctx context.Context, principal, id string) (Task, error)
+	// ListTasks returns the principal's tasks matching f, ordered by StatusTime descending then ID
+	// descending, at most f.Limit rows, and the number of matching rows ignoring the cursor and limit.
+	ListTasks(ctx context.Context, principal string, f TaskFilter) (tasks []Task, total int, err error)
+	// TaskEvents returns the events of a task with Seq > after, in Seq order, at most limit (0 = no
+	// limit).
+	TaskEvents(ctx context.Context, principal, taskID string, after int64, limit int) ([]TaskEvent, error)
+	GetClaim(ctx context.Context, principal, source, identity string) (Claim, error)
+	GetContext(ctx context.Context, principal, contextID string) (Context, error)
+	GetAnchor(ctx context.Context, principal, source, providerID string) (Anchor, error)
+	GetCheckpoint(ctx context.Context, principal, source string) (Checkpoint, error)
+	// ListEvidence returns evidence matching f, newest first.
+	ListEvidence(ctx context.Context, f EvidenceFilter) ([]Evidence, error)
+	// ListWakes returns wakes in the given state, oldest first (FIFO), at most limit.
+	ListWakes(ctx context.Context, state WakeState, limit int) ([]Wake, error)
+}
+
+// Tx is a write transaction.
+type Tx interface {
+	Reader
+
+	// InsertClaim inserts c unless a claim with the same (Principal, Source, Identity) exists, in
+	// which case it returns the existing claim and inserted=false. On Postgres a concurrent
+	// uncommitted claim makes this wait for that transaction.
+	InsertClaim(ctx context.Context, c Claim) (existing Claim, inserted bool, err error)
+	// UpdateClaim stores c's State, Outcome fields and UpdatedAt.
+	UpdateClaim(ctx context.Context, c Claim) error
+
+	// EnsureContext returns the context id for (principal, source, conversationKey), creating it
+	// with candidateID if none exists (atomic upsert: concurrent callers get one id).
+	EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (contextID string, err error)
+	// InsertContext inserts a context with no conversation key (e.g. an A2A context).
+	InsertContext(ctx context.Context, c Context) error
+	// TouchContext records activity in a context (retention measures from LastEventAt).
+	TouchContext(ctx context.Context, principal, contextID string, at time.Time) error
+
+	// InsertTask inserts a new task; t.Version should be 1 and t.LastSeq 0.
+	InsertTask(ctx context.Context, t Task) error
+	// UpdateTask writes t's ContextID-independent mutable fields (State, StatusTime, Body,
+	// UpdatedAt) and sets Version to expectVersion+1, only if the stored version equals
+	// expectVersion; otherwise ErrConcurrentModification. LastSeq is not written (see
+	// AppendTaskEvent).
+	UpdateTask(ctx context.Context, t Task, expectVersion int64) error
+	// AppendTaskEvent appends an event to the task's log with the next sequence number (gap-free
+	// per task; allocating it locks the task row, so per-task commits are ordered) and returns it.
+	// On drivers with Listen it also notifies other processes at commit.
+	AppendTaskEvent(ctx context.Context, principal, taskID, kind string, payload []byte, at time.Time) (seq int64, err error)
+
+	// PutAnchor inserts or replaces the anchor (Principal, Source, ProviderID).
+	PutAnchor(ctx context.Context, a Anchor) error
+
+	InsertEvidence(ctx context.Context, e Evidence) error
+	InsertWake(ctx context.Context, w Wake) error
+	// UpdateWake stores w's State, Attempts, UpdatedAt and Detail.
+	UpdateWake(ctx context.Context, w Wake) error
+
+	// AdvanceCheckpoint stores c if no checkpoint exists or c.Seq > the stored Seq; it never moves
+	// a checkpoint backwards. It returns the stored checkpoint after the call.
+	AdvanceCheckpoint(ctx context.Context, c Checkpoint) (Checkpoint, error)
+
+	// Prune deletes, for contexts whose LastEventAt is before cutoff: terminal tasks (State in
+	// terminal) with their events, anchors and wakes; done claims older than cutoff whose task
+	// (if any) no longer exists after this call; and contexts left with no task and no pending
+	// claim. It never deletes a non-terminal task, a context such a task references, a claim whose
+	// task still exists, or a pending claim. It deletes at most limit tasks per call and reports
+	// how many rows of each kind went.
+	Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (PruneResult, error)
+}
+
+// Task is a task row. Body is the task plane's encoding of status message, history, artifacts,
+// metadata and origin locator.
+type Task struct {
+	Principal  string
+	ID         string
+	ContextID  string
+	Source     string
+	State      string
+	StatusTime time.Time
+	Version    int64
+	LastSeq    int64
+	Body       []byte
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// TaskFilter selects tasks for ListTasks.
+type TaskFilter struct {
+	ContextID   string
+	State       string    // "" = any
+	StatusAfter time.Time // zero = any; inclusive (StatusTime >= StatusAfter)
+	// Cursor: when CursorID != "", return only rows strictly after (CursorTime, CursorID) in the
+	// ordering (StatusTime DESC, ID DESC).
+	CursorTime time.Time
+	CursorID   string
+	Limit      int
+}
+
+// TaskEvent is one entry of a task's event log.
+type TaskEvent struct {
+	Principal string
+	TaskID    string
+	Seq       int64
+	Kind      string
+	Payload   []byte
+	CreatedAt time.Time
+}
+
+// ClaimState is the state of an idempotency claim.
+type ClaimState string
+
+const (
+	ClaimPending ClaimState = "pending"
+	ClaimDone    ClaimState = "done"
+)
+
+// Claim is an idempotency record keyed by (Principal, Source, Identity). For A2A intake Source is
+// "a2a" and Identity the messageId.
+type Claim struct {
+	Principal string
+	Source    string
+	Identity  string
+	Digest    string
+	State     ClaimState
+	// Outcome: "task" (TaskID set) or "message" (Message holds the encoded direct message).
+	OutcomeKind string
+	TaskID      string
+	ContextID   string
+	Message     []byte
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Context is a conversation context. ConversationKey is empty for contexts not tied to a provider
+// conversation.
+type Context struct {
+	Principal       string
+	ID              string
+	Source          string
+	ConversationKey string
+	CreatedAt       time.Time
+	LastEventAt     time.Time
+}
+
+// Anchor is a reply anchor: the provider ID of a response we sent for a task. A reply to exactly
+// that provider message may continue the task.
+type Anchor struct {
+	Principal  string
+	Source     string
+	ProviderID string
+	TaskID     string
+	// InputSeq is the task event sequence of the input request the anchored response carried.
+	InputSeq  int64
+	CreatedAt time.Time
+}
+
+// Checkpoint is an intake position per (Principal, Source). Position is opaque to the store; Seq
+// orders positions (a checkpoint never moves to a smaller or equal Seq); Version counts advances.
+type Checkpoint struct {
+	Principal string
+	Source    string
+	Position  []byte
+	Seq       int64
+	Version   int64
+	UpdatedAt time.Time
+}
+
+// Evidence is one durable record of something that happened at intake, wake or delivery.
+type Evidence struct {
+	ID        int64 // assigned by the store
+	Principal string
+	Source    string
+	Kind      string
+	TaskID    string
+	Detail    []byte // JSON object; never holds secrets
+	CreatedAt time.Time
+}
+
+// EvidenceFilter selects evidence. Zero fields match anything.
+type EvidenceFilter struct {
+	Principal string
+	Source    string
+	Kind      string
+	TaskID    string
+	Since     time.Time
+	AfterID   int64 // only evidence with ID > AfterID (for --follow)
+	Limit     int
+}
+
+// WakeState is the state of a wake row.
+type WakeState string
+
+const (
+	WakePending WakeState = "pending"
+	WakeActive  WakeState = "active"
+	WakeDone    WakeState = "done"
+	WakeFailed  WakeState = "failed"
+)
+
+// Wake is a body-free request to run a task's executor: it names the task and the activation (the
+// task event sequence that caused it), never the message body.
+type Wake struct {
+	ID         string
+	Principal  string
+	TaskID     string
+	Activation int64
+	State      WakeState
+	Attempts   int
+	Detail     string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// PruneResult counts what Prune deleted.
+type PruneResult struct {
+	Tasks    int
+	Events   int
+	Claims   int
+	Contexts int
+	Anchors  int
+	Wakes    int
+}

@@ -1,0 +1,298 @@
+package taskplane
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// AnyVersion, given as the expected version to Apply, skips the optimistic-concurrency check. Only
+// callers that already serialize their own writes (a turn holder, cancel) should use it.
+const AnyVersion int64 = 0
+
+// Change is one modification of a task applied by Apply. The implementations are SetStatus,
+// AddArtifact and AddMessage.
+type Change interface{ isChange() }
+
+// SetStatus moves the task to State, with an optional agent message (also appended to history).
+type SetStatus struct {
+	State    State
+	Message  *Message
+	Metadata map[string]any
+}
+
+// AddArtifact adds an artifact, or with Append extends the parts of the artifact with the same ID.
+type AddArtifact struct {
+	Artifact  Artifact
+	Append    bool
+	LastChunk bool
+}
+
+// AddMessage appends a message to the task's history.
+type AddMessage struct {
+	Message Message
+}
+
+func (SetStatus) isChange()   {}
+func (AddArtifact) isChange() {}
+func (AddMessage) isChange()  {}
+
+// Apply applies changes to a task in one transaction, guarded by expectVersion (a stale version is
+// ErrConcurrentModification; AnyVersion skips the check). Each change appends one event to the
+// task's log in the same transaction. A terminal task refuses every change (ErrTaskTerminal).
+func (p *Plane) Apply(ctx context.Context, principal, taskID string, expectVersion int64, changes ...Change) (*Task, error) {
+	var t *Task
+	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		t, err = ApplyTx(ctx, tx, principal, taskID, expectVersion, p.clock(), changes...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update task %s: %w", taskID, err)
+	}
+	p.broker.publish(principal, taskID)
+	return t, nil
+}
+
+// ApplyTx is Apply inside a caller's transaction. The caller publishes nothing; Plane.Notify
+// after commit wakes subscribers in this process.
+func ApplyTx(ctx context.Context, tx store.Tx, principal, taskID string, expectVersion int64, now time.Time, changes ...Change) (*Task, error) {
+	t, err := getTask(ctx, tx, principal, taskID)
+	if err != nil {
+		return nil, err
+	}
+	if expectVersion != AnyVersion && t.Version != expectVersion {
+		return nil, ErrConcurrentModification
+	}
+	prev := t.Version
+	for _, c := range changes {
+		if t.Status.State.Terminal() {
+			return nil, ErrTaskTerminal
+		}
+		if err := applyChange(ctx, tx, t, c, now); err != nil {
+			return nil, err
+		}
+	}
+	t.Version, t.UpdatedAt = prev+1, now
+	row, err := encodeTask(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.UpdateTask(ctx, row, prev); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func applyChange(ctx context.Context, tx store.Tx, t *Task, c Change, now time.Time) error {
+	switch c := c.(type) {
+	case SetStatus:
+		if !c.State.Valid() {
+			return invalidf("unknown state %q", c.State)
+		}
+		if !CanTransition(t.Status.State, c.State) {
+			return fmt.Errorf("%w: %s to %s", ErrIllegalTransition, t.Status.State, c.State)
+		}
+		st := Status{State: c.State, Timestamp: now}
+		if c.Message != nil {
+			m := *c.Message
+			m.TaskID, m.ContextID = t.ID, t.ContextID
+			st.Message = &m
+			t.History = append(t.History, m)
+		}
+		t.Status = st
+		seq, err := appendEvent(ctx, tx, t, EventStatus, StatusUpdate{Status: st, Metadata: c.Metadata}, now)
+		if err != nil {
+			return err
+		}
+		if c.State.Interrupted() {
+			t.InputRequest = seq
+		} else {
+			t.InputRequest = 0
+		}
+	case AddArtifact:
+		if c.Artifact.ID == "" {
+			return invalidf("artifact has no id")
+		}
+		merged := false
+		for i := range t.Artifacts {
+			if t.Artifacts[i].ID != c.Artifact.ID {
+				continue
+			}
+			if c.Append {
+				t.Artifacts[i].Parts = append(t.Artifacts[i].Parts, c.Artifact.Parts...)
+			} else {
+				t.Artifacts[i] = c.Artifact
+			}
+			merged = true
+			break
+		}
+		if !merged {
+			t.Artifacts = append(t.Artifacts, c.Artifact)
+		}
+		if _, err := appendEvent(ctx, tx, t, EventArtifact, ArtifactUpdate(c), now); err != nil {
+			return err
+		}
+	case AddMessage:
+		m := c.Message
+		if len(m.Parts) == 0 {
+			return invalidf("message has no parts")
+		}
+		m.TaskID, m.ContextID = t.ID, t.ContextID
+		t.History = append(t.History, m)
+		if _, err := appendEvent(ctx, tx, t, EventMessage, m, now); err != nil {
+			return err
+		}
+	default:
+		return invalidf("unknown change %T", c)
+	}
+	return nil
+}
+
+// Cancel moves a non-terminal task to CANCELED. A terminal task is ErrTaskNotCancelable.
+func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata map[string]any) (*Task, error) {
+	var t *Task
+	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		cur, err := getTask(ctx, tx, principal, taskID)
+		if err != nil {
+			return err
+		}
+		if cur.Status.State.Terminal() {
+			return ErrTaskNotCancelable
+		}
+		t, err = ApplyTx(ctx, tx, principal, taskID, cur.Version, p.clock(), SetStatus{State: StateCanceled, Metadata: metadata})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel task %s: %w", taskID, err)
+	}
+	p.broker.publish(principal, taskID)
+	return t, nil
+}
+
+// Notify wakes this process's subscribers of a task after a caller's own transaction (one that
+// used ApplyTx or RecordAnchorTx) committed.
+func (p *Plane) Notify(principal, taskID string) { p.broker.publish(principal, taskID) }
+
+// GetTask returns the principal's task; another principal's task is ErrTaskNotFound.
+func (p *Plane) GetTask(ctx context.Context, principal, taskID string) (*Task, error) {
+	return getTask(ctx, p.store, principal, taskID)
+}
+
+// ListQuery selects tasks for ListTasks.
+type ListQuery struct {
+	ContextID   string
+	State       State
+	StatusAfter time.Time
+	PageSize    int
+	PageToken   string
+}
+
+// List page sizes.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 100
+)
+
+// TaskPage is one page of ListTasks. NextPageToken is "" on the last page.
+type TaskPage struct {
+	Tasks         []*Task
+	NextPageToken string
+	PageSize      int
+	TotalSize     int
+}
+
+type pageToken struct {
+	T  time.Time `json:"t"`
+	ID string    `json:"i"`
+}
+
+// ListTasks lists the principal's tasks, newest status first, a page at a time. PageSize 0 means
+// DefaultPageSize; outside 1..MaxPageSize is ErrInvalid; a malformed token is ErrInvalid.
+func (p *Plane) ListTasks(ctx context.Context, principal string, q ListQuery) (TaskPage, error) {
+	size := q.PageSize
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	if size < 1 || size > MaxPageSize {
+		return TaskPage{}, invalidf("pageSize must be between 1 and %d", MaxPageSize)
+	}
+	if q.State != "" && !q.State.Valid() {
+		return TaskPage{}, invalidf("unknown state %q", q.State)
+	}
+	f := store.TaskFilter{ContextID: q.ContextID, State: string(q.State), StatusAfter: q.StatusAfter, Limit: size + 1}
+	if q.PageToken != "" {
+		var tok pageToken
+		if err := decodeToken(q.PageToken, &tok); err != nil {
+			return TaskPage{}, invalidf("malformed pageToken")
+		}
+		f.CursorTime, f.CursorID = tok.T, tok.ID
+	}
+	rows, total, err := p.store.ListTasks(ctx, principal, f)
+	if err != nil {
+		return TaskPage{}, fmt.Errorf("list tasks: %w", err)
+	}
+	page := TaskPage{PageSize: size, TotalSize: total}
+	for i, r := range rows {
+		if i == size {
+			last := rows[size-1]
+			page.NextPageToken = encodeToken(pageToken{T: last.StatusTime, ID: last.ID})
+			break
+		}
+		t, err := decodeTask(r)
+		if err != nil {
+			return TaskPage{}, err
+		}
+		page.Tasks = append(page.Tasks, t)
+	}
+	return page, nil
+}
+
+// Events returns the task's events with Seq > after, decoded, in order.
+func (p *Plane) Events(ctx context.Context, principal, taskID string, after int64, limit int) ([]TaskEvent, error) {
+	t, err := getTask(ctx, p.store, principal, taskID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := p.store.TaskEvents(ctx, principal, taskID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read events of task %s: %w", taskID, err)
+	}
+	out := make([]TaskEvent, 0, len(rows))
+	for _, r := range rows {
+		ev, err := decodeEvent(r, t.ContextID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+func decodeEvent(r store.TaskEvent, contextID string) (TaskEvent, error) {
+	ev := TaskEvent{TaskID: r.TaskID, ContextID: contextID, Seq: r.Seq, Kind: r.Kind, Time: r.CreatedAt}
+	var dst any
+	switch r.Kind {
+	case EventTask:
+		ev.Task = &Task{}
+		dst = ev.Task
+	case EventStatus:
+		ev.Status = &StatusUpdate{}
+		dst = ev.Status
+	case EventArtifact:
+		ev.Artifact = &ArtifactUpdate{}
+		dst = ev.Artifact
+	case EventMessage:
+		ev.Message = &Message{}
+		dst = ev.Message
+	default:
+		return ev, fmt.Errorf("task %s event %d: unknown kind %q", r.TaskID, r.Seq, r.Kind)
+	}
+	if err := json.Unmarshal(r.Payload, dst); err != nil {
+		return ev, fmt.Errorf("task %s event %d: %w", r.TaskID, r.Seq, err)
+	}
+	return ev, nil
+}
