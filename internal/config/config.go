@@ -1,0 +1,601 @@
+// Package config is the one configuration loader of Channels.
+//
+// Every setting is one field of Config. Its YAML key is the field's `yaml` tag, its command-line
+// flag the same name with dashes (public_url → --public-url), and its environment variable
+// CHANNELS_ followed by the key in upper case (CHANNELS_PUBLIC_URL). A later capability adds a
+// field, never a new mechanism.
+//
+// Precedence, highest first: a flag given on the command line, the environment, the config file,
+// the built-in default.
+//
+// Secrets never sit in the config file as plain values. A secret field is given in the file by
+// reference: KEY_env names an environment variable that holds the value, KEY_file a file whose
+// contents are the value. The store URL is a partial secret: a plain `store:` is allowed in the
+// file only when it carries no password. Secrets are redacted wherever a Config is printed or
+// logged.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix starts the environment variable of every key.
+const EnvPrefix = "CHANNELS_"
+
+// Executors lists the executors `serve` can run.
+var Executors = []string{"echo", "conformance"}
+
+// Config holds every setting of Channels. Field tags: `yaml` is the key, `usage` the flag's help,
+// `secret` marks a value that is never stored plainly in a file ("true": only by reference;
+// "url": a URL whose password part is secret).
+type Config struct {
+	Listen          string        `yaml:"listen" usage:"address the HTTP server listens on"`
+	PublicURL       string        `yaml:"public_url" usage:"absolute base URL clients use to reach this server (default http://<listen>)"`
+	Store           string        `yaml:"store" secret:"url" usage:"store URL: sqlite:///path/to/channels.db or postgres://user@host/db"`
+	Executor        string        `yaml:"executor" usage:"agent that works tasks: echo or conformance"`
+	Credentials     string        `yaml:"credentials" usage:"JSON file of bearer tokens and their principals"`
+	AllowAnonymous  bool          `yaml:"allow_anonymous" usage:"accept unauthenticated callers even when not listening on loopback"`
+	BlockingTimeout time.Duration `yaml:"blocking_timeout" usage:"longest a blocking send waits before it returns the current task"`
+	Retention       time.Duration `yaml:"retention" usage:"how long finished conversations and idempotency claims are kept"`
+	RetentionEvery  time.Duration `yaml:"retention_interval" usage:"how often a retention pass runs"`
+	Concurrency     int           `yaml:"concurrency" usage:"executor turns run at once"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" usage:"longest a graceful shutdown waits for in-flight requests"`
+	LogLevel        string        `yaml:"log_level" usage:"debug, info, warn or error"`
+}
+
+// Default returns the built-in defaults. The store is SQLite under $XDG_DATA_HOME.
+func Default() Config {
+	return Config{
+		Listen:          "127.0.0.1:8788",
+		Store:           DefaultStoreURL(),
+		Executor:        "echo",
+		BlockingTimeout: 60 * time.Second,
+		Retention:       30 * 24 * time.Hour,
+		RetentionEvery:  time.Hour,
+		Concurrency:     8,
+		ShutdownTimeout: 30 * time.Second,
+		LogLevel:        "info",
+	}
+}
+
+// DataHome is $XDG_DATA_HOME, or ~/.local/share when it is unset.
+func DataHome() string {
+	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "channels-data")
+	}
+	return filepath.Join(home, ".local", "share")
+}
+
+// ConfigHome is $XDG_CONFIG_HOME, or ~/.config when it is unset.
+func ConfigHome() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".config")
+}
+
+// DefaultStoreURL is the SQLite database under $XDG_DATA_HOME/channels.
+func DefaultStoreURL() string {
+	return "sqlite://" + filepath.ToSlash(filepath.Join(DataHome(), "channels", "channels.db"))
+}
+
+// DefaultPath is $XDG_CONFIG_HOME/channels/channels.yaml if that file exists, else "".
+func DefaultPath() string {
+	h := ConfigHome()
+	if h == "" {
+		return ""
+	}
+	p := filepath.Join(h, "channels", "channels.yaml")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return ""
+}
+
+// field describes one setting.
+type field struct {
+	key    string // YAML key
+	index  int    // struct field index
+	usage  string
+	secret string // "", "true" or "url"
+}
+
+// Flag is the command-line flag name of the field.
+func (f field) Flag() string { return strings.ReplaceAll(f.key, "_", "-") }
+
+// Env is the environment variable of the field.
+func (f field) Env() string { return EnvPrefix + strings.ToUpper(f.key) }
+
+var fields = func() []field {
+	t := reflect.TypeOf(Config{})
+	out := make([]field, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		key := sf.Tag.Get("yaml")
+		if key == "" || key == "-" {
+			continue
+		}
+		out = append(out, field{key: key, index: i, usage: sf.Tag.Get("usage"), secret: sf.Tag.Get("secret")})
+	}
+	return out
+}()
+
+// Keys lists every config key, sorted.
+func Keys() []string {
+	out := make([]string, 0, len(fields))
+	for _, f := range fields {
+		out = append(out, f.key)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func lookupField(key string) (field, bool) {
+	for _, f := range fields {
+		if f.key == key {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+// AddFlags registers on fs one flag per named key (all keys when none are named), with the
+// defaults of Default() and the key's usage. Flag values are read back by Load, and only when the
+// flag was given on the command line.
+func AddFlags(fs *pflag.FlagSet, keys ...string) {
+	def := reflect.ValueOf(Default())
+	for _, f := range fields {
+		if len(keys) > 0 && !contains(keys, f.key) {
+			continue
+		}
+		usage := f.usage + " (config key " + f.key + ", env " + f.Env() + ")"
+		v := def.Field(f.index)
+		switch v.Kind() {
+		case reflect.String:
+			fs.String(f.Flag(), v.String(), usage)
+		case reflect.Bool:
+			fs.Bool(f.Flag(), v.Bool(), usage)
+		case reflect.Int:
+			fs.Int(f.Flag(), int(v.Int()), usage)
+		case reflect.Int64: // time.Duration
+			fs.Duration(f.Flag(), time.Duration(v.Int()), usage)
+		default:
+			panic(fmt.Sprintf("config: field %s has unsupported kind %s", f.key, v.Kind()))
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Source says where a setting's value came from.
+type Source string
+
+// Sources of a setting, lowest precedence first.
+const (
+	FromDefault Source = "default"
+	FromFile    Source = "file"
+	FromEnv     Source = "env"
+	FromFlag    Source = "flag"
+)
+
+// Loaded is a loaded configuration with where each setting came from.
+type Loaded struct {
+	Config
+	// Path is the config file read ("" when none).
+	Path string
+	// Origin maps each key to the source of its value.
+	Origin map[string]Source
+	// Warnings are problems that did not stop loading (an unknown CHANNELS_ variable).
+	Warnings []string
+}
+
+// Load builds the configuration: defaults, then the file at path ("" for none), then the
+// environment (getenv, usually os.Getenv; environ, usually os.Environ, to spot unknown CHANNELS_
+// variables), then the flags of fs that were set on the command line (fs may be nil). The result
+// is validated.
+func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string) (*Loaded, error) {
+	l := &Loaded{Config: Default(), Path: path, Origin: map[string]Source{}}
+	for _, f := range fields {
+		l.Origin[f.key] = FromDefault
+	}
+	if path != "" {
+		if err := l.loadFile(path, getenv); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.loadEnv(getenv, environ); err != nil {
+		return nil, err
+	}
+	if fs != nil {
+		if err := l.loadFlags(fs); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Loaded) loadFile(path string, getenv func(string) string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config file: %w", err)
+	}
+	var doc map[string]yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("parse config file %s: %w", path, err)
+	}
+	var unknown []string
+	for key := range doc {
+		if _, ok := resolveKey(key); !ok {
+			unknown = append(unknown, key)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("config file %s: unknown keys %s (known keys: %s; a secret is given as KEY_env or KEY_file)",
+			path, strings.Join(unknown, ", "), strings.Join(Keys(), ", "))
+	}
+	cfg := reflect.ValueOf(&l.Config).Elem()
+	set := map[string]string{} // field key → the file key that set it
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		node := doc[key]
+		r, _ := resolveKey(key)
+		if prev, dup := set[r.f.key]; dup {
+			return fmt.Errorf("config file %s: %s and %s both set %s", path, prev, key, r.f.key)
+		}
+		set[r.f.key] = key
+		fv := cfg.Field(r.f.index)
+		switch r.via {
+		case "":
+			if r.f.secret == "true" {
+				return fmt.Errorf("config file %s: %s is a secret: give it as %s_env (an environment variable) or %s_file (a file), not as a plain value",
+					path, key, key, key)
+			}
+			if err := decodeNode(&node, fv); err != nil {
+				return fmt.Errorf("config file %s: key %s: %w", path, key, err)
+			}
+			if r.f.secret == "url" && fv.Kind() == reflect.String && hasPassword(fv.String()) {
+				return fmt.Errorf("config file %s: %s carries a password: move the URL to %s_env or %s_file",
+					path, key, key, key)
+			}
+		case "env", "file":
+			var ref string
+			if err := node.Decode(&ref); err != nil || ref == "" {
+				return fmt.Errorf("config file %s: key %s: want the name of an %s", path, key, map[string]string{"env": "environment variable", "file": "file"}[r.via])
+			}
+			val, err := readRef(r.via, ref, getenv)
+			if err != nil {
+				return fmt.Errorf("config file %s: key %s: %w", path, key, err)
+			}
+			if err := setString(fv, val); err != nil {
+				return fmt.Errorf("config file %s: key %s: value of %s: %w", path, key, ref, err)
+			}
+		}
+		l.Origin[r.f.key] = FromFile
+	}
+	return nil
+}
+
+// resolved is a file or environment key resolved to its field.
+type resolved struct {
+	f   field
+	via string // "", "env" or "file"
+}
+
+func resolveKey(key string) (resolved, bool) {
+	if f, ok := lookupField(key); ok {
+		return resolved{f: f}, true
+	}
+	for _, via := range []string{"env", "file"} {
+		if base, ok := strings.CutSuffix(key, "_"+via); ok {
+			if f, ok := lookupField(base); ok && f.secret != "" {
+				return resolved{f: f, via: via}, true
+			}
+		}
+	}
+	return resolved{}, false
+}
+
+func readRef(via, ref string, getenv func(string) string) (string, error) {
+	switch via {
+	case "env":
+		v := getenv(ref)
+		if v == "" {
+			return "", fmt.Errorf("environment variable %s is empty or unset", ref)
+		}
+		return v, nil
+	default:
+		b, err := os.ReadFile(ref)
+		if err != nil {
+			return "", fmt.Errorf("read secret file: %w", err)
+		}
+		v := strings.TrimRight(string(b), "\r\n")
+		if v == "" {
+			return "", fmt.Errorf("secret file %s is empty", ref)
+		}
+		return v, nil
+	}
+}
+
+func (l *Loaded) loadEnv(getenv func(string) string, environ []string) error {
+	cfg := reflect.ValueOf(&l.Config).Elem()
+	for _, f := range fields {
+		if v := getenv(f.Env()); v != "" {
+			if err := setString(cfg.Field(f.index), v); err != nil {
+				return fmt.Errorf("environment %s: %w", f.Env(), err)
+			}
+			l.Origin[f.key] = FromEnv
+			continue
+		}
+		if f.secret != "" {
+			if ref := getenv(f.Env() + "_FILE"); ref != "" {
+				v, err := readRef("file", ref, getenv)
+				if err != nil {
+					return fmt.Errorf("environment %s_FILE: %w", f.Env(), err)
+				}
+				if err := setString(cfg.Field(f.index), v); err != nil {
+					return fmt.Errorf("environment %s_FILE: %w", f.Env(), err)
+				}
+				l.Origin[f.key] = FromEnv
+			}
+		}
+	}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(name, EnvPrefix)
+		if !ok || rest == "CONFIG" {
+			continue
+		}
+		key := strings.ToLower(rest)
+		if _, ok := lookupField(key); ok {
+			continue
+		}
+		if base, ok := strings.CutSuffix(key, "_file"); ok {
+			if f, ok := lookupField(base); ok && f.secret != "" {
+				continue
+			}
+		}
+		l.Warnings = append(l.Warnings, fmt.Sprintf("environment variable %s names no config key (ignored)", name))
+	}
+	sort.Strings(l.Warnings)
+	return nil
+}
+
+func (l *Loaded) loadFlags(fs *pflag.FlagSet) error {
+	cfg := reflect.ValueOf(&l.Config).Elem()
+	for _, f := range fields {
+		fl := fs.Lookup(f.Flag())
+		if fl == nil || !fl.Changed {
+			continue
+		}
+		if err := setString(cfg.Field(f.index), fl.Value.String()); err != nil {
+			return fmt.Errorf("flag --%s: %w", f.Flag(), err)
+		}
+		l.Origin[f.key] = FromFlag
+	}
+	return nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// decodeNode decodes a YAML value into a field, accepting "90s"-style strings for durations.
+func decodeNode(n *yaml.Node, v reflect.Value) error {
+	if v.Type() == durationType {
+		var s string
+		if err := n.Decode(&s); err != nil {
+			return fmt.Errorf("want a duration such as 90s or 1h: %w", err)
+		}
+		return setString(v, s)
+	}
+	return n.Decode(v.Addr().Interface())
+}
+
+// setString parses s into a field of kind string, bool, int or time.Duration.
+func setString(v reflect.Value, s string) error {
+	switch {
+	case v.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 90s or 1h, got %q", s)
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", s)
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Int:
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", s)
+		}
+		v.SetInt(int64(n))
+	default:
+		return fmt.Errorf("unsupported setting kind %s", v.Kind())
+	}
+	return nil
+}
+
+func hasPassword(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return false
+	}
+	_, set := u.User.Password()
+	return set
+}
+
+// Validate checks every setting and reports all problems at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen %q: want host:port: %w", c.Listen, err))
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("public_url %q: want an absolute http or https URL", c.PublicURL))
+		}
+	}
+	if u, err := url.Parse(c.Store); err != nil || u.Scheme == "" {
+		errs = append(errs, fmt.Errorf("store: want a URL such as sqlite:///path/channels.db or postgres://host/db"))
+	}
+	if !contains(Executors, c.Executor) {
+		errs = append(errs, fmt.Errorf("executor %q: want one of %s", c.Executor, strings.Join(Executors, ", ")))
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"blocking_timeout", c.BlockingTimeout}, {"retention", c.Retention}, {"retention_interval", c.RetentionEvery}, {"shutdown_timeout", c.ShutdownTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.key, d.v))
+		}
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	return nil
+}
+
+// EffectivePublicURL is PublicURL, or http://<listen> (loopback when listening on all interfaces).
+func (c *Config) EffectivePublicURL() string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return "http://" + c.Listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// ListensOnLoopback reports whether Listen names only a loopback address (127.0.0.0/8, ::1 or
+// localhost).
+func (c *Config) ListensOnLoopback() bool {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Redacted returns the settings as key → printable value, secrets redacted: a "true" secret is
+// "[redacted]" when set, a URL secret loses its password.
+func (c *Config) Redacted() map[string]string {
+	out := map[string]string{}
+	v := reflect.ValueOf(*c)
+	for _, f := range fields {
+		fv := v.Field(f.index)
+		var s string
+		switch {
+		case fv.Type() == durationType:
+			s = time.Duration(fv.Int()).String()
+		default:
+			s = fmt.Sprint(fv.Interface())
+		}
+		switch f.secret {
+		case "true":
+			if s != "" {
+				s = "[redacted]"
+			}
+		case "url":
+			s = RedactURL(s)
+		}
+		out[f.key] = s
+	}
+	return out
+}
+
+// RedactURL returns raw with any password replaced by "xxxxx"; an unparsable URL is replaced
+// whole, since it might hold a secret.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "[unparsable URL]"
+	}
+	return u.Redacted()
+}
+
+// String prints the redacted settings, sorted by key.
+func (c *Config) String() string {
+	m := c.Redacted()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %s\n", k, m[k])
+	}
+	return b.String()
+}
+
+// LogValue logs the redacted settings, so a Config handed to slog never leaks a secret.
+func (c *Config) LogValue() slog.Value {
+	m := c.Redacted()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	attrs := make([]slog.Attr, 0, len(keys))
+	for _, k := range keys {
+		attrs = append(attrs, slog.String(k, m[k]))
+	}
+	return slog.GroupValue(attrs...)
+}

@@ -1,0 +1,202 @@
+package config
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func envOf(m map[string]string) (func(string) string, []string) {
+	var environ []string
+	for k, v := range m {
+		environ = append(environ, k+"="+v)
+	}
+	return func(k string) string { return m[k] }, environ
+}
+
+func TestNoConfigGivesLoopbackSQLiteEcho(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", "/data")
+	getenv, environ := envOf(nil)
+	l, err := Load("", nil, getenv, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Listen != "127.0.0.1:8788" || l.Executor != "echo" || l.Store != "sqlite:///data/channels/channels.db" {
+		t.Fatalf("defaults: %+v", l.Config)
+	}
+	if !l.ListensOnLoopback() || l.EffectivePublicURL() != "http://127.0.0.1:8788" {
+		t.Fatalf("loopback %v, public %s", l.ListensOnLoopback(), l.EffectivePublicURL())
+	}
+}
+
+func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
+	path := writeFile(t, "c.yaml", "listen: 127.0.0.1:1000\nexecutor: conformance\nconcurrency: 3\nblocking_timeout: 5s\n")
+	getenv, environ := envOf(map[string]string{"CHANNELS_LISTEN": "127.0.0.1:2000", "CHANNELS_CONCURRENCY": "4"})
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	AddFlags(fs)
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:3000"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Load(path, fs, getenv, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		got    any
+		want   any
+		origin Source
+	}{
+		"listen":           {l.Listen, "127.0.0.1:3000", FromFlag},
+		"concurrency":      {l.Concurrency, 4, FromEnv},
+		"executor":         {l.Executor, "conformance", FromFile},
+		"blocking_timeout": {l.BlockingTimeout, 5 * time.Second, FromFile},
+		"log_level":        {l.LogLevel, "info", FromDefault},
+	}
+	for key, w := range want {
+		if w.got != w.want || l.Origin[key] != w.origin {
+			t.Errorf("%s = %v from %s, want %v from %s", key, w.got, l.Origin[key], w.want, w.origin)
+		}
+	}
+}
+
+func TestEveryKeyHasAFlagOfTheSameName(t *testing.T) {
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	AddFlags(fs)
+	for _, k := range Keys() {
+		if fs.Lookup(strings.ReplaceAll(k, "_", "-")) == nil {
+			t.Errorf("key %s has no flag", k)
+		}
+	}
+}
+
+func TestUnknownKeysAreRejectedByName(t *testing.T) {
+	path := writeFile(t, "c.yaml", "listen: 127.0.0.1:1\nlisten_adress: x\nfoo: 1\n")
+	getenv, environ := envOf(nil)
+	_, err := Load(path, nil, getenv, environ)
+	if err == nil || !strings.Contains(err.Error(), "unknown keys foo, listen_adress") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBadValuesAreRejected(t *testing.T) {
+	for name, body := range map[string]string{
+		"duration": "retention: forever\n",
+		"int":      "concurrency: many\n",
+		"executor": "executor: gpt\n",
+		"zero":     "concurrency: 0\n",
+		"public":   "public_url: /relative\n",
+		"listen":   "listen: nocolon\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			getenv, environ := envOf(nil)
+			if _, err := Load(writeFile(t, "c.yaml", body), nil, getenv, environ); err == nil {
+				t.Fatalf("%q accepted", body)
+			}
+		})
+	}
+}
+
+func TestStorePasswordOnlyByReference(t *testing.T) {
+	getenv, environ := envOf(map[string]string{"PGURL": "postgres://u:hunter2@db/channels"})
+	_, err := Load(writeFile(t, "c.yaml", "store: postgres://u:hunter2@db/channels\n"), nil, getenv, environ)
+	if err == nil || !strings.Contains(err.Error(), "store_env") || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("plain password in file: err = %v", err)
+	}
+
+	l, err := Load(writeFile(t, "c.yaml", "store_env: PGURL\n"), nil, getenv, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Store != "postgres://u:hunter2@db/channels" || l.Origin["store"] != FromFile {
+		t.Fatalf("store_env: %q from %s", l.Store, l.Origin["store"])
+	}
+	secret := writeFile(t, "pg", "postgres://u:hunter2@db/channels\n")
+	l, err = Load(writeFile(t, "c.yaml", "store_file: "+secret+"\n"), nil, getenv, environ)
+	if err != nil || l.Store != "postgres://u:hunter2@db/channels" {
+		t.Fatalf("store_file: %q, %v", l.Store, err)
+	}
+	if _, err := Load(writeFile(t, "c.yaml", "store_env: NOPE\n"), nil, getenv, environ); err == nil {
+		t.Fatal("unset store_env accepted")
+	}
+	if _, err := Load(writeFile(t, "c.yaml", "listen_env: X\n"), nil, getenv, environ); err == nil {
+		t.Fatal("_env reference accepted for a key that is not a secret")
+	}
+	// A store without a password may be written plainly.
+	if _, err := Load(writeFile(t, "c.yaml", "store: postgres://u@db/channels\n"), nil, getenv, environ); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSecretsNeverPrinted(t *testing.T) {
+	c := Default()
+	c.Store = "postgres://u:hunter2@db/channels"
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", &c)
+	for _, s := range []string{c.String(), buf.String()} {
+		if strings.Contains(s, "hunter2") {
+			t.Fatalf("secret printed: %s", s)
+		}
+		if !strings.Contains(s, "postgres://u:xxxxx@db/channels") {
+			t.Fatalf("store missing from %s", s)
+		}
+	}
+}
+
+func TestUnknownEnvironmentVariableWarns(t *testing.T) {
+	getenv, environ := envOf(map[string]string{"CHANNELS_LISTN": "x", "CHANNELS_CONFIG": "/c.yaml", "CHANNELS_STORE_FILE": ""})
+	l, err := Load("", nil, getenv, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "CHANNELS_LISTN") {
+		t.Fatalf("warnings %v", l.Warnings)
+	}
+}
+
+func TestDefaultPathOnlyWhenFileExists(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	if p := DefaultPath(); p != "" {
+		t.Fatalf("DefaultPath = %q with no file", p)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "channels"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "channels", "channels.yaml")
+	if err := os.WriteFile(want, []byte("listen: 127.0.0.1:9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if p := DefaultPath(); p != want {
+		t.Fatalf("DefaultPath = %q, want %q", p, want)
+	}
+}
+
+func TestPublicURLFollowsListen(t *testing.T) {
+	for listen, want := range map[string]string{
+		"127.0.0.1:9000": "http://127.0.0.1:9000",
+		"0.0.0.0:9000":   "http://127.0.0.1:9000",
+		":9000":          "http://127.0.0.1:9000",
+		"[::1]:9000":     "http://[::1]:9000",
+	} {
+		c := Default()
+		c.Listen = listen
+		if got := c.EffectivePublicURL(); got != want {
+			t.Errorf("listen %s: public URL %s, want %s", listen, got, want)
+		}
+	}
+}
