@@ -1,0 +1,53 @@
+package echo_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/executor/echo"
+	"github.com/channels-dev/channels/taskplane/executor/executortest"
+)
+
+func TestEchoCompletesWithTheUsersText(t *testing.T) {
+	h := executortest.New(t, echo.New())
+	ev := executortest.UserEvent("m-1", "hello")
+	ev.Message.Parts = append(ev.Message.Parts, taskplane.Part{Data: []byte(`{"a":1}`)}, taskplane.TextPart("world"))
+	acc := h.Send(t, ev)
+	evs := h.Settle(t, acc.Task.ID, acc.Task.LastSeq)
+	if diff := cmp.Diff([]string{"status:completed"}, executortest.Steps(evs)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	msg := evs[0].Status.Status.Message
+	if msg == nil || msg.Role != taskplane.RoleAgent {
+		t.Fatalf("status message %+v", msg)
+	}
+	want := []taskplane.Part{taskplane.TextPart("hello"), taskplane.TextPart("world")}
+	if diff := cmp.Diff(want, msg.Parts); diff != "" {
+		t.Fatalf("echoed parts (-want +got):\n%s", diff)
+	}
+}
+
+func TestEchoWithoutTextStillCompletes(t *testing.T) {
+	h := executortest.New(t, echo.New())
+	ev := executortest.UserEvent("m-2", "")
+	ev.Message.Parts = []taskplane.Part{{URL: "https://example.com/x", MediaType: "text/plain"}}
+	acc := h.Send(t, ev)
+	evs := h.Settle(t, acc.Task.ID, acc.Task.LastSeq)
+	if got := executortest.Steps(evs); len(got) != 1 || got[0] != "status:completed" {
+		t.Fatalf("events %v", got)
+	}
+}
+
+func TestLatestUserMessageSkipsAgentMessages(t *testing.T) {
+	task := &taskplane.Task{History: []taskplane.Message{
+		{ID: "u1", Role: taskplane.RoleUser}, {ID: "u2", Role: taskplane.RoleUser}, {ID: "a1", Role: taskplane.RoleAgent},
+	}}
+	if m := echo.LatestUserMessage(task); m == nil || m.ID != "u2" {
+		t.Fatalf("latest user message %+v", m)
+	}
+	if m := echo.LatestUserMessage(&taskplane.Task{}); m != nil {
+		t.Fatalf("empty history gave %+v", m)
+	}
+}
