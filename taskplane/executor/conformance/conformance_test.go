@@ -32,7 +32,7 @@ func TestConformancePrefixes(t *testing.T) {
 	)
 	tests := []struct {
 		prefix    string
-		steps     []string          // events after the task event, in order
+		steps     []string           // events after the task event, in order
 		artifacts [][]taskplane.Part // parts of each artifact event, in order
 		status    string             // text of the final status message ("" = none)
 		final     taskplane.State
