@@ -1,0 +1,47 @@
+// Package postgres is the store.Store driver for PostgreSQL, on pgx v5. It is the store several
+// Channels processes share (DESIGN.md §6).
+//
+// Import it for its side effect to make "postgres://" and "postgresql://" URLs open with
+// store.Open, or call Open directly:
+//
+//	import _ "github.com/channels-dev/channels/taskplane/store/postgres"
+//
+//	s, err := store.Open(ctx, "postgres://channels@db.internal/channels?sslmode=verify-full")
+//
+// # Schema and migrations
+//
+// Open applies the embedded migrations (migrations/NNNN_name.sql, recorded in schema_migrations)
+// in one transaction. Unqualified table names resolve through the connection's search_path, and
+// pgx sends unknown URL parameters to the server as run-time parameters, so
+// "?search_path=tenant_a" keeps a whole store in schema tenant_a; the tests give each test its own
+// schema this way. Processes that start together serialize on a transaction-scoped advisory lock
+// keyed by the schema name, so the schema migrates once.
+//
+// # Transactions
+//
+// Update runs its callback in one READ COMMITTED transaction and runs it again, a bounded number of
+// times, when Postgres aborts it with a serialization failure (40001) or a deadlock (40P01).
+// Correctness under concurrency comes from row locks and unique indexes, not from isolation:
+//
+//   - InsertClaim and EnsureContext insert with ON CONFLICT DO NOTHING and then read. An insert
+//     that meets a concurrent uncommitted row waits for its transaction, so concurrent callers
+//     agree on one claim or one context id.
+//   - AppendTaskEvent takes the next sequence by incrementing tasks.last_seq. The row lock orders
+//     the commits of one task's events, so a reader that resumes after sequence N never misses a
+//     lower sequence committed later (the SSE Last-Event-ID guarantee).
+//   - Prune skips rows that live transactions hold (FOR UPDATE SKIP LOCKED) instead of waiting.
+//
+// # Engine features behind capability flags
+//
+// Two mechanisms are specific to PostgreSQL: LISTEN/NOTIFY (AppendTaskEvent queues a
+// pg_notify("channels_task_events", "principal/taskID") hint that is delivered at commit, and
+// Listen receives them on a dedicated connection) and advisory locks (migrations). Both sit behind
+// an internal feature set and the Listen capability, so a driver for a Postgres-wire engine
+// without them (CockroachDB, YugabyteDB) changes the flags and the fallbacks — polling the event
+// log by sequence, a lease row — and no caller changes: shared code asks Capabilities().Listen,
+// never the driver type.
+//
+// NOTIFY serializes committing transactions that notify on a database-wide lock; at the commit
+// rates one Postgres sustains for the task plane this has not been the limit, but it is the first
+// thing to revisit if it becomes one.
+package postgres

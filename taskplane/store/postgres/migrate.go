@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migration is one embedded schema step. Files are named NNNN_name.sql; NNNN is the version.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		base, ok := strings.CutSuffix(e.Name(), ".sql")
+		if !ok {
+			continue
+		}
+		num, name, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive version number", e.Name())
+		}
+		body, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: name, sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i := 1; i < len(out); i++ {
+		if out[i].version == out[i-1].version {
+			return nil, fmt.Errorf("migration version %d appears twice", out[i].version)
+		}
+	}
+	return out, nil
+}
+
+// migrateLockClass is the first key of the two-key advisory lock that serializes migrations; the
+// second key is a hash of the schema, so stores in different schemas of one database migrate
+// independently.
+const migrateLockClass = 0x4348_4e4c // "CHNL"
+
+// migrate applies the embedded migrations that the current schema lacks, all in one transaction.
+// Postgres DDL is transactional, so a failure leaves the schema as it was. Several processes
+// starting at once serialize on a per-schema lock and only the first one applies anything. It
+// returns the schema the store lives in.
+func (s *Store) migrate(ctx context.Context) (schema string, err error) {
+	ms, err := migrations()
+	if err != nil {
+		return "", err
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return "", fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
+
+	// current_schema() is the first existing schema of the search_path: where unqualified names
+	// are created. It is NULL when the search_path names no existing schema.
+	var current *string
+	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil {
+		return "", fmt.Errorf("current schema: %w", err)
+	}
+	if current == nil {
+		return "", fmt.Errorf("the search_path names no existing schema to create tables in")
+	}
+	schema = *current
+	if err := s.lockMigrations(ctx, tx, schema); err != nil {
+		return "", err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return "", fmt.Errorf("create schema_migrations: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return "", fmt.Errorf("read schema_migrations: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return "", fmt.Errorf("read schema_migrations: %w", err)
+	}
+	latest := 0
+	for _, v := range versions {
+		applied[int(v)] = true
+		latest = max(latest, int(v))
+	}
+	if known := ms[len(ms)-1].version; latest > known {
+		return "", fmt.Errorf("schema %q is at version %d, newer than this binary knows (%d)", schema, latest, known)
+	}
+	for _, m := range ms {
+		if applied[m.version] {
+			continue
+		}
+		if _, err := tx.Exec(ctx, m.sql); err != nil {
+			return "", fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			return "", fmt.Errorf("record migration %04d_%s: %w", m.version, m.name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", fmt.Errorf("commit: %w", err)
+	}
+	return schema, nil
+}
+
+// lockMigrations takes the per-schema migration lock until tx ends. With advisory locks it is a
+// transaction-scoped advisory lock; a driver for an engine without them would lock a lease row.
+func (s *Store) lockMigrations(ctx context.Context, tx pgx.Tx, schema string) error {
+	if !s.features.advisoryLocks {
+		return fmt.Errorf("migration lock: %w", errNoLockMechanism)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(migrateLockClass), schema); err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	return nil
+}

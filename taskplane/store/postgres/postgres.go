@@ -1,0 +1,191 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+func init() {
+	opener := func(ctx context.Context, u *url.URL) (store.Store, error) {
+		s, err := Open(ctx, u)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	store.Register("postgres", opener)
+	store.Register("postgresql", opener)
+}
+
+// features are the Postgres mechanisms the driver uses beyond plain SQL. Each one sits behind a
+// flag so that a driver for a Postgres-wire engine lacking it (DESIGN.md §6) changes the flag and
+// the fallback, not the callers.
+type features struct {
+	// notify: pg_notify at AppendTaskEvent and LISTEN in Listen (Capabilities.Listen).
+	notify bool
+	// advisoryLocks: pg_advisory_xact_lock serializes migrations (else a lease row would).
+	advisoryLocks bool
+}
+
+var postgresFeatures = features{notify: true, advisoryLocks: true}
+
+// ErrClosed is returned by Update and Listen after Close, and by Updates that Close interrupted.
+var ErrClosed = errors.New("postgres store: closed")
+
+var errNoLockMechanism = errors.New("no lock mechanism for this engine")
+
+// Update retry policy for serialization failures and deadlocks.
+const (
+	maxUpdateAttempts = 5
+	retryBaseDelay    = 2 * time.Millisecond
+)
+
+// Store is a store.Store on a Postgres database, safe for use by many processes at once.
+type Store struct {
+	reader
+	pool     *pgxpool.Pool
+	features features
+	channel  string // LISTEN/NOTIFY channel of this schema's task events
+
+	closeOnce sync.Once
+	closing   context.Context // canceled by Close; ends pending Updates and Listens
+	close     context.CancelFunc
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database named by u (a postgres:// or postgresql:// URL, with any
+// parameters pgx understands), applies the embedded migrations to the first schema of the
+// connection's search_path, and returns the store. Unknown URL parameters are sent to the server as
+// run-time parameters, so "?search_path=tenant_a" puts the tables in schema tenant_a (which must
+// exist). Without pool_max_conns in the URL the pool holds up to max(8, 4×GOMAXPROCS) connections.
+// Errors never contain the password.
+func Open(ctx context.Context, u *url.URL) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		// pgx errors may quote the connection string; say only what was wrong.
+		return nil, errors.New("postgres: invalid connection URL")
+	}
+	if !u.Query().Has("pool_max_conns") {
+		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "channels"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures}
+	s.closing, s.close = context.WithCancel(context.Background())
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	schema, err := s.migrate(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	s.channel = notifyChannel(schema)
+	return s, nil
+}
+
+// Capabilities reports a shared, multi-process store with cross-process notifications.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{Name: "postgres", Listen: s.features.notify, MultiProcess: true}
+}
+
+// Close cancels pending Updates and Listens, then closes the pool. It is safe to call twice.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.close()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// bind returns a context that also ends when the store closes.
+func (s *Store) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.closing, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// Update runs fn in one READ COMMITTED transaction. A serialization failure or deadlock (from fn's
+// statements or the commit) rolls back and runs fn again, up to maxUpdateAttempts times; any other
+// error from fn rolls back and is returned unchanged (wrapped with ErrClosed only when Close
+// interrupted the call).
+func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	if s.closing.Err() != nil {
+		return ErrClosed
+	}
+	ctx, cancel := s.bind(ctx)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		err := s.updateOnce(ctx, fn)
+		if err == nil || !retryable(err) || attempt == maxUpdateAttempts {
+			return s.closedErr(ctx, err)
+		}
+		// Jittered exponential backoff so the transactions that collided do not collide again.
+		d := retryBaseDelay << (attempt - 1)
+		d = d/2 + rand.N(d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s.closedErr(ctx, err)
+		case <-t.C:
+		}
+	}
+}
+
+// closedErr marks an error of an Update that Close interrupted with ErrClosed. The original error
+// stays in the chain, so errors.Is still finds what fn returned.
+func (s *Store) closedErr(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+func (s *Store) updateOnce(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return fmt.Errorf("postgres: begin: %w", err)
+	}
+	// Rollback after Commit is a no-op; after an error it must run even if ctx is canceled.
+	defer ptx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
+	if err := fn(ctx, &tx{reader: reader{q: ptx}, s: s}); err != nil {
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	return nil
+}
+
+// retryable reports whether err means the transaction was aborted by a serialization failure or a
+// deadlock, so running it again may succeed.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return pgErr.Code == "40001" || pgErr.Code == "40P01"
+}

@@ -1,0 +1,842 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/postgres"
+)
+
+// newSchema creates an empty schema for one test in the database named by TEST_DATABASE_URL,
+// drops it when the test ends, and returns a URL whose search_path selects it and whose
+// application_name is the schema name, so a test can find its own backends in pg_stat_activity.
+// The focused tests below need the URL itself, to open several Stores on one schema.
+func newSchema(tb testing.TB) *url.URL {
+	tb.Helper()
+	raw := os.Getenv("TEST_DATABASE_URL")
+	if raw == "" {
+		if os.Getenv("CI") != "" {
+			tb.Fatal("TEST_DATABASE_URL is not set; scripts/test.sh starts a Postgres and sets it")
+		}
+		tb.Skip("TEST_DATABASE_URL is not set; run scripts/test.sh")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		tb.Fatalf("connect to TEST_DATABASE_URL: %v", err)
+	}
+	defer conn.Close(ctx)
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "t_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		tb.Fatalf("create schema: %v", err)
+	}
+	tb.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, raw)
+		if err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(raw)
+	if err != nil {
+		tb.Fatalf("parse TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	q.Set("application_name", schema)
+	u.RawQuery = q.Encode()
+	return u
+}
+
+// open opens a Store on u and closes it when the test ends.
+func open(tb testing.TB, u *url.URL) *postgres.Store {
+	tb.Helper()
+	s, err := postgres.Open(context.Background(), u)
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// seedTask inserts a context and a working task in it.
+func seedTask(t *testing.T, s store.Store, principal, taskID string) {
+	t.Helper()
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertContext(ctx, store.Context{Principal: principal, ID: "ctx-" + taskID, CreatedAt: t0, LastEventAt: t0}); err != nil {
+			return err
+		}
+		return tx.InsertTask(ctx, store.Task{Principal: principal, ID: taskID, ContextID: "ctx-" + taskID,
+			State: "working", StatusTime: t0, Version: 1, CreatedAt: t0, UpdatedAt: t0})
+	})
+	if err != nil {
+		t.Fatalf("seed task: %v", err)
+	}
+}
+
+func TestOpenRegistersSchemes(t *testing.T) {
+	t.Parallel()
+	got := store.Schemes()
+	for _, want := range []string{"postgres", "postgresql"} {
+		found := false
+		for _, s := range got {
+			found = found || s == want
+		}
+		if !found {
+			t.Errorf("store.Schemes() = %v, want it to hold %q", got, want)
+		}
+	}
+}
+
+func TestOpenErrorHidesPassword(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Port 1 on loopback refuses at once.
+	_, err := store.Open(ctx, "postgres://u:s3cret-pw@127.0.0.1:1/db?connect_timeout=2")
+	if err == nil {
+		t.Fatal("Open succeeded against a closed port")
+	}
+	if msg := err.Error(); strings.Contains(msg, "s3cret-pw") {
+		t.Errorf("error holds the password: %s", msg)
+	}
+}
+
+// Several processes starting at once on one schema: every Open succeeds and each migration is
+// applied once, in that schema only.
+func TestOpenConcurrentMigratesOnce(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			s, err := postgres.Open(context.Background(), u)
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("open %d: %v", i, err)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var versions, distinct int
+	var schema string
+	err = conn.QueryRow(context.Background(),
+		`SELECT count(*), count(DISTINCT version), current_schema() FROM schema_migrations`).Scan(&versions, &distinct, &schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versions == 0 || versions != distinct {
+		t.Errorf("schema_migrations holds %d rows for %d versions", versions, distinct)
+	}
+	var elsewhere int
+	err = conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM information_schema.tables WHERE table_name = 'tasks' AND table_schema <> $1`, schema).Scan(&elsewhere)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elsewhere != 0 {
+		t.Errorf("a tasks table exists outside schema %s", schema)
+	}
+}
+
+func TestOpenSchemasAreIsolated(t *testing.T) {
+	t.Parallel()
+	a, b := open(t, newSchema(t)), open(t, newSchema(t))
+	seedTask(t, a, "alice", "task-1")
+	if _, err := b.GetTask(context.Background(), "alice", "task-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetTask in the other schema: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestOpenMissingSchema(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	q := u.Query()
+	q.Set("search_path", "no_such_schema_here")
+	u.RawQuery = q.Encode()
+	_, err := postgres.Open(context.Background(), u)
+	if err == nil {
+		t.Fatal("Open succeeded with a search_path naming no existing schema")
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	want := store.Capabilities{Name: "postgres", Listen: true, MultiProcess: true}
+	if diff := cmp.Diff(want, s.Capabilities()); diff != "" {
+		t.Errorf("Capabilities (-want +got):\n%s", diff)
+	}
+}
+
+// A notification committed through one Store reaches a Listen on another, with the principal
+// (which may hold a slash) and the task id intact; a rolled-back append notifies nobody.
+func TestListenAcrossStores(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	listener, writer := open(t, u), open(t, u)
+	const principal = "org/alice"
+	seedTask(t, writer, principal, "task-1")
+	seedTask(t, writer, principal, "task-2")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan [2]string, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- listener.Listen(ctx, func(p, id string) { got <- [2]string{p, id} })
+	}()
+
+	appendEvent := func(taskID string, commit bool) {
+		t.Helper()
+		rollback := errors.New("roll back")
+		err := writer.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			if _, err := tx.AppendTaskEvent(ctx, principal, taskID, "status", []byte(`{}`), t0); err != nil {
+				return err
+			}
+			if !commit {
+				return rollback
+			}
+			return nil
+		})
+		if err != nil && (commit || !errors.Is(err, rollback)) {
+			t.Fatalf("append: %v", err)
+		}
+	}
+
+	// Listen gives no readiness signal, so append until the first hint arrives.
+	deadline := time.After(10 * time.Second)
+wait:
+	for {
+		appendEvent("task-1", true)
+		select {
+		case n := <-got:
+			if n != [2]string{principal, "task-1"} {
+				t.Fatalf("notification = %q, want %q", n, [2]string{principal, "task-1"})
+			}
+			break wait
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification within 10s")
+		}
+	}
+	appendEvent("task-2", false)
+	appendEvent("task-2", true)
+	for {
+		select {
+		case n := <-got:
+			if n == [2]string{principal, "task-1"} {
+				continue // a late hint from the warm-up loop
+			}
+			if n != [2]string{principal, "task-2"} {
+				t.Fatalf("notification = %q, want %q", n, [2]string{principal, "task-2"})
+			}
+			// The rolled-back append must not have produced a hint: only one task-2 event is in
+			// the log, and only one hint may arrive.
+			events, err := writer.TaskEvents(context.Background(), principal, "task-2", 0, 0)
+			if err != nil || len(events) != 1 {
+				t.Fatalf("task-2 events = %v, %v; want one", events, err)
+			}
+			select {
+			case n := <-got:
+				if n == [2]string{principal, "task-2"} {
+					t.Fatalf("second task-2 notification: the rolled-back append notified")
+				}
+			case <-time.After(200 * time.Millisecond):
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Listen returned %v after its context ended, want nil", err)
+			}
+			return
+		case <-time.After(10 * time.Second):
+			t.Fatal("no task-2 notification within 10s")
+		}
+	}
+}
+
+// Stores in different schemas of one database do not hear each other's task events.
+func TestListenIsPerSchema(t *testing.T) {
+	t.Parallel()
+	a, b := open(t, newSchema(t)), open(t, newSchema(t))
+	seedTask(t, a, "alice", "warm")
+	seedTask(t, a, "alice", "a-task")
+	seedTask(t, b, "alice", "b-task")
+	appendEvent := func(s store.Store, taskID string) {
+		t.Helper()
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.AppendTaskEvent(ctx, "alice", taskID, "status", nil, t0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan string, 100)
+	go a.Listen(ctx, func(_, id string) { got <- id })
+	deadline := time.After(10 * time.Second)
+warm:
+	for {
+		appendEvent(a, "warm")
+		select {
+		case <-got:
+			break warm
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification within 10s")
+		}
+	}
+	// Notifications arrive in commit order, so once a-task's arrives, b-task's would have too.
+	appendEvent(b, "b-task")
+	appendEvent(a, "a-task")
+	for {
+		select {
+		case id := <-got:
+			switch id {
+			case "b-task":
+				t.Fatal("a listener on schema A heard an event of schema B")
+			case "a-task":
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no a-task notification within 10s")
+		}
+	}
+}
+
+// Listen survives the server dropping its connection: it reconnects and delivers again.
+func TestListenReconnects(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	s := open(t, u)
+	seedTask(t, s, "alice", "task-1")
+	q := u.Query()
+	q.Set("application_name", q.Get("application_name")+"_listener")
+	u.RawQuery = q.Encode()
+	listener := open(t, u)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan string, 100)
+	go listener.Listen(ctx, func(_, id string) { got <- id })
+
+	waitHint := func() {
+		t.Helper()
+		deadline := time.After(15 * time.Second)
+		for {
+			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+				_, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "status", nil, t0)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-got:
+				return
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("no notification within 15s")
+			}
+		}
+	}
+	waitHint()
+	conn, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var killed int
+	err = conn.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND query ILIKE 'LISTEN%'`, q.Get("application_name")).Scan(&killed)
+	if err != nil || killed != 1 {
+		t.Fatalf("terminate the listening backend: killed %d, err %v", killed, err)
+	}
+	for len(got) > 0 {
+		<-got
+	}
+	waitHint()
+}
+
+func TestListenEndsOnClose(t *testing.T) {
+	t.Parallel()
+	s, err := postgres.Open(context.Background(), newSchema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(context.Background(), func(string, string) {}) }()
+	time.Sleep(50 * time.Millisecond)
+	s.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, postgres.ErrClosed) {
+			t.Errorf("Listen after Close returned %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Listen did not return after Close")
+	}
+}
+
+// Two processes sharing one schema, 50 concurrent first messages of one conversation: one context.
+func TestEnsureContextAcrossStores(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	stores := []*postgres.Store{open(t, u), open(t, u)}
+	const n = 50
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = stores[i%2].Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+				id, err := tx.EnsureContext(ctx, "alice", "slack", "C1/1700000000.000100", fmt.Sprintf("ctx-%02d", i), t0)
+				ids[i] = id
+				return err
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("caller %d got context %q, caller 0 got %q", i, ids[i], ids[0])
+		}
+	}
+	got, err := stores[0].GetContext(context.Background(), "alice", ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ConversationKey != "C1/1700000000.000100" || got.Source != "slack" {
+		t.Errorf("context = %+v", got)
+	}
+}
+
+// Two processes claim one event at once: exactly one inserts, the other waits for it and gets its
+// claim back.
+func TestInsertClaimAcrossStores(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	stores := []*postgres.Store{open(t, u), open(t, u)}
+	const n = 20
+	var inserted atomic.Int32
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	digests := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = stores[i%2].Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+				c, ok, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "slack", Identity: "Ev1",
+					Digest: fmt.Sprint("d", i), State: store.ClaimPending, CreatedAt: t0, UpdatedAt: t0})
+				if ok {
+					inserted.Add(1)
+				}
+				digests[i] = c.Digest
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+	}
+	if inserted.Load() != 1 {
+		t.Fatalf("%d callers inserted the claim, want 1", inserted.Load())
+	}
+	for i := range n {
+		if digests[i] != digests[0] {
+			t.Fatalf("caller %d saw digest %q, caller 0 saw %q", i, digests[i], digests[0])
+		}
+	}
+}
+
+// beginAppend starts an Update that appends one event to the task and then waits for release
+// before committing. It reports the sequence on seq.
+func beginAppend(s store.Store, principal, taskID string, seq chan<- int64, release <-chan struct{}) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			n, err := tx.AppendTaskEvent(ctx, principal, taskID, "status", []byte(`{}`), t0)
+			if err != nil {
+				return err
+			}
+			seq <- n
+			<-release
+			return nil
+		})
+	}()
+	return done
+}
+
+// waitLockWait waits until one of the test's backends waits on a lock in AppendTaskEvent.
+func waitLockWait(t *testing.T, u *url.URL) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var waiting int
+		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'WITH s AS (%'`,
+			u.Query().Get("application_name")).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the second append never waited on the task row lock")
+}
+
+// The event-log resume guarantee: while one transaction has appended to a task and not
+// committed, a second appender to the same task waits on the task row, so sequence order is commit
+// order. A reader that resumes after the last sequence it saw never skips an event.
+func TestAppendTaskEventOrdersCommits(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	a, b := open(t, u), open(t, u)
+	seedTask(t, a, "alice", "task-1")
+	ctx := context.Background()
+
+	seq1, release1 := make(chan int64, 1), make(chan struct{})
+	done1 := beginAppend(a, "alice", "task-1", seq1, release1)
+	if got := <-seq1; got != 1 {
+		t.Fatalf("first append got seq %d, want 1", got)
+	}
+	seq2, release2 := make(chan int64, 1), make(chan struct{})
+	close(release2)
+	done2 := beginAppend(b, "alice", "task-1", seq2, release2)
+	waitLockWait(t, u)
+
+	// Nothing is committed yet.
+	if ev, err := a.TaskEvents(ctx, "alice", "task-1", 0, 0); err != nil || len(ev) != 0 {
+		t.Fatalf("events before any commit = %v, %v", ev, err)
+	}
+	close(release1)
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done2; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seq2; got != 2 {
+		t.Fatalf("second append got seq %d, want 2", got)
+	}
+	ev, err := a.TaskEvents(ctx, "alice", "task-1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, e := range ev {
+		seqs = append(seqs, e.Seq)
+	}
+	if diff := cmp.Diff([]int64{1, 2}, seqs); diff != "" {
+		t.Errorf("event seqs (-want +got):\n%s", diff)
+	}
+	task, err := a.GetTask(ctx, "alice", "task-1")
+	if err != nil || task.LastSeq != 2 {
+		t.Errorf("task.LastSeq = %d, %v; want 2", task.LastSeq, err)
+	}
+}
+
+// A tailing reader that always resumes after the highest sequence it has seen, racing several
+// writers in two Stores, sees every sequence exactly once and in order.
+func TestTaskEventsTailNeverSkips(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	stores := []*postgres.Store{open(t, u), open(t, u)}
+	seedTask(t, stores[0], "alice", "task-1")
+	const writers, perWriter = 4, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for range perWriter {
+				err := stores[w%2].Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+					_, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "status", nil, t0)
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	writing := make(chan struct{})
+	go func() { wg.Wait(); close(writing) }()
+
+	var last int64
+	for finished := false; ; {
+		select {
+		case <-writing:
+			finished = true
+		default:
+		}
+		ev, err := stores[1].TaskEvents(context.Background(), "alice", "task-1", last, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ev {
+			if e.Seq != last+1 {
+				t.Fatalf("after seq %d the reader saw seq %d", last, e.Seq)
+			}
+			last = e.Seq
+		}
+		if finished && len(ev) == 0 {
+			break
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if last != writers*perWriter {
+		t.Errorf("reader ended at seq %d, want %d", last, writers*perWriter)
+	}
+}
+
+func pgError(code string) error { return &pgconn.PgError{Code: code, Message: "test"} }
+
+func TestUpdateRetriesSerializationFailures(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	for _, code := range []string{"40001", "40P01"} {
+		t.Run(code, func(t *testing.T) {
+			var attempts int
+			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+				attempts++
+				if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: code, CreatedAt: t0}); err != nil {
+					return err
+				}
+				if attempts < 3 {
+					return fmt.Errorf("wrapped: %w", pgError(code))
+				}
+				return nil
+			})
+			if err != nil || attempts != 3 {
+				t.Fatalf("Update = %v after %d attempts, want nil after 3", err, attempts)
+			}
+			ev, err := s.ListEvidence(context.Background(), store.EvidenceFilter{Kind: code})
+			if err != nil || len(ev) != 1 {
+				t.Errorf("evidence rows = %d, %v; want 1 (the failed attempts rolled back)", len(ev), err)
+			}
+		})
+	}
+	t.Run("gives up", func(t *testing.T) {
+		var attempts int
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			attempts++
+			return pgError("40001")
+		})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "40001" {
+			t.Errorf("Update = %v, want the serialization failure", err)
+		}
+		if attempts < 2 || attempts > 10 {
+			t.Errorf("fn ran %d times, want a small bounded number", attempts)
+		}
+	})
+}
+
+// A real deadlock between two Updates: Postgres aborts one, Update runs it again, both commit.
+func TestUpdateRetriesDeadlock(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	q := u.Query()
+	q.Set("deadlock_timeout", "50ms")
+	u.RawQuery = q.Encode()
+	s := open(t, u)
+	seedTask(t, s, "alice", "a")
+	seedTask(t, s, "alice", "b")
+
+	var barrier sync.WaitGroup
+	barrier.Add(2)
+	var attempts atomic.Int32
+	lockBoth := func(first, second string) error {
+		var once bool
+		return s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			attempts.Add(1)
+			if _, err := tx.AppendTaskEvent(ctx, "alice", first, "x", nil, t0); err != nil {
+				return err
+			}
+			if !once {
+				once = true
+				barrier.Done()
+				barrier.Wait() // both hold their first row now
+			}
+			_, err := tx.AppendTaskEvent(ctx, "alice", second, "x", nil, t0)
+			return err
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- lockBoth("a", "b") }()
+	go func() { errs <- lockBoth("b", "a") }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+	}
+	if attempts.Load() < 3 {
+		t.Errorf("fn ran %d times, want at least 3 (one deadlock victim re-run)", attempts.Load())
+	}
+	for _, id := range []string{"a", "b"} {
+		ev, err := s.TaskEvents(context.Background(), "alice", id, 0, 0)
+		if err != nil || len(ev) != 2 {
+			t.Errorf("task %s has %d events, %v; want 2", id, len(ev), err)
+		}
+	}
+}
+
+func TestUpdateReturnsFnErrorUnchanged(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	sentinel := errors.New("no thanks")
+	var attempts int
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		attempts++
+		if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: "k", CreatedAt: t0}); err != nil {
+			return err
+		}
+		return sentinel
+	})
+	if err != sentinel || attempts != 1 {
+		t.Fatalf("Update = %v after %d attempts, want the fn's error itself after 1", err, attempts)
+	}
+	if ev, _ := s.ListEvidence(context.Background(), store.EvidenceFilter{}); len(ev) != 0 {
+		t.Errorf("evidence survived the failed Update: %v", ev)
+	}
+}
+
+// Close makes a pending Update fail instead of waiting for it.
+func TestCloseFailsPendingUpdate(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	holder := open(t, u)
+	seedTask(t, holder, "alice", "task-1")
+	s, err := postgres.Open(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, release := make(chan int64, 1), make(chan struct{})
+	held := beginAppend(holder, "alice", "task-1", seq, release)
+	<-seq
+	pending := beginAppend(s, "alice", "task-1", make(chan int64, 1), release)
+	waitLockWait(t, u)
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case err := <-pending:
+		if !errors.Is(err, postgres.ErrClosed) {
+			t.Errorf("pending Update returned %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pending Update still running 10s after Close")
+	}
+	<-closed
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(context.Background(), func(context.Context, store.Tx) error { return nil }); !errors.Is(err, postgres.ErrClosed) {
+		t.Errorf("Update after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Times come back in UTC whatever the session time zone, at microsecond precision.
+func TestTimesRoundTripInUTC(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	q := u.Query()
+	q.Set("timezone", "Asia/Kathmandu")
+	u.RawQuery = q.Encode()
+	s := open(t, u)
+	at := time.Date(2026, 3, 1, 23, 59, 59, 123456000, time.UTC)
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertTask(ctx, store.Task{Principal: "alice", ID: "t", ContextID: "c", State: "working",
+			StatusTime: at, Version: 1, CreatedAt: at, UpdatedAt: at})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetTask(context.Background(), "alice", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]time.Time{"StatusTime": got.StatusTime, "CreatedAt": got.CreatedAt, "UpdatedAt": got.UpdatedAt} {
+		if v != at {
+			t.Errorf("%s = %v (%v), want %v", name, v, v.Location(), at)
+		}
+	}
+}
+
+// BenchmarkUpdate measures durable single-claim Updates from parallel callers.
+func BenchmarkUpdate(b *testing.B) {
+	s := open(b, newSchema(b))
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := n.Add(1)
+			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+				_, _, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "bench",
+					Identity: fmt.Sprint("ev-", id), State: store.ClaimPending, CreatedAt: t0, UpdatedAt: t0})
+				return err
+			})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}

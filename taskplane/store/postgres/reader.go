@@ -1,0 +1,249 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// querier is what the reads and writes need: a pool outside a transaction, a pgx.Tx inside one.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// reader implements store.Reader on a querier.
+type reader struct {
+	q querier
+}
+
+// notFound maps pgx.ErrNoRows to store.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// utc returns t in UTC: pgx reads timestamptz in the local zone.
+func utc(t time.Time) time.Time { return t.UTC() }
+
+const taskColumns = `principal, id, context_id, source, state, status_time, version, last_seq, body, created_at, updated_at`
+
+func scanTask(row pgx.CollectableRow) (store.Task, error) {
+	var t store.Task
+	err := row.Scan(&t.Principal, &t.ID, &t.ContextID, &t.Source, &t.State, &t.StatusTime, &t.Version,
+		&t.LastSeq, &t.Body, &t.CreatedAt, &t.UpdatedAt)
+	t.StatusTime, t.CreatedAt, t.UpdatedAt = utc(t.StatusTime), utc(t.CreatedAt), utc(t.UpdatedAt)
+	return t, err
+}
+
+func (r reader) GetTask(ctx context.Context, principal, id string) (store.Task, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+taskColumns+` FROM tasks WHERE principal = $1 AND id = $2`, principal, id)
+	t, err := pgx.CollectExactlyOneRow(rows, scanTask)
+	if err != nil {
+		return store.Task{}, fmt.Errorf("get task: %w", notFound(err))
+	}
+	return t, nil
+}
+
+// where accumulates SQL conditions and their arguments.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// add appends a condition in which "?" stands for the next argument.
+func (w *where) add(cond string, arg any) {
+	w.args = append(w.args, arg)
+	w.conds = append(w.conds, strings.Replace(cond, "?", "$"+strconv.Itoa(len(w.args)), 1))
+}
+
+func (w *where) sql() string {
+	if len(w.conds) == 0 {
+		return "TRUE"
+	}
+	return strings.Join(w.conds, " AND ")
+}
+
+func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFilter) ([]store.Task, int, error) {
+	var w where
+	w.add("principal = ?", principal)
+	if f.ContextID != "" {
+		w.add("context_id = ?", f.ContextID)
+	}
+	if f.State != "" {
+		w.add("state = ?", f.State)
+	}
+	if !f.StatusAfter.IsZero() {
+		w.add("status_time >= ?", f.StatusAfter)
+	}
+	var total int
+	if err := r.q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE `+w.sql(), w.args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("list tasks: count: %w", err)
+	}
+	if f.CursorID != "" {
+		// Row comparison matches the (status_time DESC, id DESC) index order.
+		w.args = append(w.args, f.CursorTime, f.CursorID)
+		w.conds = append(w.conds, fmt.Sprintf("(status_time, id) < ($%d, $%d)", len(w.args)-1, len(w.args)))
+	}
+	query := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + w.sql() + ` ORDER BY status_time DESC, id DESC`
+	if f.Limit > 0 {
+		query += ` LIMIT ` + strconv.Itoa(f.Limit)
+	}
+	rows, _ := r.q.Query(ctx, query, w.args...)
+	tasks, err := pgx.CollectRows(rows, scanTask)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	return tasks, total, nil
+}
+
+func (r reader) TaskEvents(ctx context.Context, principal, taskID string, after int64, limit int) ([]store.TaskEvent, error) {
+	query := `SELECT principal, task_id, seq, kind, payload, created_at FROM task_events
+		WHERE principal = $1 AND task_id = $2 AND seq > $3 ORDER BY seq`
+	if limit > 0 {
+		query += ` LIMIT ` + strconv.Itoa(limit)
+	}
+	rows, _ := r.q.Query(ctx, query, principal, taskID, after)
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.TaskEvent, error) {
+		var e store.TaskEvent
+		err := row.Scan(&e.Principal, &e.TaskID, &e.Seq, &e.Kind, &e.Payload, &e.CreatedAt)
+		e.CreatedAt = utc(e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("task events: %w", err)
+	}
+	return events, nil
+}
+
+const claimColumns = `principal, source, identity, digest, state, outcome_kind, task_id, context_id, message, created_at, updated_at`
+
+func scanClaim(row pgx.CollectableRow) (store.Claim, error) {
+	var c store.Claim
+	err := row.Scan(&c.Principal, &c.Source, &c.Identity, &c.Digest, &c.State, &c.OutcomeKind, &c.TaskID,
+		&c.ContextID, &c.Message, &c.CreatedAt, &c.UpdatedAt)
+	c.CreatedAt, c.UpdatedAt = utc(c.CreatedAt), utc(c.UpdatedAt)
+	return c, err
+}
+
+func (r reader) GetClaim(ctx context.Context, principal, source, identity string) (store.Claim, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+claimColumns+` FROM claims WHERE principal = $1 AND source = $2 AND identity = $3`,
+		principal, source, identity)
+	c, err := pgx.CollectExactlyOneRow(rows, scanClaim)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("get claim: %w", notFound(err))
+	}
+	return c, nil
+}
+
+func (r reader) GetContext(ctx context.Context, principal, contextID string) (store.Context, error) {
+	var c store.Context
+	err := r.q.QueryRow(ctx, `SELECT principal, id, source, conversation_key, created_at, last_event_at
+		FROM contexts WHERE principal = $1 AND id = $2`, principal, contextID).
+		Scan(&c.Principal, &c.ID, &c.Source, &c.ConversationKey, &c.CreatedAt, &c.LastEventAt)
+	if err != nil {
+		return store.Context{}, fmt.Errorf("get context: %w", notFound(err))
+	}
+	c.CreatedAt, c.LastEventAt = utc(c.CreatedAt), utc(c.LastEventAt)
+	return c, nil
+}
+
+func (r reader) GetAnchor(ctx context.Context, principal, source, providerID string) (store.Anchor, error) {
+	var a store.Anchor
+	err := r.q.QueryRow(ctx, `SELECT principal, source, provider_id, task_id, input_seq, created_at
+		FROM anchors WHERE principal = $1 AND source = $2 AND provider_id = $3`, principal, source, providerID).
+		Scan(&a.Principal, &a.Source, &a.ProviderID, &a.TaskID, &a.InputSeq, &a.CreatedAt)
+	if err != nil {
+		return store.Anchor{}, fmt.Errorf("get anchor: %w", notFound(err))
+	}
+	a.CreatedAt = utc(a.CreatedAt)
+	return a, nil
+}
+
+const checkpointColumns = `principal, source, position, seq, version, updated_at`
+
+func scanCheckpoint(row pgx.CollectableRow) (store.Checkpoint, error) {
+	var c store.Checkpoint
+	err := row.Scan(&c.Principal, &c.Source, &c.Position, &c.Seq, &c.Version, &c.UpdatedAt)
+	c.UpdatedAt = utc(c.UpdatedAt)
+	return c, err
+}
+
+func (r reader) GetCheckpoint(ctx context.Context, principal, source string) (store.Checkpoint, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE principal = $1 AND source = $2`,
+		principal, source)
+	c, err := pgx.CollectExactlyOneRow(rows, scanCheckpoint)
+	if err != nil {
+		return store.Checkpoint{}, fmt.Errorf("get checkpoint: %w", notFound(err))
+	}
+	return c, nil
+}
+
+func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]store.Evidence, error) {
+	var w where
+	if f.Principal != "" {
+		w.add("principal = ?", f.Principal)
+	}
+	if f.Source != "" {
+		w.add("source = ?", f.Source)
+	}
+	if f.Kind != "" {
+		w.add("kind = ?", f.Kind)
+	}
+	if f.TaskID != "" {
+		w.add("task_id = ?", f.TaskID)
+	}
+	if !f.Since.IsZero() {
+		w.add("created_at >= ?", f.Since)
+	}
+	if f.AfterID > 0 {
+		w.add("id > ?", f.AfterID)
+	}
+	query := `SELECT id, principal, source, kind, task_id, detail, created_at FROM evidence WHERE ` + w.sql() +
+		` ORDER BY id DESC`
+	if f.Limit > 0 {
+		query += ` LIMIT ` + strconv.Itoa(f.Limit)
+	}
+	rows, _ := r.q.Query(ctx, query, w.args...)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Evidence, error) {
+		var e store.Evidence
+		err := row.Scan(&e.ID, &e.Principal, &e.Source, &e.Kind, &e.TaskID, &e.Detail, &e.CreatedAt)
+		e.CreatedAt = utc(e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list evidence: %w", err)
+	}
+	return out, nil
+}
+
+func (r reader) ListWakes(ctx context.Context, state store.WakeState, limit int) ([]store.Wake, error) {
+	query := `SELECT id, principal, task_id, activation, state, attempts, detail, created_at, updated_at
+		FROM wakes WHERE state = $1 ORDER BY created_at, id`
+	if limit > 0 {
+		query += ` LIMIT ` + strconv.Itoa(limit)
+	}
+	rows, _ := r.q.Query(ctx, query, string(state))
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Wake, error) {
+		var w store.Wake
+		err := row.Scan(&w.ID, &w.Principal, &w.TaskID, &w.Activation, &w.State, &w.Attempts, &w.Detail,
+			&w.CreatedAt, &w.UpdatedAt)
+		w.CreatedAt, w.UpdatedAt = utc(w.CreatedAt), utc(w.UpdatedAt)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list wakes: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,303 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// tx implements store.Tx on one pgx transaction. Like pgx.Tx it must not be used from several
+// goroutines at once, and only while the Update callback runs.
+type tx struct {
+	reader
+	s *Store
+}
+
+var _ store.Tx = (*tx)(nil)
+
+// maxLookups bounds the insert-or-read loops below: the row that made an insert conflict can be
+// pruned before the read, which only a concurrent Prune does, and rarely.
+const maxLookups = 3
+
+func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool, error) {
+	for range maxLookups {
+		// On a conflict with a concurrent uncommitted claim the insert waits for that transaction,
+		// then does nothing if it committed; the read that follows is a new statement, so in READ
+		// COMMITTED it sees the committed claim.
+		tag, err := t.q.Exec(ctx, `INSERT INTO claims (`+claimColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (principal, source, identity) DO NOTHING`,
+			c.Principal, c.Source, c.Identity, c.Digest, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID,
+			c.Message, c.CreatedAt, c.UpdatedAt)
+		if err != nil {
+			return store.Claim{}, false, fmt.Errorf("insert claim: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return c, true, nil
+		}
+		existing, err := t.GetClaim(ctx, c.Principal, c.Source, c.Identity)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return store.Claim{}, false, fmt.Errorf("insert claim: %w", err)
+		}
+		return existing, false, nil
+	}
+	return store.Claim{}, false, fmt.Errorf("insert claim: conflicting claim vanished %d times", maxLookups)
+}
+
+func (t *tx) UpdateClaim(ctx context.Context, c store.Claim) error {
+	tag, err := t.q.Exec(ctx, `UPDATE claims SET state = $4, outcome_kind = $5, task_id = $6, context_id = $7,
+		message = $8, updated_at = $9 WHERE principal = $1 AND source = $2 AND identity = $3`,
+		c.Principal, c.Source, c.Identity, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID, c.Message, c.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("update claim: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("update claim: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (string, error) {
+	if conversationKey == "" {
+		// No conversation to share: every call is a new context.
+		err := t.InsertContext(ctx, store.Context{Principal: principal, ID: candidateID, Source: source,
+			CreatedAt: now, LastEventAt: now})
+		if err != nil {
+			return "", fmt.Errorf("ensure context: %w", err)
+		}
+		return candidateID, nil
+	}
+	for range maxLookups {
+		// Same shape as InsertClaim: a concurrent creator of the same conversation makes the insert
+		// wait; afterwards the read sees its id, so every caller gets one id.
+		var id string
+		err := t.q.QueryRow(ctx, `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
+			VALUES ($1, $2, $3, $4, $5, $5)
+			ON CONFLICT (principal, source, conversation_key) WHERE conversation_key <> '' DO NOTHING
+			RETURNING id`, principal, candidateID, source, conversationKey, now).Scan(&id)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("ensure context: %w", err)
+		}
+		err = t.q.QueryRow(ctx, `SELECT id FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3`,
+			principal, source, conversationKey).Scan(&id)
+		if err == nil {
+			return id, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("ensure context: %w", err)
+		}
+	}
+	return "", fmt.Errorf("ensure context: conflicting context vanished %d times", maxLookups)
+}
+
+func (t *tx) InsertContext(ctx context.Context, c store.Context) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, c.Principal, c.ID, c.Source, c.ConversationKey, c.CreatedAt, c.LastEventAt)
+	if err != nil {
+		return fmt.Errorf("insert context: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) TouchContext(ctx context.Context, principal, contextID string, at time.Time) error {
+	// GREATEST: concurrent touches with slightly different clocks never move activity backwards.
+	tag, err := t.q.Exec(ctx, `UPDATE contexts SET last_event_at = GREATEST(last_event_at, $3)
+		WHERE principal = $1 AND id = $2`, principal, contextID, at)
+	if err != nil {
+		return fmt.Errorf("touch context: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("touch context: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *tx) InsertTask(ctx context.Context, task store.Task) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		task.Principal, task.ID, task.ContextID, task.Source, task.State, task.StatusTime, task.Version, task.LastSeq,
+		task.Body, task.CreatedAt, task.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("insert task: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) UpdateTask(ctx context.Context, task store.Task, expectVersion int64) error {
+	tag, err := t.q.Exec(ctx, `UPDATE tasks SET state = $3, status_time = $4, body = $5, updated_at = $6,
+		version = version + 1 WHERE principal = $1 AND id = $2 AND version = $7`,
+		task.Principal, task.ID, task.State, task.StatusTime, task.Body, task.UpdatedAt, expectVersion)
+	if err != nil {
+		return fmt.Errorf("update task: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var exists bool
+	if err := t.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE principal = $1 AND id = $2)`,
+		task.Principal, task.ID).Scan(&exists); err != nil {
+		return fmt.Errorf("update task: %w", err)
+	}
+	if !exists {
+		return fmt.Errorf("update task: %w", store.ErrNotFound)
+	}
+	return fmt.Errorf("update task: %w", store.ErrConcurrentModification)
+}
+
+// appendEventSQL allocates the next sequence by incrementing tasks.last_seq: the row lock it takes
+// orders the commits of one task, so a reader that has seen seq N can never later find a
+// newly committed seq below N. With notify, pg_notify queues a hint that is delivered at commit
+// (and dropped on rollback); it runs only when the event row was written.
+const (
+	appendEventSQL = `WITH s AS (
+			UPDATE tasks SET last_seq = last_seq + 1 WHERE principal = $1 AND id = $2 RETURNING last_seq
+		), e AS (
+			INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at)
+			SELECT $1, $2, last_seq, $3, $4, $5 FROM s RETURNING seq
+		)`
+	appendEventNotifySQL = appendEventSQL + ` SELECT e.seq FROM e CROSS JOIN LATERAL pg_notify($6, $1 || '/' || $2) AS n`
+	appendEventQuietSQL  = appendEventSQL + ` SELECT e.seq FROM e`
+)
+
+func (t *tx) AppendTaskEvent(ctx context.Context, principal, taskID, kind string, payload []byte, at time.Time) (int64, error) {
+	query, args := appendEventQuietSQL, []any{principal, taskID, kind, payload, at}
+	if t.s.features.notify {
+		query, args = appendEventNotifySQL, append(args, t.s.channel)
+	}
+	var seq int64
+	if err := t.q.QueryRow(ctx, query, args...).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("append task event: %w", notFound(err))
+	}
+	return seq, nil
+}
+
+func (t *tx) PutAnchor(ctx context.Context, a store.Anchor) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO anchors (principal, source, provider_id, task_id, input_seq, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (principal, source, provider_id) DO UPDATE
+		SET task_id = excluded.task_id, input_seq = excluded.input_seq, created_at = excluded.created_at`,
+		a.Principal, a.Source, a.ProviderID, a.TaskID, a.InputSeq, a.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("put anchor: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) InsertEvidence(ctx context.Context, e store.Evidence) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO evidence (principal, source, kind, task_id, detail, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, e.Principal, e.Source, e.Kind, e.TaskID, e.Detail, e.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert evidence: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) InsertWake(ctx context.Context, w store.Wake) error {
+	_, err := t.q.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, attempts, detail, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		w.Principal, w.ID, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail, w.CreatedAt, w.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("insert wake: %w", err)
+	}
+	return nil
+}
+
+func (t *tx) UpdateWake(ctx context.Context, w store.Wake) error {
+	tag, err := t.q.Exec(ctx, `UPDATE wakes SET state = $3, attempts = $4, updated_at = $5, detail = $6
+		WHERE principal = $1 AND id = $2`, w.Principal, w.ID, string(w.State), w.Attempts, w.UpdatedAt, w.Detail)
+	if err != nil {
+		return fmt.Errorf("update wake: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("update wake: %w", store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *tx) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.Checkpoint, error) {
+	// The upsert's WHERE keeps a checkpoint from moving backwards; when it holds the stored row
+	// back, the row is still locked, so the read below returns what this transaction will keep.
+	rows, _ := t.q.Query(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`) VALUES ($1, $2, $3, $4, 1, $5)
+		ON CONFLICT (principal, source) DO UPDATE
+		SET position = excluded.position, seq = excluded.seq, version = checkpoints.version + 1,
+			updated_at = excluded.updated_at
+		WHERE excluded.seq > checkpoints.seq
+		RETURNING `+checkpointColumns, c.Principal, c.Source, c.Position, c.Seq, c.UpdatedAt)
+	stored, err := pgx.CollectOneRow(rows, scanCheckpoint)
+	if errors.Is(err, pgx.ErrNoRows) {
+		stored, err = t.GetCheckpoint(ctx, c.Principal, c.Source)
+	}
+	if err != nil {
+		return store.Checkpoint{}, fmt.Errorf("advance checkpoint: %w", err)
+	}
+	return stored, nil
+}
+
+// pruneTasksSQL deletes up to $3 terminal tasks in contexts idle since before $1, with their
+// events, anchors and wakes, in one statement. SKIP LOCKED leaves tasks that a live transaction
+// holds for a later run instead of waiting for it.
+const pruneTasksSQL = `WITH victims AS (
+		SELECT t.principal, t.id FROM tasks t
+		JOIN contexts c ON c.principal = t.principal AND c.id = t.context_id
+		WHERE c.last_event_at < $1 AND t.state = ANY($2)
+		LIMIT $3
+		FOR UPDATE OF t SKIP LOCKED
+	), dt AS (
+		DELETE FROM tasks t USING victims v WHERE t.principal = v.principal AND t.id = v.id
+		RETURNING t.principal, t.id
+	), de AS (
+		DELETE FROM task_events e USING dt WHERE e.principal = dt.principal AND e.task_id = dt.id RETURNING 1
+	), da AS (
+		DELETE FROM anchors a USING dt WHERE a.principal = dt.principal AND a.task_id = dt.id RETURNING 1
+	), dw AS (
+		DELETE FROM wakes w USING dt WHERE w.principal = dt.principal AND w.task_id = dt.id RETURNING 1
+	)
+	SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM de), (SELECT count(*) FROM da), (SELECT count(*) FROM dw)`
+
+// pruneClaimsSQL deletes done claims older than $1, except those whose task still exists: a claim
+// must outlive its task so a redelivery never creates a second one. It runs after pruneTasksSQL, so
+// it sees that statement's deletions.
+const pruneClaimsSQL = `DELETE FROM claims c WHERE c.state = 'done' AND c.updated_at < $1
+	AND NOT (c.task_id <> '' AND EXISTS (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.id = c.task_id))`
+
+// pruneContextsSQL deletes contexts idle since before $1 that no task and no pending claim names.
+// An Accept that reuses such a context touches it in the same transaction; the DELETE then waits
+// for that row and re-checks last_event_at, so a context about to get a task is not deleted.
+const pruneContextsSQL = `DELETE FROM contexts c WHERE c.last_event_at < $1
+	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.context_id = c.id)
+	AND NOT EXISTS (SELECT 1 FROM claims cl WHERE cl.principal = c.principal AND cl.context_id = c.id AND cl.state = 'pending')`
+
+func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
+	var res store.PruneResult
+	var lim *int // NULL: no limit
+	if limit > 0 {
+		lim = &limit
+	}
+	if terminal == nil {
+		terminal = []string{}
+	}
+	if err := t.q.QueryRow(ctx, pruneTasksSQL, cutoff, terminal, lim).
+		Scan(&res.Tasks, &res.Events, &res.Anchors, &res.Wakes); err != nil {
+		return store.PruneResult{}, fmt.Errorf("prune tasks: %w", err)
+	}
+	tag, err := t.q.Exec(ctx, pruneClaimsSQL, cutoff)
+	if err != nil {
+		return store.PruneResult{}, fmt.Errorf("prune claims: %w", err)
+	}
+	res.Claims = int(tag.RowsAffected())
+	tag, err = t.q.Exec(ctx, pruneContextsSQL, cutoff)
+	if err != nil {
+		return store.PruneResult{}, fmt.Errorf("prune contexts: %w", err)
+	}
+	res.Contexts = int(tag.RowsAffected())
+	return res, nil
+}
