@@ -184,8 +184,14 @@ func AddFlags(fs *pflag.FlagSet, keys ...string) {
 		default:
 			panic(fmt.Sprintf("config: field %s has unsupported kind %s", f.key, v.Kind()))
 		}
+		// Marks the flag as a setting, so Load never reads a command's own flag that happens to
+		// share a name (bench's --concurrency).
+		_ = fs.SetAnnotation(f.Flag(), flagAnnotation, []string{f.key})
 	}
 }
+
+// flagAnnotation marks the flags AddFlags registered.
+const flagAnnotation = "channels/config-key"
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -401,7 +407,7 @@ func (l *Loaded) loadFlags(fs *pflag.FlagSet) error {
 	cfg := reflect.ValueOf(&l.Config).Elem()
 	for _, f := range fields {
 		fl := fs.Lookup(f.Flag())
-		if fl == nil || !fl.Changed {
+		if fl == nil || !fl.Changed || len(fl.Annotations[flagAnnotation]) == 0 {
 			continue
 		}
 		if err := setString(cfg.Field(f.index), fl.Value.String()); err != nil {

@@ -200,3 +200,19 @@ func TestPublicURLFollowsListen(t *testing.T) {
 		}
 	}
 }
+
+func TestCommandFlagsOfTheSameNameAreNotSettings(t *testing.T) {
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.Int("concurrency", 64, "bench's own flag")
+	if err := fs.Parse([]string{"--concurrency", "0"}); err != nil {
+		t.Fatal(err)
+	}
+	getenv, environ := envOf(nil)
+	l, err := Load("", fs, getenv, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Concurrency != Default().Concurrency {
+		t.Fatalf("concurrency %d taken from a flag that is not a setting", l.Concurrency)
+	}
+}

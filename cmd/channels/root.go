@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/channels-dev/channels/internal/config"
+	_ "github.com/channels-dev/channels/taskplane/store/postgres" // postgres:// stores
+	_ "github.com/channels-dev/channels/taskplane/store/sqlite"   // sqlite:// stores
+)
+
+// env is what a command sees of the process: its output streams and its environment.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	environ        []string
+}
+
+// app is the state shared by the commands of one invocation.
+type app struct {
+	env
+	cfg *config.Loaded
+	log *slog.Logger
+}
+
+// run executes the command line args and returns the process exit code.
+func run(ctx context.Context, args []string, e env) int {
+	a := &app{env: e}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(e.stderr, "channels:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// usageError is a mistake on the command line (exit code 2).
+type usageError struct{ error }
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "channels",
+		Short: "Channels connects the places people talk to agents through one durable A2A task plane",
+		Long: `Channels connects the places where people already talk to agents, through one
+durable A2A v1 task plane.
+
+Settings come from flags, CHANNELS_<KEY> environment variables and a YAML config file, in that
+order of precedence; every flag of "serve" is also a config key (dashes become underscores).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.load(cmd)
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().String("config", "", "YAML config file (default $XDG_CONFIG_HOME/channels/channels.yaml when it exists; env CHANNELS_CONFIG)")
+	config.AddFlags(root.PersistentFlags(), "store")
+	root.AddCommand(a.serveCmd(), a.migrateCmd(), a.versionCmd(), a.benchCmd())
+	return root
+}
+
+// load reads the configuration for cmd and sets up the logger.
+func (a *app) load(cmd *cobra.Command) error {
+	path, _ := cmd.Flags().GetString("config")
+	if path == "" {
+		path = a.getenv("CHANNELS_CONFIG")
+	}
+	if path == "" {
+		path = config.DefaultPath()
+	}
+	cfg, err := config.Load(path, cmd.Flags(), a.getenv, a.environ)
+	if err != nil {
+		return err
+	}
+	a.cfg = cfg
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return fmt.Errorf("log level: %w", err)
+	}
+	a.log = slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	for _, w := range cfg.Warnings {
+		a.log.Warn(w)
+	}
+	return nil
+}
+
+// redactedStore is the store URL safe to print.
+func redactedStore(raw string) string { return config.RedactURL(raw) }

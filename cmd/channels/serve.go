@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/executor/conformance"
+	"github.com/channels-dev/channels/taskplane/executor/echo"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// storeOpenTimeout bounds opening the store (a Postgres that does not answer) at start-up.
+const storeOpenTimeout = 30 * time.Second
+
+func (a *app) serveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the A2A task plane: HTTP bindings, executor, retention",
+		Long: `Run Channels: the A2A bindings over HTTP, the executor that works tasks, and retention.
+
+With no configuration at all it listens on 127.0.0.1:8788, keeps its state in SQLite under
+$XDG_DATA_HOME/channels/, and answers with the built-in echo agent.
+
+/healthz answers while the process runs; /readyz answers 200 only while the store is reachable
+and the server is not shutting down. SIGTERM or SIGINT stops accepting connections, drains
+in-flight requests (closing streams), stops the executor and closes the store.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.serve(cmd.Context(), nil)
+		},
+	}
+	var keys []string
+	for _, k := range config.Keys() {
+		if k != "store" { // a persistent flag of the root command
+			keys = append(keys, k)
+		}
+	}
+	config.AddFlags(cmd.Flags(), keys...)
+	return cmd
+}
+
+// newExecutor returns the executor named in the configuration.
+func newExecutor(name string) (taskplane.Executor, error) {
+	switch name {
+	case "echo":
+		return echo.New(), nil
+	case "conformance":
+		return conformance.New(), nil
+	}
+	return nil, fmt.Errorf("unknown executor %q (want one of %v)", name, config.Executors)
+}
+
+// serve runs until ctx ends (a signal), then shuts down gracefully. listening, if not nil, is
+// told the bound address once the server accepts connections (tests listen on port 0).
+func (a *app) serve(ctx context.Context, listening func(net.Addr)) error {
+	cfg := a.cfg.Config
+	log := a.log
+	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {
+		return fmt.Errorf("listen %s is not loopback and no credentials are configured: set credentials (a token file) or allow_anonymous: true", cfg.Listen)
+	}
+	exec, err := newExecutor(cfg.Executor)
+	if err != nil {
+		return err
+	}
+
+	openCtx, cancelOpen := context.WithTimeout(ctx, storeOpenTimeout)
+	st, err := store.Open(openCtx, cfg.Store)
+	cancelOpen()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+
+	plane := taskplane.New(st, taskplane.WithLogger(log), taskplane.WithRetention(cfg.Retention))
+	disp := &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
+	a2a, err := a2aHandler(plane, disp, exec, cfg, log)
+	if err != nil {
+		return err
+	}
+
+	// Background workers run on their own context, stopped in order after HTTP has drained.
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+	var workers sync.WaitGroup
+	workers.Go(func() {
+		if err := disp.Run(bg); err != nil {
+			log.Error("dispatcher stopped", "err", err)
+		}
+	})
+	workers.Go(func() { plane.RunRetention(bg, cfg.RetentionEvery) })
+	workers.Go(func() { runListener(bg, plane, log) })
+	stopWorkers := func() {
+		stopBg()
+		workers.Wait()
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		stopWorkers()
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+
+	var ready atomic.Bool
+	// Requests run on reqCtx; cancelling it ends streams that did not close when asked.
+	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv := &http.Server{
+		Handler:           routes(a2a, st, &ready, log),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	ready.Store(true)
+	log.Info("channels serving", "listen", ln.Addr().String(), "public_url", cfg.EffectivePublicURL(),
+		"store", redactedStore(cfg.Store), "executor", cfg.Executor, "config_file", a.cfg.Path, "config", &a.cfg.Config)
+	if listening != nil {
+		listening(ln.Addr())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	case err := <-serveErr:
+		runErr = fmt.Errorf("http server: %w", err)
+		log.Error("http server stopped", "err", err)
+	}
+	ready.Store(false)
+	shutdownHTTP(srv, a2a, cfg.ShutdownTimeout, cancelRequests, log)
+	stopWorkers()
+	log.Info("stopped")
+	return runErr
+}
+
+// streamCloser is implemented by an A2A handler that can end its open streams on request.
+type streamCloser interface{ CloseStreams() }
+
+// shutdownHTTP stops accepting connections and drains in-flight requests. Streams are asked to
+// close at once; requests still running after half the timeout have their context cancelled
+// (which ends any stream), and whatever remains at the deadline is closed.
+func shutdownHTTP(srv *http.Server, h http.Handler, timeout time.Duration, cancelRequests context.CancelFunc, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	if sc, ok := h.(streamCloser); ok {
+		sc.CloseStreams()
+	}
+	grace := time.NewTimer(timeout / 2)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Warn("http shutdown", "err", err)
+		}
+		return
+	case <-grace.C:
+		log.Warn("requests still running after half the shutdown timeout: cancelling them")
+		cancelRequests()
+	}
+	if err := <-done; err != nil {
+		log.Warn("http shutdown deadline passed: closing remaining connections", "err", err)
+		_ = srv.Close()
+	}
+}
+
+// runListener relays other processes' task events until ctx ends, restarting after a failure.
+func runListener(ctx context.Context, p *taskplane.Plane, log *slog.Logger) {
+	for {
+		err := p.RunListener(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		log.Error("task event listener failed; restarting", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// readyTimeout bounds the store check of /readyz.
+const readyTimeout = 2 * time.Second
+
+// routes mounts the health endpoints and the A2A bindings.
+func routes(a2a http.Handler, st store.Store, ready *atomic.Bool, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !ready.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "shutting down"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		if err := pingStore(ctx, st); err != nil {
+			log.Warn("readiness: store unreachable", "err", err)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "store unreachable"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": st.Capabilities().Name})
+	})
+	mux.Handle("/", a2a)
+	return mux
+}
+
+// pingStore reads a task that cannot exist: not-found means the store answered.
+func pingStore(ctx context.Context, st store.Store) error {
+	_, err := st.GetTask(ctx, "", "channels-readiness-probe")
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
