@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// The kill -9 test re-executes this test binary as a child that accepts events in a loop. These
+// variables carry its instructions; TestMain turns the binary into the child when they are set.
+const (
+	kill9StoreEnv   = "CHANNELS_KILL9_STORE"   // store URL
+	kill9StartEnv   = "CHANNELS_KILL9_START"   // first event index of the loop
+	kill9ResendEnv  = "CHANNELS_KILL9_RESEND"  // comma-separated indices to re-send first
+	kill9WorkersEnv = "CHANNELS_KILL9_WORKERS" // goroutines accepting at once
+)
+
+const (
+	kill9Principal = "kill9"
+	kill9Source    = "kill9"
+	kill9Rounds    = 24
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(kill9StoreEnv) != "" {
+		os.Exit(kill9Child())
+	}
+	os.Exit(m.Run())
+}
+
+// kill9Event is event i: the same identity always carries the same payload, so a re-send is a
+// duplicate, never a conflict.
+func kill9Event(i int) taskplane.Event {
+	id := fmt.Sprintf("ev-%07d", i)
+	return taskplane.Event{
+		Principal:       kill9Principal,
+		Source:          kill9Source,
+		Identity:        id,
+		ConversationKey: fmt.Sprintf("conversation-%d", i%7),
+		Message: taskplane.Message{ID: "m-" + id, Role: taskplane.RoleUser,
+			Parts: []taskplane.Part{taskplane.TextPart(fmt.Sprintf("event %d: please look at this", i))}},
+	}
+}
+
+// kill9Child accepts events until it is killed. It prints "ok <identity> <taskID> <outcome>" for
+// each, only after Accept returned nil. It first re-sends the indices in kill9ResendEnv, then
+// accepts from kill9StartEnv on, with kill9WorkersEnv goroutines.
+func kill9Child() int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "kill9 child: "+format+"\n", args...)
+		return 3
+	}
+	start, err := strconv.Atoi(os.Getenv(kill9StartEnv))
+	if err != nil {
+		return fail("start: %v", err)
+	}
+	workers, err := strconv.Atoi(os.Getenv(kill9WorkersEnv))
+	if err != nil || workers < 1 {
+		return fail("workers: %v", err)
+	}
+	// A child whose parent vanished must not run for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, os.Getenv(kill9StoreEnv))
+	if err != nil {
+		return fail("open store: %v", err)
+	}
+	plane := taskplane.New(st)
+	var outMu sync.Mutex
+	report := func(ev taskplane.Event, acc taskplane.Acceptance) {
+		line := fmt.Sprintf("ok %s %s %s\n", ev.Identity, acc.Task.ID, acc.Outcome)
+		outMu.Lock()
+		_, _ = os.Stdout.WriteString(line) // one write: a kill never leaves half a line before a whole one
+		outMu.Unlock()
+	}
+	if s := os.Getenv(kill9ResendEnv); s != "" {
+		for _, f := range strings.Split(s, ",") {
+			i, err := strconv.Atoi(f)
+			if err != nil {
+				return fail("resend: %v", err)
+			}
+			ev := kill9Event(i)
+			acc, err := plane.Accept(ctx, ev)
+			if err != nil {
+				return fail("re-send %s: %v", ev.Identity, err)
+			}
+			report(ev, acc)
+		}
+	}
+	var next atomic.Int64
+	next.Store(int64(start))
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			for ctx.Err() == nil {
+				ev := kill9Event(int(next.Add(1) - 1))
+				acc, err := plane.Accept(ctx, ev)
+				if err != nil {
+					errs <- fmt.Errorf("accept %s: %w", ev.Identity, err)
+					return
+				}
+				report(ev, acc)
+			}
+			errs <- ctx.Err()
+		}()
+	}
+	return fail("%v", <-errs)
+}
+
+// kill9Report is one line of a child's output.
+type kill9Report struct {
+	index   int
+	taskID  string
+	outcome taskplane.Outcome
+}
+
+// TestKill9AcceptedEventsSurviveExactlyOnce kills a process that accepts events at random moments,
+// at least 20 times, and after each kill opens the store afresh and checks that every event the
+// process reported accepted exists exactly once (one claim, one task), that every task has a
+// complete event log, and that no task exists without its claim. Restarts resume just before the
+// last reported event and re-send a few reported ones, which must come back as duplicates of the
+// same task.
+func TestKill9AcceptedEventsSurviveExactlyOnce(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		runKill9(t, "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "channels.db")))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		runKill9(t, postgresSchemaURL(t))
+	})
+}
+
+func runKill9(t *testing.T, storeURL string) {
+	const workers = 4
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+	reported := map[int]string{} // event index → task id
+	verified := map[string]bool{} // task ids whose log was checked
+	maxIndex, kills, duplicates := -1, 0, 0
+	deadline := time.Now().Add(3 * time.Minute)
+	for round := 0; round < kill9Rounds; round++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d rounds in the time bound", round)
+		}
+		start := max(0, maxIndex-workers-2) // re-covers reported and maybe-accepted events
+		var resend []string
+		if len(reported) > 0 {
+			for range 3 {
+				resend = append(resend, strconv.Itoa(rng.IntN(maxIndex+1)))
+			}
+		}
+		lines := runKill9Child(t, storeURL, start, resend, workers, time.Duration(20+rng.IntN(400))*time.Millisecond)
+		kills++
+		for _, r := range lines {
+			if prev, ok := reported[r.index]; ok {
+				if r.outcome != taskplane.Duplicate || r.taskID != prev {
+					t.Fatalf("round %d: event %d was reported as task %s, re-sent it gave %s %s",
+						round, r.index, prev, r.outcome, r.taskID)
+				}
+				duplicates++
+				continue
+			}
+			reported[r.index] = r.taskID
+			maxIndex = max(maxIndex, r.index)
+		}
+		verifyKill9Store(t, storeURL, reported, verified, round == kill9Rounds-1)
+	}
+	if kills < 20 || len(reported) == 0 || duplicates == 0 {
+		t.Fatalf("weak run: %d kills, %d events reported, %d duplicates", kills, len(reported), duplicates)
+	}
+	t.Logf("%d kills, %d events reported accepted, %d re-sends deduplicated", kills, len(reported), duplicates)
+}
+
+// runKill9Child starts a child, lets it run for d, kills it with SIGKILL, and returns the complete
+// lines it printed.
+func runKill9Child(t *testing.T, storeURL string, start int, resend []string, workers int, d time.Duration) []kill9Report {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		kill9StoreEnv+"="+storeURL,
+		kill9StartEnv+"="+strconv.Itoa(start),
+		kill9ResendEnv+"="+strings.Join(resend, ","),
+		kill9WorkersEnv+"="+strconv.Itoa(workers),
+	)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start child: %v", err)
+	}
+	var (
+		lines []kill9Report
+		bad   []string
+		read  = make(chan struct{})
+	)
+	go func() {
+		defer close(read)
+		br := bufio.NewReader(out)
+		for {
+			// A line the kill cut short has no newline: it is not a report, and ReadString
+			// returns it with an error, so it is dropped.
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			f := strings.Fields(line)
+			var idx int
+			if len(f) != 4 || f[0] != "ok" {
+				bad = append(bad, line)
+				continue
+			}
+			if _, err := fmt.Sscanf(f[1], "ev-%d", &idx); err != nil {
+				bad = append(bad, line)
+				continue
+			}
+			lines = append(lines, kill9Report{index: idx, taskID: f[2], outcome: taskplane.Outcome(f[3])})
+		}
+	}()
+	time.Sleep(d)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-read
+	werr := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die by SIGKILL (%v); stderr:\n%s", werr, stderr.String())
+	}
+	if len(bad) > 0 {
+		t.Fatalf("child printed unparsable lines %q", bad)
+	}
+	return lines
+}
+
+// verifyKill9Store opens the store as a fresh process would and checks the invariants. Tasks whose
+// log was checked in an earlier round are not read again unless full is set.
+func verifyKill9Store(t *testing.T, storeURL string, reported map[int]string, verified map[string]bool, full bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, storeURL)
+	if err != nil {
+		t.Fatalf("reopen store after kill: %v", err)
+	}
+	defer st.Close()
+	plane := taskplane.New(st)
+
+	// Every task: its claim names it, its log starts with the task and has LastSeq gap-free events.
+	perIdentity := map[string]int{}
+	var tok string
+	for {
+		page, err := plane.ListTasks(ctx, kill9Principal, taskplane.ListQuery{PageSize: taskplane.MaxPageSize, PageToken: tok})
+		if err != nil {
+			t.Fatalf("list tasks: %v", err)
+		}
+		for _, task := range page.Tasks {
+			perIdentity[task.Origin.Identity]++
+			if verified[task.ID] && !full {
+				continue
+			}
+			c, err := st.GetClaim(ctx, kill9Principal, kill9Source, task.Origin.Identity)
+			if err != nil {
+				t.Fatalf("task %s (event %s) has no claim: %v", task.ID, task.Origin.Identity, err)
+			}
+			if c.State != store.ClaimDone || c.TaskID != task.ID {
+				t.Fatalf("claim of %s: state %s task %s, want done and task %s", task.Origin.Identity, c.State, c.TaskID, task.ID)
+			}
+			evs, err := st.TaskEvents(ctx, kill9Principal, task.ID, 0, 0)
+			if err != nil {
+				t.Fatalf("events of task %s: %v", task.ID, err)
+			}
+			if int64(len(evs)) != task.LastSeq || len(evs) == 0 || evs[0].Kind != taskplane.EventTask {
+				t.Fatalf("task %s: %d events, LastSeq %d, first kind %q: log incomplete", task.ID, len(evs), task.LastSeq, firstKind(evs))
+			}
+			for i, ev := range evs {
+				if ev.Seq != int64(i+1) {
+					t.Fatalf("task %s: event %d has seq %d", task.ID, i, ev.Seq)
+				}
+			}
+			verified[task.ID] = true
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		tok = page.NextPageToken
+	}
+	for id, n := range perIdentity {
+		if n != 1 {
+			t.Fatalf("event %s has %d tasks", id, n)
+		}
+	}
+	// Every reported event: its claim and its task exist, and they are the reported ones.
+	for idx, taskID := range reported {
+		id := kill9Event(idx).Identity
+		c, err := st.GetClaim(ctx, kill9Principal, kill9Source, id)
+		if err != nil {
+			t.Fatalf("reported event %s has no claim: %v", id, err)
+		}
+		if c.State != store.ClaimDone || c.TaskID != taskID {
+			t.Fatalf("reported event %s: claim state %s task %s, reported task %s", id, c.State, c.TaskID, taskID)
+		}
+		if perIdentity[id] != 1 || !verified[taskID] {
+			t.Fatalf("reported event %s: task %s missing from the store", id, taskID)
+		}
+	}
+}
+
+func firstKind(evs []store.TaskEvent) string {
+	if len(evs) == 0 {
+		return ""
+	}
+	return evs[0].Kind
+}
+
+// postgresSchemaURL returns TEST_DATABASE_URL pointed at a fresh schema of its own, dropped when
+// the test ends. Without TEST_DATABASE_URL the test is skipped (under CI=true it fails).
+func postgresSchemaURL(t *testing.T) string {
+	t.Helper()
+	raw := os.Getenv("TEST_DATABASE_URL")
+	if raw == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TEST_DATABASE_URL is not set under CI")
+		}
+		t.Skip("TEST_DATABASE_URL is not set")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal("TEST_DATABASE_URL: invalid URL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	schema := fmt.Sprintf("kill9_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
+	admin := func(ctx context.Context, sql string) error {
+		conn, err := pgx.Connect(ctx, raw)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := admin(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("create schema on %s: %v", store.Redact(u), err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := admin(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
