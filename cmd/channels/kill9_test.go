@@ -149,7 +149,7 @@ func TestKill9AcceptedEventsSurviveExactlyOnce(t *testing.T) {
 func runKill9(t *testing.T, storeURL string) {
 	const workers = 4
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
-	reported := map[int]string{} // event index → task id
+	reported := map[int]string{}  // event index → task id
 	verified := map[string]bool{} // task ids whose log was checked
 	maxIndex, kills, duplicates := -1, 0, 0
 	deadline := time.Now().Add(3 * time.Minute)
