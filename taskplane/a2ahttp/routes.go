@@ -1,0 +1,171 @@
+package a2ahttp
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/channels-dev/channels/taskplane/a2aservice"
+	"github.com/channels-dev/channels/taskplane/a2awire"
+)
+
+// routeMatch is a resolved REST route: the operation, the methods it accepts, and the task id
+// from the path.
+type routeMatch struct {
+	op      string
+	methods []string
+	id      string
+	serve   func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error
+}
+
+func (rt routeMatch) allows(method string) bool { return slices.Contains(rt.methods, method) }
+
+// route resolves the path segments (tenant already removed). Go's ServeMux cannot match the
+// custom verbs of "tasks/{id}:cancel", so the last segment is split by hand.
+func route(segs []string) (routeMatch, bool) {
+	get, post := []string{http.MethodGet}, []string{http.MethodPost}
+	switch {
+	case len(segs) == 1 && segs[0] == "message:send":
+		return routeMatch{op: "SendMessage", methods: post, serve: (*Server).sendMessage}, true
+	case len(segs) == 1 && segs[0] == "message:stream":
+		return routeMatch{op: "SendStreamingMessage", methods: post, serve: (*Server).sendStreamingMessage}, true
+	case len(segs) == 1 && segs[0] == "tasks":
+		return routeMatch{op: "ListTasks", methods: get, serve: (*Server).listTasks}, true
+	case len(segs) == 1 && segs[0] == "extendedAgentCard":
+		return routeMatch{op: "GetExtendedAgentCard", methods: get, serve: (*Server).extendedCard}, true
+	case len(segs) == 2 && segs[0] == "tasks" && segs[1] != "":
+		id, verb, _ := strings.Cut(segs[1], ":")
+		if id == "" {
+			return routeMatch{}, false
+		}
+		switch verb {
+		case "":
+			return routeMatch{op: "GetTask", methods: get, id: id, serve: (*Server).getTask}, true
+		case "cancel":
+			return routeMatch{op: "CancelTask", methods: post, id: id, serve: (*Server).cancelTask}, true
+		case "subscribe":
+			return routeMatch{op: "SubscribeToTask", methods: []string{http.MethodGet, http.MethodPost}, id: id, serve: (*Server).subscribe}, true
+		}
+	case len(segs) == 3 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs":
+		return routeMatch{op: "PushNotificationConfigs", methods: []string{http.MethodGet, http.MethodPost}, id: segs[1], serve: (*Server).push}, true
+	case len(segs) == 4 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs" && segs[3] != "":
+		return routeMatch{op: "PushNotificationConfig", methods: []string{http.MethodGet, http.MethodDelete}, id: segs[1], serve: (*Server).push}, true
+	}
+	return routeMatch{}, false
+}
+
+// decodeSend reads and decodes a SendMessageRequest body.
+func (s *Server) decodeSend(r *http.Request, call *a2aservice.Call) (*a2awire.SendMessageRequest, *a2awire.Error) {
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if body == nil {
+		return nil, a2awire.Invalid("message", "is required")
+	}
+	req, err := a2awire.DecodeSendMessageRequest(body, s.svc.Limits())
+	if err != nil {
+		return nil, err
+	}
+	// The path's tenant wins over the body's.
+	if call.Tenant != "" {
+		req.Tenant = call.Tenant
+	}
+	call.Tenant = req.Tenant
+	return req, nil
+}
+
+func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	req, werr := s.decodeSend(r, &call)
+	if werr != nil {
+		return werr
+	}
+	resp, err := s.svc.SendMessage(r.Context(), call, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, resp)
+	return nil
+}
+
+func (s *Server) sendStreamingMessage(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	req, werr := s.decodeSend(r, &call)
+	if werr != nil {
+		return werr
+	}
+	st, err := s.svc.SendStreamingMessage(r.Context(), call, req)
+	if err != nil {
+		return err
+	}
+	s.svc.ServeSSE(w, r, st, restEncoder{})
+	return nil
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	hl, werr := a2awire.HistoryLengthFromQuery(r.URL.Query())
+	if werr != nil {
+		return werr
+	}
+	t, err := s.svc.GetTask(r.Context(), call, &a2awire.GetTaskRequest{Tenant: call.Tenant, ID: id, HistoryLength: hl})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, t)
+	return nil
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	req, werr := a2awire.ListTasksFromQuery(r.URL.Query(), s.svc.Limits())
+	if werr != nil {
+		return werr
+	}
+	resp, err := s.svc.ListTasks(r.Context(), call, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, resp)
+	return nil
+}
+
+func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	body, werr := s.readBody(r)
+	if werr != nil {
+		return werr
+	}
+	req, werr := a2awire.DecodeCancelTaskRequest(body, s.svc.Limits())
+	if werr != nil {
+		return werr
+	}
+	req.ID = id // the path wins
+	t, err := s.svc.CancelTask(r.Context(), call, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, t)
+	return nil
+}
+
+// subscribe serves GET (as the proto annotates) and POST (as the spec prose says); a POST body
+// is ignored.
+func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	st, err := s.svc.SubscribeToTask(r.Context(), call, &a2awire.SubscribeToTaskRequest{Tenant: call.Tenant, ID: id})
+	if err != nil {
+		return err
+	}
+	s.svc.ServeSSE(w, r, st, restEncoder{})
+	return nil
+}
+
+func (s *Server) push(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	return s.svc.PushNotConfigured()
+}
+
+func (s *Server) extendedCard(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+	_, doc, err := s.svc.ExtendedCard(call.Principal)
+	if err != nil {
+		a2aservice.SetChallenge(w, err)
+		return err
+	}
+	writeCard(w, r, doc, "private")
+	return nil
+}

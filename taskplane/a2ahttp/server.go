@@ -1,0 +1,233 @@
+// Package a2ahttp is the HTTP face of Channels' A2A v1 server: the HTTP+JSON (REST) binding at
+// the public URL's root, the agent card at /.well-known/agent-card.json, and the JSON-RPC
+// binding (package a2ajsonrpc) mounted at /jsonrpc. Both bindings share one a2aservice.Service
+// for authentication, negotiation, the operations and SSE.
+//
+// Mount the Server at the root of the listener (or of PublicURL's path) and call Close when the
+// HTTP server shuts down, so open streams end and http.Server.Shutdown can drain:
+//
+//	srv, err := a2ahttp.NewServer(plane, dispatcher, executor, a2ahttp.Config{PublicURL: u})
+//	hs := &http.Server{Addr: addr, Handler: srv}
+//	hs.RegisterOnShutdown(srv.Close)
+package a2ahttp
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/a2ajsonrpc"
+	"github.com/channels-dev/channels/taskplane/a2aservice"
+	"github.com/channels-dev/channels/taskplane/a2awire"
+)
+
+// Config configures the server; see a2aservice.Config for the fields.
+type Config = a2aservice.Config
+
+// Credential maps a bearer token to a principal.
+type Credential = a2aservice.Credential
+
+// LoadCredentials reads {"credentials":[{"token":"…","principal":"…"}]} from path.
+func LoadCredentials(path string) ([]Credential, error) { return a2aservice.LoadCredentials(path) }
+
+// Server serves both A2A bindings and the agent card. It is an http.Handler.
+type Server struct {
+	svc *a2aservice.Service
+	rpc http.Handler
+}
+
+// NewServer returns the A2A server over plane. dispatcher (may be nil) lets a cancel stop a
+// running turn; exec (may be nil) answers direct replies (taskplane.DirectResponder) and hears
+// cancels (taskplane.Canceler).
+func NewServer(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplane.Executor, cfg Config) (*Server, error) {
+	svc, err := a2aservice.New(plane, dispatcher, exec, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{svc: svc, rpc: a2ajsonrpc.NewHandler(svc)}, nil
+}
+
+// Close ends open streams and blocking waits. Register it with http.Server.RegisterOnShutdown.
+func (s *Server) Close() { s.svc.Close() }
+
+// CloseStreams is Close, under the name cmd/channels' shutdown looks for.
+func (s *Server) CloseStreams() { s.svc.Close() }
+
+// Service returns the shared service.
+func (s *Server) Service() *a2aservice.Service { return s.svc }
+
+// Top-level path segments of the REST binding; any other first segment is a tenant. A tenant
+// cannot be named like one of these.
+var roots = map[string]bool{
+	"message:send": true, "message:stream": true, "tasks": true, "extendedAgentCard": true,
+	".well-known": true, "jsonrpc": true,
+}
+
+// ServeHTTP routes a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if base := s.svc.BasePath(); base != "" && (path == base || strings.HasPrefix(path, base+"/")) {
+		path = strings.TrimPrefix(path, base)
+	}
+	switch path {
+	case "/.well-known/agent-card.json":
+		s.publicCard(w, r)
+		return
+	case a2aservice.JSONRPCPath:
+		s.rpc.ServeHTTP(w, r)
+		return
+	}
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	tenant := ""
+	if len(segs) > 1 && !roots[segs[0]] {
+		tenant, segs = segs[0], segs[1:]
+	}
+	rt, ok := route(segs)
+	if !ok {
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", r.URL.Path))
+		return
+	}
+	if !rt.allows(r.Method) {
+		w.Header().Set("Allow", strings.Join(rt.methods, ", "))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", r.URL.Path, r.Method))
+		return
+	}
+	call, werr := s.begin(w, r, tenant)
+	if werr != nil {
+		writeError(w, werr)
+		return
+	}
+	if err := rt.serve(s, w, r, call, rt.id); err != nil {
+		writeError(w, s.svc.WireError(r.Context(), rt.op, err).WithTask(rt.id))
+	}
+}
+
+// begin authenticates and negotiates a request.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant string) (a2aservice.Call, *a2awire.Error) {
+	principal, err := s.svc.Authenticate(r)
+	if err != nil {
+		a2aservice.SetChallenge(w, err)
+		return a2aservice.Call{}, err
+	}
+	ext, err := s.svc.Negotiate(r)
+	if err != nil {
+		return a2aservice.Call{}, err
+	}
+	a2aservice.SetExtensions(w, ext)
+	last, err := a2aservice.LastEventID(r)
+	if err != nil {
+		return a2aservice.Call{}, err
+	}
+	if tenant == "" {
+		tenant = r.URL.Query().Get("tenant")
+	}
+	return a2aservice.Call{Principal: principal, Binding: a2awire.BindingHTTPJSON, Tenant: tenant, Extensions: ext, LastEventID: last}, nil
+}
+
+// readBody reads a request body within the size limit, checking Content-Type before anything
+// is parsed. An empty body returns nil.
+func (s *Server) readBody(r *http.Request) ([]byte, *a2awire.Error) {
+	if r.ContentLength > 0 {
+		if err := a2aservice.CheckContentType(r); err != nil {
+			return nil, err
+		}
+	}
+	lim := s.svc.Limits()
+	b, err := io.ReadAll(io.LimitReader(r.Body, lim.MaxBodyBytes+1))
+	if err != nil {
+		return nil, a2awire.Errorf(a2awire.ErrInvalidRequest, "read request body: %v", err)
+	}
+	if int64(len(b)) > lim.MaxBodyBytes {
+		return nil, a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes)
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if r.ContentLength <= 0 {
+		if err := a2aservice.CheckContentType(r); err != nil {
+			return nil, err
+		}
+	}
+	if err := a2awire.CheckBody(b, lim); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, a2awire.Errorf(a2awire.ErrInternal, "internal error"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, e *a2awire.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a2awire.KindOf(e).HTTPStatus)
+	_, _ = w.Write(e.RESTBody())
+}
+
+// restEncoder frames HTTP+JSON stream events: the StreamResponse itself; errors as the
+// AIP-193 envelope.
+type restEncoder struct{}
+
+func (restEncoder) Event(r *a2awire.StreamResponse) ([]byte, error) { return json.Marshal(r) }
+func (restEncoder) Error(e *a2awire.Error) []byte                   { return e.RESTBody() }
+
+// publicCard serves the public agent card with caching headers.
+func (s *Server) publicCard(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "the agent card accepts GET"))
+		return
+	}
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	writeCard(w, r, s.svc.PublicCard(), "public")
+}
+
+func writeCard(w http.ResponseWriter, r *http.Request, doc a2aservice.CardDocument, scope string) {
+	h := w.Header()
+	h.Set("Cache-Control", scope+", max-age="+strconv.Itoa(int(doc.MaxAge/time.Second)))
+	h.Set("ETag", doc.ETag)
+	h.Set("Last-Modified", doc.LastModified.Format(http.TimeFormat))
+	if scope == "private" {
+		h.Add("Vary", "Authorization")
+	}
+	if notModified(r, doc) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(doc.Body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(doc.Body)
+	}
+}
+
+// notModified evaluates If-None-Match (weak comparison, as RFC 9110 asks for GET) and, without
+// it, If-Modified-Since.
+func notModified(r *http.Request, doc a2aservice.CardDocument) bool {
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		for _, tag := range strings.Split(inm, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == "*" || tag == doc.ETag {
+				return true
+			}
+		}
+		return false
+	}
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+		t, err := http.ParseTime(ims)
+		return err == nil && !doc.LastModified.Truncate(time.Second).After(t)
+	}
+	return false
+}

@@ -1,0 +1,301 @@
+// Package a2ajsonrpc is the JSON-RPC 2.0 binding of Channels' A2A v1 server: one POST endpoint
+// (mounted at /jsonrpc by a2ahttp.Server) whose methods are the v1 operation names. It decodes
+// the envelope and params with a2awire and calls the shared a2aservice.Service.
+//
+// Errors are JSON-RPC error objects with the A2A codes (-32001…-32009) or the standard ones,
+// and a data array holding google.rpc.ErrorInfo, sent with HTTP 200 as the SDKs do; only an
+// authentication failure is an HTTP 401. Streaming methods answer text/event-stream whose
+// data lines are JSON-RPC responses; an error found before the stream starts is one such
+// event when the client accepts text/event-stream, else a plain JSON-RPC error.
+package a2ajsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/channels-dev/channels/taskplane/a2aservice"
+	"github.com/channels-dev/channels/taskplane/a2awire"
+)
+
+// Method names of A2A v1.
+const (
+	MethodSendMessage          = "SendMessage"
+	MethodSendStreamingMessage = "SendStreamingMessage"
+	MethodGetTask              = "GetTask"
+	MethodListTasks            = "ListTasks"
+	MethodCancelTask           = "CancelTask"
+	MethodSubscribeToTask      = "SubscribeToTask"
+	MethodCreatePushConfig     = "CreateTaskPushNotificationConfig"
+	MethodGetPushConfig        = "GetTaskPushNotificationConfig"
+	MethodListPushConfigs      = "ListTaskPushNotificationConfigs"
+	MethodDeletePushConfig     = "DeleteTaskPushNotificationConfig"
+	MethodGetExtendedAgentCard = "GetExtendedAgentCard"
+)
+
+// legacy are the v0.3 method names, answered with a pointer to the v1 name.
+var legacy = map[string]string{
+	"message/send": MethodSendMessage, "message/stream": MethodSendStreamingMessage,
+	"tasks/get": MethodGetTask, "tasks/list": MethodListTasks, "tasks/cancel": MethodCancelTask,
+	"tasks/resubscribe": MethodSubscribeToTask, "tasks/pushNotificationConfig/set": MethodCreatePushConfig,
+	"tasks/pushNotificationConfig/get": MethodGetPushConfig, "tasks/pushNotificationConfig/list": MethodListPushConfigs,
+	"tasks/pushNotificationConfig/delete": MethodDeletePushConfig, "agent/getAuthenticatedExtendedCard": MethodGetExtendedAgentCard,
+}
+
+// Handler serves the JSON-RPC binding.
+type Handler struct {
+	svc *a2aservice.Service
+}
+
+// NewHandler returns the JSON-RPC binding over svc.
+func NewHandler(svc *a2aservice.Service) *Handler { return &Handler{svc: svc} }
+
+// Request is a decoded JSON-RPC request envelope.
+type Request struct {
+	// ID is the raw request id (a string, a number, or null), echoed in the response.
+	ID     json.RawMessage
+	Method string
+	Params json.RawMessage
+}
+
+var nullID = json.RawMessage("null")
+
+// ParseRequest decodes and validates a JSON-RPC 2.0 request envelope. On failure the returned
+// Request still carries the id when it could be read.
+func ParseRequest(body []byte) (*Request, *a2awire.Error) {
+	req := &Request{ID: nullID}
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "batch requests are not supported")
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal(body, &env); err != nil || env == nil {
+		return req, a2awire.Errorf(a2awire.ErrParse, "request is not a JSON object")
+	}
+	if id, ok := env["id"]; ok {
+		id = bytes.TrimSpace(id)
+		switch {
+		case len(id) == 0, string(id) == "null":
+		case id[0] == '"', id[0] == '-' || (id[0] >= '0' && id[0] <= '9'):
+			req.ID = id
+		default:
+			return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "id must be a string, a number or null")
+		}
+	}
+	var version string
+	if err := json.Unmarshal(env["jsonrpc"], &version); err != nil || version != "2.0" {
+		return req, a2awire.Errorf(a2awire.ErrInvalidRequest, `jsonrpc must be "2.0"`)
+	}
+	if err := json.Unmarshal(env["method"], &req.Method); err != nil || req.Method == "" {
+		return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "method must be a non-empty string")
+	}
+	if p, ok := env["params"]; ok {
+		p = bytes.TrimSpace(p)
+		if len(p) > 0 && p[0] != '{' && string(p) != "null" {
+			return req, a2awire.Errorf(a2awire.ErrInvalidParams, "params must be an object")
+		}
+		req.Params = p
+	}
+	return req, nil
+}
+
+type response struct {
+	JSONRPC string            `json:"jsonrpc"`
+	ID      json.RawMessage   `json:"id"`
+	Result  any               `json:"result,omitempty"`
+	Error   *a2awire.RPCError `json:"error,omitempty"`
+}
+
+func encode(id json.RawMessage, result any, e *a2awire.Error) []byte {
+	r := response{JSONRPC: "2.0", ID: id, Result: result}
+	if e != nil {
+		r.Result, r.Error = nil, e.RPC()
+	}
+	if r.Error == nil && r.Result == nil {
+		r.Result = struct{}{}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		b, _ = json.Marshal(response{JSONRPC: "2.0", ID: id, Error: a2awire.Errorf(a2awire.ErrInternal, "internal error").RPC()})
+	}
+	return b
+}
+
+func write(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// ServeHTTP serves one JSON-RPC request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		write(w, http.StatusMethodNotAllowed, encode(nullID, nil, a2awire.Errorf(a2awire.ErrInvalidRequest, "JSON-RPC requests use POST")))
+		return
+	}
+	principal, aerr := h.svc.Authenticate(r)
+	if aerr != nil {
+		a2aservice.SetChallenge(w, aerr)
+		write(w, http.StatusUnauthorized, encode(nullID, nil, aerr))
+		return
+	}
+	if err := a2aservice.CheckContentType(r); err != nil {
+		write(w, http.StatusOK, encode(nullID, nil, err))
+		return
+	}
+	lim := h.svc.Limits()
+	body, rerr := io.ReadAll(io.LimitReader(r.Body, lim.MaxBodyBytes+1))
+	if rerr != nil {
+		write(w, http.StatusOK, encode(nullID, nil, a2awire.Errorf(a2awire.ErrInvalidRequest, "read request body: %v", rerr)))
+		return
+	}
+	if int64(len(body)) > lim.MaxBodyBytes {
+		write(w, http.StatusOK, encode(nullID, nil, a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes)))
+		return
+	}
+	if err := a2awire.CheckBody(body, lim); err != nil {
+		write(w, http.StatusOK, encode(nullID, nil, err))
+		return
+	}
+	req, perr := ParseRequest(body)
+	if perr != nil {
+		write(w, http.StatusOK, encode(req.ID, nil, perr))
+		return
+	}
+	streaming := req.Method == MethodSendStreamingMessage || req.Method == MethodSubscribeToTask
+	fail := func(e *a2awire.Error) {
+		if streaming && acceptsSSE(r) {
+			h.svc.ServeSSE(w, r, errorStream(h.svc), encoder{id: req.ID, pre: e})
+			return
+		}
+		write(w, http.StatusOK, encode(req.ID, nil, e))
+	}
+	ext, nerr := h.svc.Negotiate(r)
+	if nerr != nil {
+		fail(nerr)
+		return
+	}
+	a2aservice.SetExtensions(w, ext)
+	last, lerr := a2aservice.LastEventID(r)
+	if lerr != nil {
+		fail(lerr)
+		return
+	}
+	call := a2aservice.Call{Principal: principal, Binding: a2awire.BindingJSONRPC, Extensions: ext, LastEventID: last}
+	result, st, taskID, err := h.dispatch(r, &call, req)
+	if err != nil {
+		fail(h.svc.WireError(r.Context(), req.Method, err).WithTask(taskID))
+		return
+	}
+	if st != nil {
+		h.svc.ServeSSE(w, r, st, encoder{id: req.ID})
+		return
+	}
+	write(w, http.StatusOK, encode(req.ID, result, nil))
+}
+
+// dispatch decodes params and runs one method: a result, or a stream for the streaming
+// methods. taskID names the task the request was about, for the error's metadata.
+func (h *Handler) dispatch(r *http.Request, call *a2aservice.Call, req *Request) (result any, st *a2aservice.Stream, taskID string, err error) {
+	ctx, lim := r.Context(), h.svc.Limits()
+	switch req.Method {
+	case MethodSendMessage, MethodSendStreamingMessage:
+		p, werr := a2awire.DecodeSendMessageRequest(req.Params, lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		call.Tenant = p.Tenant
+		if req.Method == MethodSendMessage {
+			res, err := h.svc.SendMessage(ctx, *call, p)
+			return orNil(res, err), nil, p.Message.TaskID, err
+		}
+		st, err := h.svc.SendStreamingMessage(ctx, *call, p)
+		return nil, st, p.Message.TaskID, err
+	case MethodGetTask:
+		p, werr := a2awire.DecodeGetTaskRequest(req.Params, lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		call.Tenant = p.Tenant
+		res, err := h.svc.GetTask(ctx, *call, p)
+		return orNil(res, err), nil, p.ID, err
+	case MethodListTasks:
+		p, werr := a2awire.DecodeListTasksRequest(req.Params, lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		call.Tenant = p.Tenant
+		res, err := h.svc.ListTasks(ctx, *call, p)
+		return orNil(res, err), nil, "", err
+	case MethodCancelTask:
+		p, werr := a2awire.DecodeCancelTaskRequest(req.Params, lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		if p.ID == "" {
+			return nil, nil, "", a2awire.Invalid("id", "is required")
+		}
+		call.Tenant = p.Tenant
+		res, err := h.svc.CancelTask(ctx, *call, p)
+		return orNil(res, err), nil, p.ID, err
+	case MethodSubscribeToTask:
+		p, werr := a2awire.DecodeSubscribeToTaskRequest(req.Params, lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		call.Tenant = p.Tenant
+		st, err := h.svc.SubscribeToTask(ctx, *call, p)
+		return nil, st, p.ID, err
+	case MethodCreatePushConfig, MethodGetPushConfig, MethodListPushConfigs, MethodDeletePushConfig:
+		return nil, nil, "", h.svc.PushNotConfigured()
+	case MethodGetExtendedAgentCard:
+		if _, werr := a2awire.DecodeTenantRequest(req.Params, lim); werr != nil {
+			return nil, nil, "", werr
+		}
+		card, _, werr := h.svc.ExtendedCard(call.Principal)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		return card, nil, "", nil
+	}
+	if v1, ok := legacy[req.Method]; ok {
+		return nil, nil, "", a2awire.Errorf(a2awire.ErrMethodNotFound, "%s is an A2A v0.3 method; this server speaks v1.0: use %s", req.Method, v1)
+	}
+	return nil, nil, "", a2awire.Errorf(a2awire.ErrMethodNotFound, "method %q not found", req.Method)
+}
+
+// orNil keeps a typed nil pointer out of the result.
+func orNil[T any](res *T, err error) any {
+	if err != nil || res == nil {
+		return nil
+	}
+	return res
+}
+
+func acceptsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// encoder frames JSON-RPC stream events. pre, when set, is an error found before the stream
+// started, sent as the only event.
+type encoder struct {
+	id  json.RawMessage
+	pre *a2awire.Error
+}
+
+func (e encoder) Event(r *a2awire.StreamResponse) ([]byte, error) {
+	if e.pre != nil {
+		return encode(e.id, nil, e.pre), nil
+	}
+	return encode(e.id, r, nil), nil
+}
+
+func (e encoder) Error(we *a2awire.Error) []byte { return encode(e.id, nil, we) }
+
+// errorStream is a stream of one (empty) event, which encoder{pre: …} turns into the error.
+func errorStream(svc *a2aservice.Service) *a2aservice.Stream {
+	return svc.OneEventStream(a2aservice.Event{Response: &a2awire.StreamResponse{}})
+}

@@ -1,0 +1,185 @@
+package a2aservice
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/channels-dev/channels/taskplane/a2awire"
+)
+
+// Header and parameter names of the A2A service parameters Channels reads.
+const (
+	HeaderVersion     = "A2A-Version"
+	HeaderExtensions  = "A2A-Extensions"
+	HeaderLastEventID = "Last-Event-ID"
+)
+
+// Call is the authenticated, negotiated context of one request.
+type Call struct {
+	// Principal owns everything the call reads or writes.
+	Principal string
+	// Binding is a2awire.BindingHTTPJSON or a2awire.BindingJSONRPC.
+	Binding string
+	// Tenant is the request's opaque tenant (REST path prefix or params.tenant); it is echoed in
+	// the task locator and otherwise ignored: scoping is by principal.
+	Tenant string
+	// Extensions are the activated extensions.
+	Extensions a2awire.Extensions
+	// LastEventID is the SSE Last-Event-ID the caller resumes after, or -1.
+	LastEventID int64
+}
+
+var (
+	errMissingToken = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "a bearer token is required"}
+	errBadToken     = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "the bearer token is not valid"}
+	errCardAuth     = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "the extended agent card requires a bearer token"}
+)
+
+// Authenticate returns the principal of r: the principal of its bearer token, or
+// AnonymousPrincipal when r has no Authorization header and anonymous access is allowed.
+// Tokens are compared in constant time. On failure call SetChallenge before writing the 401.
+func (s *Service) Authenticate(r *http.Request) (string, *a2awire.Error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		if s.anonymous {
+			return AnonymousPrincipal, nil
+		}
+		return "", errMissingToken
+	}
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", errBadToken
+	}
+	sum := sha256.Sum256([]byte(tok))
+	found := ""
+	for _, c := range s.creds {
+		if subtle.ConstantTimeCompare(sum[:], c.sum[:]) == 1 {
+			found = c.principal
+		}
+	}
+	if found == "" {
+		return "", errBadToken
+	}
+	return found, nil
+}
+
+// SetChallenge sets WWW-Authenticate for an authentication failure.
+func SetChallenge(w http.ResponseWriter, err *a2awire.Error) {
+	if err == errBadToken {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="channels", error="invalid_token"`)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="channels"`)
+}
+
+// Negotiate checks the A2A-Version service parameter (header first, then query parameter) and
+// activates the requested extensions Channels supports.
+//
+// A missing or empty version is treated as 1.0, not 0.3 as the spec says: Channels speaks only
+// v1, and a strict reading would refuse every naive v1 client. Patch numbers are ignored; any
+// other version is VersionNotSupported.
+func (s *Service) Negotiate(r *http.Request) (a2awire.Extensions, *a2awire.Error) {
+	v := strings.TrimSpace(r.Header.Get(HeaderVersion))
+	if v == "" {
+		v = strings.TrimSpace(r.URL.Query().Get(HeaderVersion))
+	}
+	if v != "" && !supportedVersion(v) {
+		return nil, a2awire.Errorf(a2awire.ErrVersionNotSupported, "A2A-Version %q is not supported; this server speaks %s", v, a2awire.ProtocolVersion)
+	}
+	requested := map[string]bool{}
+	for _, h := range r.Header.Values(HeaderExtensions) {
+		for _, uri := range strings.Split(h, ",") {
+			if uri = strings.TrimSpace(uri); uri != "" {
+				requested[uri] = true
+			}
+		}
+	}
+	var act a2awire.Extensions
+	for _, e := range SupportedExtensions {
+		if requested[e.URI] {
+			act = append(act, e.URI)
+		}
+	}
+	for _, uri := range s.cfg.RequiredExtensions {
+		if !requested[uri] {
+			return nil, a2awire.Errorf(a2awire.ErrExtensionSupportRequired, "extension %s is required; activate it with the A2A-Extensions header", uri)
+		}
+	}
+	return act, nil
+}
+
+func supportedVersion(v string) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 10, 32); err != nil {
+			return false
+		}
+	}
+	major, _ := strconv.Atoi(parts[0])
+	minor, _ := strconv.Atoi(parts[1])
+	return major == 1 && minor == 0
+}
+
+// SetExtensions echoes the activated extensions in the response.
+func SetExtensions(w http.ResponseWriter, ext a2awire.Extensions) {
+	if len(ext) > 0 {
+		w.Header().Set(HeaderExtensions, strings.Join(ext, ", "))
+	}
+}
+
+// LastEventID parses the Last-Event-ID header: -1 when absent.
+func LastEventID(r *http.Request) (int64, *a2awire.Error) {
+	v := strings.TrimSpace(r.Header.Get(HeaderLastEventID))
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return -1, a2awire.Invalid(HeaderLastEventID, "must be an event id this server sent")
+	}
+	return n, nil
+}
+
+// CheckContentType accepts application/json and application/a2a+json (with parameters).
+func CheckContentType(r *http.Request) *a2awire.Error {
+	ct := r.Header.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || mt == "application/a2a+json") {
+		return nil
+	}
+	if ct == "" {
+		ct = "(none)"
+	}
+	return a2awire.Errorf(a2awire.ErrContentTypeNotSupported, "Content-Type %s is not supported; use application/json or application/a2a+json", ct)
+}
+
+// LoadCredentials reads a credentials file: {"credentials":[{"token":"…","principal":"…"}]}.
+func LoadCredentials(path string) ([]Credential, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load credentials: %w", err)
+	}
+	var f struct {
+		Credentials []Credential `json:"credentials"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("load credentials %s: %w", path, err)
+	}
+	for i, c := range f.Credentials {
+		if c.Token == "" || c.Principal == "" {
+			return nil, fmt.Errorf("load credentials %s: entry %d needs a token and a principal", path, i)
+		}
+	}
+	return f.Credentials, nil
+}

@@ -1,0 +1,193 @@
+package a2aservice
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/a2awire"
+)
+
+// settled reports whether a blocking send stops waiting: terminal or interrupted.
+func settled(s taskplane.State) bool { return s.Terminal() || s.Interrupted() }
+
+// view returns how tasks are shown to call: at most historyLength (bounded by the server's
+// MaxHistoryLength; nil means the server maximum) history messages.
+func (s *Service) view(call Call, historyLength *int, artifacts bool) a2awire.View {
+	h := s.lim.MaxHistoryLength
+	if historyLength != nil && *historyLength < h {
+		h = *historyLength
+	}
+	return a2awire.View{History: h, Artifacts: artifacts, Extensions: call.Extensions, Locator: s.locator(call)}
+}
+
+func (s *Service) locator(call Call) *a2awire.Locator {
+	u := s.cfg.PublicURL
+	binding := call.Binding
+	if binding == "" {
+		binding = a2awire.BindingHTTPJSON
+	}
+	if binding == a2awire.BindingJSONRPC {
+		u += JSONRPCPath
+	}
+	return &a2awire.Locator{InterfaceURL: u, ProtocolBinding: binding, ProtocolVersion: a2awire.ProtocolVersion, Tenant: call.Tenant}
+}
+
+// accept turns a SendMessageRequest into a task-plane event and accepts it. A message without
+// taskId is first offered to the executor's DirectResponder; its reply makes the outcome a
+// direct Message, recorded with the claim so a duplicate returns it verbatim.
+func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (taskplane.Acceptance, error) {
+	if req.Configuration.PushConfig {
+		return taskplane.Acceptance{}, a2awire.Errorf(a2awire.ErrPushNotificationNotSupported, "push notifications are not supported")
+	}
+	msg := a2awire.ToMessage(req.Message)
+	ev := taskplane.Event{
+		Principal: call.Principal,
+		Source:    taskplane.SourceA2A,
+		Identity:  msg.ID,
+		ContextID: msg.ContextID,
+		TaskID:    msg.TaskID,
+		Message:   msg,
+		Metadata:  req.Metadata,
+	}
+	if msg.TaskID == "" {
+		if dr, ok := s.exec.(taskplane.DirectResponder); ok {
+			if reply, ok := dr.RespondDirectly(ctx, call.Principal, msg); ok && reply != nil {
+				r := *reply
+				if r.ID == "" {
+					r.ID = uuid.NewString()
+				}
+				r.Role = taskplane.RoleAgent
+				ev.Reply = &r
+			}
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		acc, err := s.plane.Accept(ctx, ev)
+		if errors.Is(err, taskplane.ErrClaimPending) && attempt < 20 {
+			select {
+			case <-ctx.Done():
+				return acc, ctx.Err()
+			case <-time.After(25 * time.Millisecond):
+			}
+			continue
+		}
+		return acc, err
+	}
+}
+
+// SendMessage accepts a message and answers with a direct Message or the Task. Unless
+// configuration.returnImmediately is set it waits until the task is terminal or interrupted,
+// at most BlockingTimeout, then returns the current snapshot.
+func (s *Service) SendMessage(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (*a2awire.SendMessageResponse, error) {
+	acc, err := s.accept(ctx, call, req)
+	if err != nil {
+		return nil, err
+	}
+	v := s.view(call, req.Configuration.HistoryLength, true)
+	if acc.Message != nil {
+		m := a2awire.FromMessage(*acc.Message, v)
+		return &a2awire.SendMessageResponse{Message: &m}, nil
+	}
+	t := acc.Task
+	if !req.Configuration.ReturnImmediately {
+		if t, err = s.settle(ctx, call.Principal, t); err != nil {
+			return nil, err
+		}
+	}
+	return &a2awire.SendMessageResponse{Task: a2awire.FromTask(t, v)}, nil
+}
+
+// settle waits until t is terminal or interrupted, BlockingTimeout passes, or the service
+// closes, and returns the task as it then is.
+func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Task) (*taskplane.Task, error) {
+	if settled(t.Status.State) {
+		return t, nil
+	}
+	wctx, cancel := s.withBase(ctx)
+	defer cancel()
+	wctx, cancelT := context.WithTimeout(wctx, s.cfg.BlockingTimeout)
+	defer cancelT()
+	err := s.plane.Follow(wctx, principal, t.ID, t.LastSeq, func(ev taskplane.TaskEvent) error {
+		if ev.Kind == taskplane.EventStatus && ev.Status != nil && settled(ev.Status.Status.State) {
+			return taskplane.ErrStopFollowing
+		}
+		return nil
+	})
+	if err != nil && wctx.Err() == nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return s.plane.GetTask(ctx, principal, t.ID)
+}
+
+// GetTask returns a task of the caller.
+func (s *Service) GetTask(ctx context.Context, call Call, req *a2awire.GetTaskRequest) (*a2awire.Task, error) {
+	t, err := s.plane.GetTask(ctx, call.Principal, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return a2awire.FromTask(t, s.view(call, req.HistoryLength, true)), nil
+}
+
+// ListTasks lists the caller's tasks, newest status first, a page at a time.
+func (s *Service) ListTasks(ctx context.Context, call Call, req *a2awire.ListTasksRequest) (*a2awire.ListTasksResponse, error) {
+	q := taskplane.ListQuery{ContextID: req.ContextID, StatusAfter: req.StatusTimestampAfter, PageToken: req.PageToken,
+		PageSize: s.lim.DefaultPageSize}
+	if req.PageSize != nil {
+		if *req.PageSize < 1 || *req.PageSize > s.lim.MaxPageSize {
+			return nil, a2awire.Invalid("pageSize", "must be between 1 and %d", s.lim.MaxPageSize)
+		}
+		q.PageSize = *req.PageSize
+	}
+	if req.Status != "" && req.Status != a2awire.TaskStateUnspecified {
+		st, ok := a2awire.ToState(req.Status)
+		if !ok {
+			return nil, a2awire.Invalid("status", "unknown task state")
+		}
+		q.State = st
+	}
+	page, err := s.plane.ListTasks(ctx, call.Principal, q)
+	if err != nil {
+		if errors.Is(err, taskplane.ErrInvalid) {
+			return nil, a2awire.Invalid("pageToken", "is not a token this server issued")
+		}
+		return nil, err
+	}
+	v := s.view(call, req.HistoryLength, req.IncludeArtifacts)
+	out := &a2awire.ListTasksResponse{Tasks: make([]a2awire.Task, 0, len(page.Tasks)),
+		NextPageToken: page.NextPageToken, PageSize: page.PageSize, TotalSize: page.TotalSize}
+	for _, t := range page.Tasks {
+		out.Tasks = append(out.Tasks, *a2awire.FromTask(t, v))
+	}
+	return out, nil
+}
+
+// CancelTask cancels a task of the caller: the plane records CANCELED, the dispatcher stops a
+// running turn, and an executor that implements taskplane.Canceler is told.
+func (s *Service) CancelTask(ctx context.Context, call Call, req *a2awire.CancelTaskRequest) (*a2awire.Task, error) {
+	t, err := s.plane.Cancel(ctx, call.Principal, req.ID, req.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if s.disp != nil {
+		s.disp.CancelTurn(t.ID)
+	}
+	if c, ok := s.exec.(taskplane.Canceler); ok {
+		if err := c.Cancel(context.WithoutCancel(ctx), t); err != nil {
+			s.log.WarnContext(ctx, "executor cancel failed", "task", t.ID, "err", err)
+		}
+	}
+	return a2awire.FromTask(t, s.view(call, nil, true)), nil
+}
+
+// PushNotConfigured answers every push-notification-config operation: the card declares
+// pushNotifications false. The caller is authenticated first, so the answer reveals nothing.
+func (s *Service) PushNotConfigured() error {
+	return a2awire.Errorf(a2awire.ErrPushNotificationNotSupported, "push notifications are not supported")
+}

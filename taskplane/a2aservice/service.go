@@ -1,0 +1,230 @@
+// Package a2aservice is the A2A v1 service over the task plane, shared by both bindings
+// (a2ahttp for HTTP+JSON, a2ajsonrpc for JSON-RPC 2.0): authentication, version and extension
+// negotiation, the operations (send, get, list, cancel, streams), the agent card, and the SSE
+// writer. A binding decodes its request with a2awire, calls the service, and encodes the answer
+// or the *a2awire.Error in its own envelope; it holds no protocol logic of its own.
+//
+// The service works on taskplane types; wire JSON exists only in the a2awire conversions at the
+// edge.
+package a2aservice
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/a2awire"
+)
+
+// AnonymousPrincipal is the principal of unauthenticated callers when anonymous access is
+// allowed. No credential may use it.
+const AnonymousPrincipal = "anonymous"
+
+// DefaultPublicURL is the base URL advertised when Config.PublicURL is empty.
+const DefaultPublicURL = "http://127.0.0.1:8788"
+
+// JSONRPCPath is where the JSON-RPC binding is mounted, relative to the public URL.
+const JSONRPCPath = "/jsonrpc"
+
+// Credential maps a bearer token to the principal it authenticates.
+type Credential struct {
+	Token     string `json:"token"`
+	Principal string `json:"principal"`
+}
+
+// Config configures the A2A server.
+type Config struct {
+	// Name, Description and Version appear on the agent card.
+	Name        string
+	Description string
+	Version     string
+	// PublicURL is the absolute base URL clients use (default http://127.0.0.1:8788). The
+	// HTTP+JSON interface is advertised at PublicURL, JSON-RPC at PublicURL + "/jsonrpc".
+	PublicURL string
+	// Skills are the card's skills (default: one skill named after the agent).
+	Skills []a2awire.AgentSkill
+	// PrincipalSkills adds skills to the extended card of one principal.
+	PrincipalSkills map[string][]a2awire.AgentSkill
+	// DefaultInputModes and DefaultOutputModes are the card's media types (default text/plain).
+	DefaultInputModes  []string
+	DefaultOutputModes []string
+
+	// Credentials are the accepted bearer tokens.
+	Credentials []Credential
+	// AllowAnonymous accepts callers without a token (as AnonymousPrincipal) even when
+	// credentials are configured or the server listens beyond loopback.
+	AllowAnonymous bool
+	// Loopback says the server listens on loopback only; with no credentials configured it
+	// then accepts anonymous callers.
+	Loopback bool
+
+	// BlockingTimeout bounds how long a blocking SendMessage waits for the task to settle
+	// before returning the current snapshot (default 60s).
+	BlockingTimeout time.Duration
+	// KeepAlive is the interval of SSE keep-alive comments (default 15s).
+	KeepAlive time.Duration
+	// CardMaxAge is the Cache-Control max-age of the agent card (default 5m).
+	CardMaxAge time.Duration
+	// RequiredExtensions lists supported extension URIs the card marks required; a request
+	// that does not activate them fails with ExtensionSupportRequired.
+	RequiredExtensions []string
+
+	// Limits bound requests; zero fields take a2awire's defaults.
+	Limits a2awire.Limits
+
+	// Logger receives internal errors (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// SupportedExtensions lists the extensions the server implements, in card order.
+var SupportedExtensions = []a2awire.AgentExtension{
+	{URI: a2awire.ExtOutfitterTask, Description: "Task locator in task metadata: interface URL, binding, protocol version, tenant and task id."},
+	{URI: a2awire.ExtElicitation, Description: "A question's MCP-style requestedSchema as a data part of the INPUT_REQUIRED status message."},
+}
+
+type credential struct {
+	sum       [sha256.Size]byte
+	principal string
+}
+
+// Service is the A2A service over one task plane. It is safe for concurrent use.
+type Service struct {
+	plane *taskplane.Plane
+	disp  *taskplane.Dispatcher
+	exec  taskplane.Executor
+	cfg   Config
+	lim   a2awire.Limits
+	log   *slog.Logger
+
+	creds     []credential
+	anonymous bool
+	publicURL *url.URL
+
+	base context.Context
+	stop context.CancelFunc
+
+	card *cardCache
+}
+
+// New returns a Service over plane. dispatcher (may be nil) lets cancel stop a running turn;
+// exec (may be nil) is asked for direct replies (taskplane.DirectResponder) and told about
+// cancels (taskplane.Canceler).
+func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplane.Executor, cfg Config) (*Service, error) {
+	if plane == nil {
+		return nil, errors.New("a2a service: no task plane")
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = DefaultPublicURL
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	u, err := url.Parse(cfg.PublicURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("a2a service: public URL %q must be an absolute http(s) URL", cfg.PublicURL)
+	}
+	if cfg.Name == "" {
+		cfg.Name = "Channels"
+	}
+	if cfg.Description == "" {
+		cfg.Description = "Channels A2A task plane"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "0.0.0"
+	}
+	if cfg.BlockingTimeout <= 0 {
+		cfg.BlockingTimeout = 60 * time.Second
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.CardMaxAge <= 0 {
+		cfg.CardMaxAge = 5 * time.Minute
+	}
+	if len(cfg.DefaultInputModes) == 0 {
+		cfg.DefaultInputModes = []string{"text/plain"}
+	}
+	if len(cfg.DefaultOutputModes) == 0 {
+		cfg.DefaultOutputModes = []string{"text/plain"}
+	}
+	for _, uri := range cfg.RequiredExtensions {
+		if !supported(uri) {
+			return nil, fmt.Errorf("a2a service: required extension %q is not supported", uri)
+		}
+	}
+	s := &Service{plane: plane, disp: dispatcher, exec: exec, cfg: cfg, lim: cfg.Limits.WithDefaults(), publicURL: u}
+	s.log = cfg.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	seen := map[string]bool{}
+	for i, c := range cfg.Credentials {
+		switch {
+		case c.Token == "":
+			return nil, fmt.Errorf("a2a service: credential %d has no token", i)
+		case c.Principal == "":
+			return nil, fmt.Errorf("a2a service: credential %d has no principal", i)
+		case c.Principal == AnonymousPrincipal:
+			return nil, fmt.Errorf("a2a service: credential %d: principal %q is reserved", i, AnonymousPrincipal)
+		case seen[c.Token]:
+			return nil, fmt.Errorf("a2a service: credential %d repeats a token", i)
+		}
+		seen[c.Token] = true
+		s.creds = append(s.creds, credential{sum: sha256.Sum256([]byte(c.Token)), principal: c.Principal})
+	}
+	s.anonymous = cfg.AllowAnonymous || (len(cfg.Credentials) == 0 && cfg.Loopback)
+	s.base, s.stop = context.WithCancel(context.Background())
+	if s.card, err = s.newCardCache(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func supported(uri string) bool {
+	for _, e := range SupportedExtensions {
+		if e.URI == uri {
+			return true
+		}
+	}
+	return false
+}
+
+// Close ends every open stream and blocking wait (they return what they have). Call it when the
+// HTTP server shuts down, before or while it drains; requests that arrive afterwards still work
+// but their streams end at once.
+func (s *Service) Close() { s.stop() }
+
+// Done is closed once Close was called.
+func (s *Service) Done() <-chan struct{} { return s.base.Done() }
+
+// Limits returns the effective request limits.
+func (s *Service) Limits() a2awire.Limits { return s.lim }
+
+// PublicURL returns the advertised base URL, without a trailing slash.
+func (s *Service) PublicURL() string { return s.cfg.PublicURL }
+
+// BasePath returns the path of the public URL ("" at the root), which the bindings strip.
+func (s *Service) BasePath() string { return strings.TrimRight(s.publicURL.Path, "/") }
+
+// Plane returns the task plane.
+func (s *Service) Plane() *taskplane.Plane { return s.plane }
+
+// WireError converts err to a protocol error, logging errors the caller cannot act on.
+func (s *Service) WireError(ctx context.Context, op string, err error) *a2awire.Error {
+	we := a2awire.FromError(err)
+	if errors.Is(we, a2awire.ErrInternal) || errors.Is(we, a2awire.ErrInvalidAgentResponse) {
+		s.log.ErrorContext(ctx, "a2a request failed", "op", op, "err", err)
+	}
+	return we
+}
+
+// withBase returns ctx canceled also when the service closes.
+func (s *Service) withBase(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.base, cancel)
+	return ctx, func() { stop(); cancel() }
+}

@@ -1,0 +1,129 @@
+package a2aservice
+
+import (
+	"context"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/a2awire"
+)
+
+// Event is one stream event. Seq is the task's event-log sequence, sent as the SSE id (0: none,
+// for a direct Message). Resuming after Seq with Last-Event-ID yields every later event once.
+type Event struct {
+	Seq      int64
+	Response *a2awire.StreamResponse
+}
+
+// Stream is an opened stream: every check that can fail before the first event has passed.
+type Stream struct {
+	svc       *Service
+	principal string
+	taskID    string
+	view      a2awire.View
+	// first is sent before following (the Task snapshot or the direct Message).
+	first *Event
+	// follow reads the event log after seq after.
+	follow bool
+	after  int64
+}
+
+// closes reports whether a stream ends after a status event in state st: at terminal states and
+// INPUT_REQUIRED; it stays open through AUTH_REQUIRED, whose credentials arrive out of band.
+func closes(st taskplane.State) bool {
+	return st.Terminal() || st == taskplane.StateInputRequired
+}
+
+// SendStreamingMessage accepts a message and opens its stream: the direct Message alone, or the
+// Task followed by its status and artifact updates until it closes.
+//
+// A duplicate of an earlier streaming send (same messageId and payload) with Last-Event-ID
+// resumes that stream after the given event.
+func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (*Stream, error) {
+	acc, err := s.accept(ctx, call, req)
+	if err != nil {
+		return nil, err
+	}
+	v := s.view(call, req.Configuration.HistoryLength, true)
+	if acc.Message != nil {
+		m := a2awire.FromMessage(*acc.Message, v)
+		return &Stream{svc: s, first: &Event{Response: &a2awire.StreamResponse{Message: &m}}}, nil
+	}
+	t := acc.Task
+	if acc.Outcome == taskplane.Duplicate && call.LastEventID >= 0 {
+		return s.resume(call, t, v)
+	}
+	st := &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: t.LastSeq,
+		first: &Event{Seq: t.LastSeq, Response: &a2awire.StreamResponse{Task: a2awire.FromTask(t, v)}}}
+	// A fresh or continued task is SUBMITTED or active; a duplicate may already have settled,
+	// and then its stream is the snapshot alone, like a blocking send.
+	st.follow = !t.Status.State.Terminal() && !(acc.Outcome == taskplane.Duplicate && closes(t.Status.State))
+	return st, nil
+}
+
+// SubscribeToTask opens a stream on an existing task of the caller: the current Task snapshot,
+// then its updates until it closes. A terminal task is UnsupportedOperation. An
+// INPUT_REQUIRED task's stream stays open until the task moves on and settles again.
+//
+// With Last-Event-ID (a Channels extension) no snapshot is sent: the stream replays every event
+// after that id exactly once, then continues live; a terminal task is refused only when nothing
+// is left to replay.
+func (s *Service) SubscribeToTask(ctx context.Context, call Call, req *a2awire.SubscribeToTaskRequest) (*Stream, error) {
+	t, err := s.plane.GetTask(ctx, call.Principal, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	v := s.view(call, nil, true)
+	if call.LastEventID >= 0 {
+		return s.resume(call, t, v)
+	}
+	if t.Status.State.Terminal() {
+		return nil, a2awire.Errorf(a2awire.ErrUnsupportedOperation, "task is in a terminal state; use GetTask").WithTask(t.ID)
+	}
+	return &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: t.LastSeq, follow: true,
+		first: &Event{Seq: t.LastSeq, Response: &a2awire.StreamResponse{Task: a2awire.FromTask(t, v)}}}, nil
+}
+
+func (s *Service) resume(call Call, t *taskplane.Task, v a2awire.View) (*Stream, error) {
+	switch {
+	case call.LastEventID > t.LastSeq:
+		return nil, a2awire.Invalid(HeaderLastEventID, "is ahead of the task's event log").WithTask(t.ID)
+	case t.Status.State.Terminal() && call.LastEventID >= t.LastSeq:
+		return nil, a2awire.Errorf(a2awire.ErrUnsupportedOperation, "task is in a terminal state and no event follows Last-Event-ID").WithTask(t.ID)
+	}
+	return &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: call.LastEventID, follow: true}, nil
+}
+
+// Run sends the stream's events to emit, in order, until the stream closes (nil), emit fails
+// (its error), or ctx ends (ctx.Err()).
+func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
+	if st.first != nil {
+		if err := emit(*st.first); err != nil {
+			return err
+		}
+	}
+	if !st.follow {
+		return nil
+	}
+	return st.svc.plane.Follow(ctx, st.principal, st.taskID, st.after, func(ev taskplane.TaskEvent) error {
+		r := a2awire.FromEvent(ev, st.view)
+		if r == nil {
+			return nil
+		}
+		if err := emit(Event{Seq: ev.Seq, Response: r}); err != nil {
+			return err
+		}
+		switch {
+		case ev.Kind == taskplane.EventStatus && closes(ev.Status.Status.State):
+			return taskplane.ErrStopFollowing
+		case ev.Kind == taskplane.EventTask && ev.Task != nil && ev.Task.Status.State.Terminal():
+			return taskplane.ErrStopFollowing
+		}
+		return nil
+	})
+}
+
+// OneEventStream returns a stream of the single event ev, for a binding that frames an early
+// error as a stream event.
+func (s *Service) OneEventStream(ev Event) *Stream {
+	return &Stream{svc: s, first: &ev}
+}
