@@ -1,0 +1,69 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// fileLock is an exclusive flock on "<db>.lock". It keeps a second process (or a second Open in
+// this one: flock locks belong to the open file description, not the process) off the database,
+// because the group-commit writer assumes it is the only writer (DESIGN.md §4, invariant 10).
+// The kernel releases the lock when the holder dies, so a crash never leaves a stale lock.
+type fileLock struct {
+	f *os.File
+}
+
+// lockFile takes the lock without waiting. When another holder has it, the error wraps
+// store.ErrInUse and names the file and the holder's pid, read from the lock file.
+func lockFile(path string) (*fileLock, error) {
+	// Go opens files with O_CLOEXEC, so child processes do not inherit the lock.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder := readHolder(f)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another channels process (pid %s) is using this database; lock file %s is held: %w",
+				holder, path, store.ErrInUse)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	// The pid is only for the message a refused process prints; the lock itself is the flock.
+	pid := strconv.Itoa(os.Getpid()) + "\n"
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(pid), 0)
+	}
+	return &fileLock{f: f}, nil
+}
+
+// readHolder returns the pid written by the lock's holder, or "unknown".
+func readHolder(f *os.File) string {
+	buf := make([]byte, 32)
+	n, _ := f.ReadAt(buf, 0)
+	pid := strings.TrimSpace(string(buf[:n]))
+	if _, err := strconv.Atoi(pid); err != nil {
+		return "unknown"
+	}
+	return pid
+}
+
+// unlock releases the lock. The file stays: removing it would let a process that opened the old
+// file and one that creates a new one both hold "the" lock.
+func (l *fileLock) unlock() error {
+	err := unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

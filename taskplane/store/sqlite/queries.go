@@ -1,0 +1,588 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// Times are stored as unix microseconds: callers pass UTC times truncated to microseconds, so
+// this round-trips them exactly, and SQL compares them as integers.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// scanner is *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// notFound wraps store.ErrNotFound with what was looked up. A row of another principal takes the
+// same path as a missing one, so the two are indistinguishable to the caller.
+func notFound(what string, key ...string) error {
+	return fmt.Errorf("%s %s: %w", what, strings.Join(key, "/"), store.ErrNotFound)
+}
+
+// limitArg turns the store's "0 = no limit" into SQLite's LIMIT -1.
+func limitArg(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}
+
+// placeholders returns "?, ?, …" for n arguments.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// ---- tasks ----
+
+const taskCols = `principal, id, context_id, source, state, status_time, version, last_seq, body, created_at, updated_at`
+
+func scanTask(sc scanner) (store.Task, error) {
+	var t store.Task
+	var statusTime, created, updated int64
+	err := sc.Scan(&t.Principal, &t.ID, &t.ContextID, &t.Source, &t.State, &statusTime, &t.Version, &t.LastSeq,
+		&t.Body, &created, &updated)
+	if err != nil {
+		return store.Task{}, err
+	}
+	t.StatusTime, t.CreatedAt, t.UpdatedAt = fromMicros(statusTime), fromMicros(created), fromMicros(updated)
+	return t, nil
+}
+
+func getTask(ctx context.Context, q querier, principal, id string) (store.Task, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE principal = ? AND id = ?`, principal, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Task{}, notFound("task", id)
+	}
+	if err != nil {
+		return store.Task{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+func listTasks(ctx context.Context, q querier, principal string, f store.TaskFilter) ([]store.Task, int, error) {
+	where := "principal = ?"
+	args := []any{principal}
+	if f.ContextID != "" {
+		where += " AND context_id = ?"
+		args = append(args, f.ContextID)
+	}
+	if f.State != "" {
+		where += " AND state = ?"
+		args = append(args, f.State)
+	}
+	if !f.StatusAfter.IsZero() {
+		where += " AND status_time >= ?"
+		args = append(args, micros(f.StatusAfter))
+	}
+	var total int
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE `+where, args...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("count tasks: %w", err)
+	}
+	if f.CursorID != "" {
+		ct := micros(f.CursorTime)
+		where += " AND (status_time < ? OR (status_time = ? AND id < ?))"
+		args = append(args, ct, ct, f.CursorID)
+	}
+	args = append(args, limitArg(f.Limit))
+	rows, err := q.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE `+where+
+		` ORDER BY status_time DESC, id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	defer rows.Close()
+	var tasks []store.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list tasks: %w", err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("list tasks: %w", err)
+	}
+	return tasks, total, nil
+}
+
+func insertTask(ctx context.Context, q querier, t store.Task) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO tasks (`+taskCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.Principal, t.ID, t.ContextID, t.Source, t.State, micros(t.StatusTime), t.Version, t.LastSeq, t.Body,
+		micros(t.CreatedAt), micros(t.UpdatedAt))
+	if err != nil {
+		return fmt.Errorf("insert task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+func updateTask(ctx context.Context, q querier, t store.Task, expectVersion int64) error {
+	res, err := q.ExecContext(ctx, `UPDATE tasks SET state = ?, status_time = ?, body = ?, updated_at = ?, version = version + 1
+		WHERE principal = ? AND id = ? AND version = ?`,
+		t.State, micros(t.StatusTime), t.Body, micros(t.UpdatedAt), t.Principal, t.ID, expectVersion)
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	} else if n == 1 {
+		return nil
+	}
+	var stored int64
+	err = q.QueryRowContext(ctx, `SELECT version FROM tasks WHERE principal = ? AND id = ?`, t.Principal, t.ID).Scan(&stored)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound("task", t.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	return fmt.Errorf("update task %s: expected version %d, stored version is %d: %w",
+		t.ID, expectVersion, stored, store.ErrConcurrentModification)
+}
+
+// ---- task events ----
+
+func appendTaskEvent(ctx context.Context, q querier, principal, taskID, kind string, payload []byte, at time.Time) (int64, error) {
+	// Allocating the sequence from the task row keeps it gap-free: a rolled-back append rolls
+	// back the counter with it.
+	var seq int64
+	err := q.QueryRowContext(ctx, `UPDATE tasks SET last_seq = last_seq + 1 WHERE principal = ? AND id = ? RETURNING last_seq`,
+		principal, taskID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, notFound("task", taskID)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("append event to task %s: %w", taskID, err)
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		principal, taskID, seq, kind, payload, micros(at)); err != nil {
+		return 0, fmt.Errorf("append event to task %s: %w", taskID, err)
+	}
+	return seq, nil
+}
+
+func taskEvents(ctx context.Context, q querier, principal, taskID string, after int64, limit int) ([]store.TaskEvent, error) {
+	// A missing task is ErrNotFound rather than an empty log, so that a subscriber to another
+	// principal's task learns nothing and a resuming client can tell "gone" from "quiet".
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE principal = ? AND id = ?`, principal, taskID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("task", taskID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task events of %s: %w", taskID, err)
+	}
+	rows, err := q.QueryContext(ctx, `SELECT principal, task_id, seq, kind, payload, created_at FROM task_events
+		WHERE principal = ? AND task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, principal, taskID, after, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("task events of %s: %w", taskID, err)
+	}
+	defer rows.Close()
+	var events []store.TaskEvent
+	for rows.Next() {
+		var e store.TaskEvent
+		var created int64
+		if err := rows.Scan(&e.Principal, &e.TaskID, &e.Seq, &e.Kind, &e.Payload, &created); err != nil {
+			return nil, fmt.Errorf("task events of %s: %w", taskID, err)
+		}
+		e.CreatedAt = fromMicros(created)
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("task events of %s: %w", taskID, err)
+	}
+	return events, nil
+}
+
+// ---- claims ----
+
+const claimCols = `principal, source, identity, digest, state, outcome_kind, task_id, context_id, message, created_at, updated_at`
+
+func scanClaim(sc scanner) (store.Claim, error) {
+	var c store.Claim
+	var state string
+	var created, updated int64
+	err := sc.Scan(&c.Principal, &c.Source, &c.Identity, &c.Digest, &state, &c.OutcomeKind, &c.TaskID, &c.ContextID,
+		&c.Message, &created, &updated)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	c.State = store.ClaimState(state)
+	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return c, nil
+}
+
+func getClaim(ctx context.Context, q querier, principal, source, identity string) (store.Claim, error) {
+	c, err := scanClaim(q.QueryRowContext(ctx, `SELECT `+claimCols+` FROM claims WHERE principal = ? AND source = ? AND identity = ?`,
+		principal, source, identity))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Claim{}, notFound("claim", source, identity)
+	}
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("get claim %s/%s: %w", source, identity, err)
+	}
+	return c, nil
+}
+
+func insertClaim(ctx context.Context, q querier, c store.Claim) (store.Claim, bool, error) {
+	res, err := q.ExecContext(ctx, `INSERT INTO claims (`+claimCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (principal, source, identity) DO NOTHING`,
+		c.Principal, c.Source, c.Identity, c.Digest, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID, c.Message,
+		micros(c.CreatedAt), micros(c.UpdatedAt))
+	if err != nil {
+		return store.Claim{}, false, fmt.Errorf("insert claim %s/%s: %w", c.Source, c.Identity, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return store.Claim{}, false, fmt.Errorf("insert claim %s/%s: %w", c.Source, c.Identity, err)
+	}
+	if n == 1 {
+		return c, true, nil
+	}
+	existing, err := getClaim(ctx, q, c.Principal, c.Source, c.Identity)
+	if err != nil {
+		return store.Claim{}, false, err
+	}
+	return existing, false, nil
+}
+
+func updateClaim(ctx context.Context, q querier, c store.Claim) error {
+	res, err := q.ExecContext(ctx, `UPDATE claims SET state = ?, outcome_kind = ?, task_id = ?, context_id = ?, message = ?, updated_at = ?
+		WHERE principal = ? AND source = ? AND identity = ?`,
+		string(c.State), c.OutcomeKind, c.TaskID, c.ContextID, c.Message, micros(c.UpdatedAt), c.Principal, c.Source, c.Identity)
+	return affectedOne(res, err, "update claim", "claim", c.Source, c.Identity)
+}
+
+// affectedOne turns an UPDATE's result into nil, ErrNotFound (no row matched) or an error.
+func affectedOne(res sql.Result, err error, op, what string, key ...string) error {
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, strings.Join(key, "/"), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, strings.Join(key, "/"), err)
+	}
+	if n == 0 {
+		return notFound(what, key...)
+	}
+	return nil
+}
+
+// ---- contexts ----
+
+const contextCols = `principal, id, source, conversation_key, created_at, last_event_at`
+
+func getContext(ctx context.Context, q querier, principal, id string) (store.Context, error) {
+	var c store.Context
+	var created, last int64
+	err := q.QueryRowContext(ctx, `SELECT `+contextCols+` FROM contexts WHERE principal = ? AND id = ?`, principal, id).
+		Scan(&c.Principal, &c.ID, &c.Source, &c.ConversationKey, &created, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Context{}, notFound("context", id)
+	}
+	if err != nil {
+		return store.Context{}, fmt.Errorf("get context %s: %w", id, err)
+	}
+	c.CreatedAt, c.LastEventAt = fromMicros(created), fromMicros(last)
+	return c, nil
+}
+
+func ensureContext(ctx context.Context, q querier, principal, source, key, candidateID string, now time.Time) (string, error) {
+	if key == "" {
+		// Every keyless call would create a context; that is InsertContext's job, said explicitly.
+		return "", errors.New("ensure context: empty conversation key")
+	}
+	// The conflict target names the partial unique index, so a clash on the candidate's own
+	// primary key is still an error rather than a silent no-op.
+	if _, err := q.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (principal, source, conversation_key) WHERE conversation_key != '' DO NOTHING`,
+		principal, candidateID, source, key, micros(now), micros(now)); err != nil {
+		return "", fmt.Errorf("ensure context %s/%s: %w", source, key, err)
+	}
+	var id string
+	if err := q.QueryRowContext(ctx, `SELECT id FROM contexts WHERE principal = ? AND source = ? AND conversation_key = ?`,
+		principal, source, key).Scan(&id); err != nil {
+		return "", fmt.Errorf("ensure context %s/%s: %w", source, key, err)
+	}
+	return id, nil
+}
+
+func insertContext(ctx context.Context, q querier, c store.Context) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
+		c.Principal, c.ID, c.Source, c.ConversationKey, micros(c.CreatedAt), micros(c.LastEventAt)); err != nil {
+		return fmt.Errorf("insert context %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+func touchContext(ctx context.Context, q querier, principal, id string, at time.Time) error {
+	// MAX: a late or replayed event must not make a context look older than it is to retention.
+	res, err := q.ExecContext(ctx, `UPDATE contexts SET last_event_at = MAX(last_event_at, ?) WHERE principal = ? AND id = ?`,
+		micros(at), principal, id)
+	return affectedOne(res, err, "touch context", "context", id)
+}
+
+// ---- anchors ----
+
+func getAnchor(ctx context.Context, q querier, principal, source, providerID string) (store.Anchor, error) {
+	var a store.Anchor
+	var created int64
+	err := q.QueryRowContext(ctx, `SELECT principal, source, provider_id, task_id, input_seq, created_at FROM anchors
+		WHERE principal = ? AND source = ? AND provider_id = ?`, principal, source, providerID).
+		Scan(&a.Principal, &a.Source, &a.ProviderID, &a.TaskID, &a.InputSeq, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Anchor{}, notFound("anchor", source, providerID)
+	}
+	if err != nil {
+		return store.Anchor{}, fmt.Errorf("get anchor %s/%s: %w", source, providerID, err)
+	}
+	a.CreatedAt = fromMicros(created)
+	return a, nil
+}
+
+func putAnchor(ctx context.Context, q querier, a store.Anchor) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO anchors (principal, source, provider_id, task_id, input_seq, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (principal, source, provider_id) DO UPDATE SET
+			task_id = excluded.task_id, input_seq = excluded.input_seq, created_at = excluded.created_at`,
+		a.Principal, a.Source, a.ProviderID, a.TaskID, a.InputSeq, micros(a.CreatedAt)); err != nil {
+		return fmt.Errorf("put anchor %s/%s: %w", a.Source, a.ProviderID, err)
+	}
+	return nil
+}
+
+// ---- checkpoints ----
+
+func getCheckpoint(ctx context.Context, q querier, principal, source string) (store.Checkpoint, error) {
+	var c store.Checkpoint
+	var updated int64
+	err := q.QueryRowContext(ctx, `SELECT principal, source, position, seq, version, updated_at FROM checkpoints
+		WHERE principal = ? AND source = ?`, principal, source).
+		Scan(&c.Principal, &c.Source, &c.Position, &c.Seq, &c.Version, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Checkpoint{}, notFound("checkpoint", source)
+	}
+	if err != nil {
+		return store.Checkpoint{}, fmt.Errorf("get checkpoint %s: %w", source, err)
+	}
+	c.UpdatedAt = fromMicros(updated)
+	return c, nil
+}
+
+func advanceCheckpoint(ctx context.Context, q querier, c store.Checkpoint) (store.Checkpoint, error) {
+	// The WHERE on the upsert makes a stale or repeated position a no-op, so a checkpoint never
+	// moves backwards however callers interleave.
+	if _, err := q.ExecContext(ctx, `INSERT INTO checkpoints (principal, source, position, seq, version, updated_at)
+		VALUES (?, ?, ?, ?, 1, ?)
+		ON CONFLICT (principal, source) DO UPDATE SET
+			position = excluded.position, seq = excluded.seq, version = checkpoints.version + 1,
+			updated_at = excluded.updated_at
+		WHERE excluded.seq > checkpoints.seq`,
+		c.Principal, c.Source, c.Position, c.Seq, micros(c.UpdatedAt)); err != nil {
+		return store.Checkpoint{}, fmt.Errorf("advance checkpoint %s: %w", c.Source, err)
+	}
+	return getCheckpoint(ctx, q, c.Principal, c.Source)
+}
+
+// ---- evidence ----
+
+func insertEvidence(ctx context.Context, q querier, e store.Evidence) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO evidence (principal, source, kind, task_id, detail, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.Principal, e.Source, e.Kind, e.TaskID, e.Detail, micros(e.CreatedAt)); err != nil {
+		return fmt.Errorf("insert evidence %s/%s: %w", e.Source, e.Kind, err)
+	}
+	return nil
+}
+
+func listEvidence(ctx context.Context, q querier, f store.EvidenceFilter) ([]store.Evidence, error) {
+	var conds []string
+	var args []any
+	add := func(cond string, arg any) {
+		conds = append(conds, cond)
+		args = append(args, arg)
+	}
+	if f.Principal != "" {
+		add("principal = ?", f.Principal)
+	}
+	if f.Source != "" {
+		add("source = ?", f.Source)
+	}
+	if f.Kind != "" {
+		add("kind = ?", f.Kind)
+	}
+	if f.TaskID != "" {
+		add("task_id = ?", f.TaskID)
+	}
+	if !f.Since.IsZero() {
+		add("created_at >= ?", micros(f.Since))
+	}
+	if f.AfterID > 0 {
+		add("id > ?", f.AfterID)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE " + strings.Join(conds, " AND ")
+	}
+	args = append(args, limitArg(f.Limit))
+	rows, err := q.QueryContext(ctx, `SELECT id, principal, source, kind, task_id, detail, created_at FROM evidence`+where+
+		` ORDER BY id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list evidence: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Evidence
+	for rows.Next() {
+		var e store.Evidence
+		var created int64
+		if err := rows.Scan(&e.ID, &e.Principal, &e.Source, &e.Kind, &e.TaskID, &e.Detail, &created); err != nil {
+			return nil, fmt.Errorf("list evidence: %w", err)
+		}
+		e.CreatedAt = fromMicros(created)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list evidence: %w", err)
+	}
+	return out, nil
+}
+
+// ---- wakes ----
+
+func insertWake(ctx context.Context, q querier, w store.Wake) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO wakes (id, principal, task_id, activation, state, attempts, detail, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		w.ID, w.Principal, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail, micros(w.CreatedAt), micros(w.UpdatedAt)); err != nil {
+		return fmt.Errorf("insert wake %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+func updateWake(ctx context.Context, q querier, w store.Wake) error {
+	res, err := q.ExecContext(ctx, `UPDATE wakes SET state = ?, attempts = ?, updated_at = ?, detail = ? WHERE principal = ? AND id = ?`,
+		string(w.State), w.Attempts, micros(w.UpdatedAt), w.Detail, w.Principal, w.ID)
+	return affectedOne(res, err, "update wake", "wake", w.ID)
+}
+
+func listWakes(ctx context.Context, q querier, state store.WakeState, limit int) ([]store.Wake, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, principal, task_id, activation, state, attempts, detail, created_at, updated_at
+		FROM wakes WHERE state = ? ORDER BY created_at, seq LIMIT ?`, string(state), limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list wakes: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Wake
+	for rows.Next() {
+		var w store.Wake
+		var st string
+		var created, updated int64
+		if err := rows.Scan(&w.ID, &w.Principal, &w.TaskID, &w.Activation, &st, &w.Attempts, &w.Detail, &created, &updated); err != nil {
+			return nil, fmt.Errorf("list wakes: %w", err)
+		}
+		w.State = store.WakeState(st)
+		w.CreatedAt, w.UpdatedAt = fromMicros(created), fromMicros(updated)
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list wakes: %w", err)
+	}
+	return out, nil
+}
+
+// ---- retention ----
+
+func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
+	var res store.PruneResult
+	c := micros(cutoff)
+	lim := limitArg(limit)
+
+	if len(terminal) > 0 {
+		args := []any{c}
+		for _, s := range terminal {
+			args = append(args, s)
+		}
+		args = append(args, lim)
+		rows, err := q.QueryContext(ctx, `SELECT t.principal, t.id FROM tasks t
+			JOIN contexts c ON c.principal = t.principal AND c.id = t.context_id
+			WHERE c.last_event_at < ? AND t.state IN (`+placeholders(len(terminal))+`)
+			ORDER BY c.last_event_at, t.principal, t.id LIMIT ?`, args...)
+		if err != nil {
+			return res, fmt.Errorf("prune: select tasks: %w", err)
+		}
+		type key struct{ principal, id string }
+		var victims []key
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.principal, &k.id); err != nil {
+				rows.Close()
+				return res, fmt.Errorf("prune: select tasks: %w", err)
+			}
+			victims = append(victims, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return res, fmt.Errorf("prune: select tasks: %w", err)
+		}
+		for _, k := range victims {
+			for _, d := range []struct {
+				sql   string
+				count *int
+			}{
+				{`DELETE FROM task_events WHERE principal = ? AND task_id = ?`, &res.Events},
+				{`DELETE FROM anchors WHERE principal = ? AND task_id = ?`, &res.Anchors},
+				{`DELETE FROM wakes WHERE principal = ? AND task_id = ?`, &res.Wakes},
+				{`DELETE FROM tasks WHERE principal = ? AND id = ?`, &res.Tasks},
+			} {
+				r, err := q.ExecContext(ctx, d.sql, k.principal, k.id)
+				if err != nil {
+					return res, fmt.Errorf("prune task %s: %w", k.id, err)
+				}
+				n, err := r.RowsAffected()
+				if err != nil {
+					return res, fmt.Errorf("prune task %s: %w", k.id, err)
+				}
+				*d.count += int(n)
+			}
+		}
+	}
+
+	// A done claim goes once it is older than the cutoff, unless its task still exists (a
+	// redelivered event must find the prior result for as long as the task lives) or its
+	// context is still recent.
+	r, err := q.ExecContext(ctx, `DELETE FROM claims WHERE (principal, source, identity) IN (
+		SELECT q.principal, q.source, q.identity FROM claims q
+		WHERE q.state = 'done' AND q.updated_at < ?
+			AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = q.principal AND t.id = q.task_id)
+			AND NOT EXISTS (SELECT 1 FROM contexts c
+				WHERE c.principal = q.principal AND c.id = q.context_id AND c.last_event_at >= ?)
+		LIMIT ?)`, c, c, lim)
+	if err != nil {
+		return res, fmt.Errorf("prune claims: %w", err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return res, fmt.Errorf("prune claims: %w", err)
+	}
+	res.Claims = int(n)
+
+	r, err = q.ExecContext(ctx, `DELETE FROM contexts WHERE (principal, id) IN (
+		SELECT c.principal, c.id FROM contexts c
+		WHERE c.last_event_at < ?
+			AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.context_id = c.id)
+			AND NOT EXISTS (SELECT 1 FROM claims q
+				WHERE q.principal = c.principal AND q.context_id = c.id AND q.state = 'pending')
+		LIMIT ?)`, c, lim)
+	if err != nil {
+		return res, fmt.Errorf("prune contexts: %w", err)
+	}
+	n, err = r.RowsAffected()
+	if err != nil {
+		return res, fmt.Errorf("prune contexts: %w", err)
+	}
+	res.Contexts = int(n)
+	return res, nil
+}

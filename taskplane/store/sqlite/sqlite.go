@@ -1,0 +1,214 @@
+// Package sqlite is the embedded store driver: one SQLite database file (pure Go, via
+// modernc.org/sqlite) used by exactly one Channels process.
+//
+// Importing the package registers the URL scheme "sqlite" with store.Register:
+//
+//	sqlite:///var/lib/channels/channels.db   absolute path
+//	sqlite://data/channels.db                 relative to the working directory
+//
+// The database runs in WAL mode with synchronous=FULL, so a committed Update survives power loss.
+// A durable commit costs an fsync, which caps single-row transactions at a few thousand per
+// second; Update therefore uses group commit: a single writer goroutine runs every queued fn in
+// one transaction, each inside its own savepoint, and commits once for all of them. Reads on the
+// Store use a separate pool of read-only connections, which WAL lets run alongside the writer.
+//
+// Open takes an exclusive lock on "<db>.lock"; a second process is refused with store.ErrInUse.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	_ "modernc.org/sqlite" // registers the database/sql driver "sqlite"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+func init() {
+	store.Register("sqlite", func(ctx context.Context, u *url.URL) (store.Store, error) {
+		s, err := Open(ctx, u)
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return s, nil
+	})
+}
+
+// ErrClosed is returned by Update after Close, and by Updates still queued when Close ran.
+var ErrClosed = errors.New("sqlite store: closed")
+
+// busyTimeoutMS bounds how long a statement waits for a lock. The flock makes this process the
+// only writer, so waits are rare (a WAL checkpoint, a reader finishing); the timeout keeps them
+// from surfacing as SQLITE_BUSY.
+const busyTimeoutMS = 5000
+
+// Store is a store.Store on one SQLite database file. All methods are safe for concurrent use.
+type Store struct {
+	reader // reads on the read-only pool
+
+	path string
+	lock *fileLock
+	wdb  *sql.DB // exactly one connection, used only by the writer goroutine
+	rdb  *sql.DB // read-only connections
+
+	w writer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database named by u, takes the process lock, applies the
+// embedded migrations and starts the writer. See the package documentation for the URL forms.
+func Open(ctx context.Context, u *url.URL) (*Store, error) {
+	path, err := dbPath(u)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create directory for %s: %w", path, err)
+	}
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	s, err := open(ctx, path, lock)
+	if err != nil {
+		lock.unlock()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
+	common := url.Values{}
+	common.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
+	common.Set("_synchronous", "FULL")
+
+	wq := url.Values{}
+	for k, v := range common {
+		wq[k] = v
+	}
+	wq.Set("_journal_mode", "WAL")
+	// Writes take the database write lock at BEGIN, never half-way through a batch.
+	wq.Set("_txlock", "immediate")
+	wdb, err := sql.Open("sqlite", path+"?"+wq.Encode())
+	if err != nil {
+		return nil, err
+	}
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+
+	// Check the mode took: WAL is what lets the read pool run beside the writer.
+	var mode string
+	if err := wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		wdb.Close()
+		return nil, fmt.Errorf("open database: journal_mode is %q, want wal", mode)
+	}
+	if err := migrate(ctx, wdb); err != nil {
+		wdb.Close()
+		return nil, err
+	}
+
+	rq := url.Values{}
+	for k, v := range common {
+		rq[k] = v
+	}
+	rq.Set("_query_only", "1")
+	rdb, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		wdb.Close()
+		return nil, err
+	}
+	rdb.SetMaxOpenConns(max(4, runtime.GOMAXPROCS(0)))
+	rdb.SetMaxIdleConns(max(4, runtime.GOMAXPROCS(0)))
+
+	s := &Store{
+		reader: reader{db: rdb},
+		path:   path,
+		lock:   lock,
+		wdb:    wdb,
+		rdb:    rdb,
+	}
+	s.w.start(s, wdb)
+	return s, nil
+}
+
+// dbPath extracts the database file path from a sqlite URL and makes it absolute, so the lock
+// file and error messages name one unambiguous file.
+func dbPath(u *url.URL) (string, error) {
+	if u.Scheme != "sqlite" {
+		return "", fmt.Errorf("sqlite store: unexpected URL scheme %q", u.Scheme)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		// Silently ignoring a parameter would hide a misconfiguration.
+		return "", errors.New("sqlite store: the URL takes no query parameters or fragment")
+	}
+	if u.User != nil {
+		return "", errors.New("sqlite store: the URL takes no user information")
+	}
+	var p string
+	switch {
+	case u.Opaque != "": // sqlite:relative/path.db
+		p = u.Opaque
+	case u.Host != "": // sqlite://relative/path.db: the first path element parses as the host
+		p = u.Host + u.Path
+	default: // sqlite:///absolute/path.db
+		p = u.Path
+	}
+	if p == "" || strings.HasSuffix(p, "/") {
+		return "", errors.New("sqlite store: the URL names no database file (want sqlite:///path/to/channels.db)")
+	}
+	if strings.Contains(p, "?") {
+		// The driver reads everything after '?' in its DSN as parameters.
+		return "", fmt.Errorf("sqlite store: database path %q must not contain '?'", p)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("sqlite store: database path %q: %w", p, err)
+	}
+	return abs, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Capabilities reports a single-process store without cross-process notifications.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{Name: "sqlite", Listen: false, MultiProcess: false}
+}
+
+// Listen returns store.ErrNotSupported: only this process writes the database, so the task plane
+// notifies its subscribers in-process.
+func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string)) error {
+	return store.ErrNotSupported
+}
+
+// Close stops the writer (Updates still queued fail with ErrClosed), closes the connections and
+// releases the process lock. Later calls return nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.w.stop()
+		errs := []error{s.rdb.Close(), s.wdb.Close(), s.lock.unlock()}
+		s.closeErr = errors.Join(errs...)
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("close sqlite store %s: %w", s.path, s.closeErr)
+		}
+	})
+	return s.closeErr
+}
