@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader on different goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// cli runs the binary's entry point in-process with a fresh XDG home and the given environment.
+type cli struct {
+	env            map[string]string
+	stdout, stderr *lockedBuffer
+}
+
+func newCLI(t *testing.T, env map[string]string) *cli {
+	t.Helper()
+	home := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	if env == nil {
+		env = map[string]string{}
+	}
+	return &cli{env: env, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+}
+
+func (c *cli) run(ctx context.Context, args ...string) int {
+	var environ []string
+	for k, v := range c.env {
+		environ = append(environ, k+"="+v)
+	}
+	return run(ctx, args, env{stdout: c.stdout, stderr: c.stderr, getenv: func(k string) string { return c.env[k] }, environ: environ})
+}
+
+// logLine returns the first JSON log line whose msg is msg, waiting up to 10 s.
+func (c *cli) logLine(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, line := range strings.Split(c.stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
+				return m
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %q log line; stderr:\n%s", msg, c.stderr.String())
+	return nil
+}
+
+// startServe runs "channels serve" with args until the test ends and returns its base URL.
+func startServe(t *testing.T, c *cli, args ...string) (base string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() { code <- c.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...) }()
+	var once sync.Once
+	exit := -1
+	stop = func() int {
+		once.Do(func() {
+			cancel()
+			select {
+			case exit = <-code:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("serve did not stop; stderr:\n%s", c.stderr.String())
+			}
+		})
+		return exit
+	}
+	t.Cleanup(func() { stop() })
+	select {
+	case ec := <-code:
+		t.Fatalf("serve exited with %d; stderr:\n%s", ec, c.stderr.String())
+	default:
+	}
+	line := c.logLine(t, "channels serving")
+	return "http://" + line["listen"].(string), stop
+}
+
+func get(t *testing.T, url string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+func TestServeWithNoConfigUsesSQLiteAndEchoAndShutsDownCleanly(t *testing.T) {
+	c := newCLI(t, nil)
+	base, stop := startServe(t, c)
+	if code, body := get(t, base+"/healthz"); code != 200 || body["status"] != "ok" {
+		t.Fatalf("healthz %d %v", code, body)
+	}
+	if code, body := get(t, base+"/readyz"); code != 200 || body["store"] != "sqlite" {
+		t.Fatalf("readyz %d %v", code, body)
+	}
+	line := c.logLine(t, "channels serving")
+	wantStore := "sqlite://" + filepath.Join(os.Getenv("XDG_DATA_HOME"), "channels", "channels.db")
+	if line["store"] != wantStore || line["executor"] != "echo" {
+		t.Fatalf("serving with store %v executor %v, want %s and echo", line["store"], line["executor"], wantStore)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d; stderr:\n%s", code, c.stderr.String())
+	}
+	c.logLine(t, "stopped")
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("server still answers after shutdown")
+	}
+	// The store was closed: a new process can open it (SQLite refuses a second one).
+	c2 := newCLI(t, nil)
+	c2.env["CHANNELS_STORE"] = wantStore
+	if code := c2.run(context.Background(), "migrate"); code != 0 {
+		t.Fatalf("reopen after shutdown: %d %s", code, c2.stderr.String())
+	}
+}
+
+func TestSecondServeOnOneSQLiteStoreIsRefused(t *testing.T) {
+	c := newCLI(t, nil)
+	startServe(t, c)
+	dbURL := "sqlite://" + filepath.Join(os.Getenv("XDG_DATA_HOME"), "channels", "channels.db")
+	c2 := newCLI(t, map[string]string{"CHANNELS_STORE": dbURL})
+	if code := c2.run(context.Background(), "serve", "--listen", "127.0.0.1:0"); code == 0 {
+		t.Fatal("second serve on one SQLite store started")
+	}
+	if !strings.Contains(c2.stderr.String(), "in use") {
+		t.Fatalf("second serve error unclear: %s", c2.stderr.String())
+	}
+}
+
+func TestServeRefusesAnonymousNonLoopback(t *testing.T) {
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "serve", "--listen", "0.0.0.0:0"); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(c.stderr.String(), "allow_anonymous") {
+		t.Fatalf("error does not say how to fix it: %s", c.stderr.String())
+	}
+}
+
+func TestConfigFileUnknownKeyStopsStartup(t *testing.T) {
+	c := newCLI(t, nil)
+	path := filepath.Join(t.TempDir(), "channels.yaml")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nlisten_port: 9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.run(context.Background(), "serve", "--config", path); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(c.stderr.String(), "unknown keys listen_port") {
+		t.Fatalf("stderr: %s", c.stderr.String())
+	}
+}
+
+func TestDefaultConfigFileIsRead(t *testing.T) {
+	c := newCLI(t, nil)
+	dir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "channels")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "channels.yaml"), []byte("executor: conformance\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, c)
+	if line := c.logLine(t, "channels serving"); line["executor"] != "conformance" {
+		t.Fatalf("executor %v, want conformance from the default config file", line["executor"])
+	}
+}
+
+func TestBadFlagIsAUsageError(t *testing.T) {
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "serve", "--no-such-flag"); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestMigrateReportsJSON(t *testing.T) {
+	c := newCLI(t, nil)
+	url := "sqlite://" + filepath.Join(t.TempDir(), "m.db")
+	if code := c.run(context.Background(), "migrate", "--store", url, "--json"); code != 0 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	var r migrateReport
+	if err := json.Unmarshal([]byte(c.stdout.String()), &r); err != nil || r.Driver != "sqlite" || r.Store != url {
+		t.Fatalf("report %q: %+v %v", c.stdout.String(), r, err)
+	}
+}
+
+func TestVersionPrints(t *testing.T) {
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "version", "--json"); code != 0 {
+		t.Fatal(code)
+	}
+	var b buildInfo
+	if err := json.Unmarshal([]byte(c.stdout.String()), &b); err != nil || b.Version == "" || b.Go == "" {
+		t.Fatalf("version %q: %v", c.stdout.String(), err)
+	}
+}
+
+func TestBenchAcceptPrintsOneJSONLine(t *testing.T) {
+	c := newCLI(t, map[string]string{"CHANNELS_STORE": "postgres://u:secret@nowhere/db"})
+	if code := c.run(context.Background(), "bench", "accept", "--events", "200", "--concurrency", "8", "--probe", "100ms"); code != 0 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	out := strings.TrimSpace(c.stdout.String())
+	if strings.Count(out, "\n") != 0 {
+		t.Fatalf("want one line, got %q", out)
+	}
+	var r map[string]any
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"accepts_per_sec", "p50_ms", "p99_ms", "events", "concurrency", "store", "fsyncs_per_sec"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("missing %s in %s", k, out)
+		}
+	}
+	// Without --store the bench used a temporary SQLite store, not the configured one.
+	if s, _ := r["store"].(string); !strings.HasPrefix(s, "sqlite://") || r["events"] != 200.0 || r["concurrency"] != 8.0 {
+		t.Fatalf("result %s", out)
+	}
+}
+
+func TestBenchRedactsTheStorePassword(t *testing.T) {
+	if got := redactedStore("postgres://u:secret@db:5432/channels"); strings.Contains(got, "secret") {
+		t.Fatalf("redacted store %s", got)
+	}
+}
