@@ -1,0 +1,521 @@
+package sqlite_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/sqlite"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, storetest.OpenSQLite)
+}
+
+func openAt(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), &url.URL{Scheme: "sqlite", Path: path})
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openTemp(t *testing.T) *sqlite.Store {
+	t.Helper()
+	return openAt(t, filepath.Join(t.TempDir(), "channels.db"))
+}
+
+// childEnv names the database a re-executed test binary tries to open (see
+// TestOpenRefusesSecondProcess).
+const childEnv = "CHANNELS_SQLITE_TEST_CHILD_DB"
+
+// Exit codes of the child process.
+const (
+	childOpened = 10
+	childInUse  = 11
+	childOther  = 12
+)
+
+func TestOpenRefusesSecondProcess(t *testing.T) {
+	if path := os.Getenv(childEnv); path != "" {
+		// The child: try to open the parent's database and report how it went.
+		_, err := store.Open(context.Background(), "sqlite://"+path)
+		switch {
+		case err == nil:
+			fmt.Println("opened")
+			os.Exit(childOpened)
+		case errors.Is(err, store.ErrInUse):
+			fmt.Println(err)
+			os.Exit(childInUse)
+		default:
+			fmt.Println(err)
+			os.Exit(childOther)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "data", "channels.db")
+	s := openAt(t, path)
+
+	runChild := func() (int, string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestOpenRefusesSecondProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), childEnv+"="+path)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return exit.ExitCode(), string(out)
+	}
+
+	code, out := runChild()
+	if code != childInUse {
+		t.Fatalf("second process: exit %d, want %d (ErrInUse); output:\n%s", code, childInUse, out)
+	}
+	for _, want := range []string{
+		path + ".lock",
+		"another channels process",
+		"pid " + strconv.Itoa(os.Getpid()),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("refusal %q does not mention %q", strings.TrimSpace(out), want)
+		}
+	}
+
+	// Close releases the lock: now the second process gets in.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := runChild(); code != childOpened {
+		t.Fatalf("process after Close: exit %d, want %d (opened); output:\n%s", code, childOpened, out)
+	}
+}
+
+func TestOpenRefusesSecondOpenInSameProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "channels.db")
+	s := openAt(t, path)
+	_, err := sqlite.Open(context.Background(), &url.URL{Scheme: "sqlite", Path: path})
+	if !errors.Is(err, store.ErrInUse) {
+		t.Fatalf("second Open = %v, want ErrInUse", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := openAt(t, path)
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenURLForms(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, c := range []struct {
+		url  string
+		want string // relative to dir, or "" for an error
+	}{
+		{"sqlite://" + filepath.Join(dir, "abs", "deep", "channels.db"), "abs/deep/channels.db"},
+		{"sqlite://rel/channels.db", "rel/channels.db"},
+		{"sqlite://channels.db", "channels.db"},
+		{"sqlite:opaque.db", "opaque.db"},
+		{"sqlite://./dot/channels.db", "dot/channels.db"},
+		{"sqlite://", ""},
+		{"sqlite:///dir/", ""},
+		{"sqlite:///x.db?cache=shared", ""},
+	} {
+		t.Run(c.url, func(t *testing.T) {
+			s, err := store.Open(context.Background(), c.url)
+			if c.want == "" {
+				if err == nil {
+					s.Close()
+					t.Fatal("Open succeeded, want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			want := filepath.Join(dir, c.want)
+			if got := s.(*sqlite.Store).Path(); got != want {
+				t.Errorf("Path() = %q, want %q", got, want)
+			}
+			fi, err := os.Stat(filepath.Dir(want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.want != "channels.db" && c.want != "opaque.db" && fi.Mode().Perm() != 0o700 {
+				t.Errorf("created directory mode %v, want 0700", fi.Mode().Perm())
+			}
+		})
+	}
+}
+
+func TestReopenKeepsDataAndSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "channels.db")
+	s := openAt(t, path)
+	task := store.Task{Principal: "alice", ID: "task-1", ContextID: "ctx-1", State: "working", Version: 1,
+		StatusTime: time.Unix(1700000000, 123456000).UTC()}
+	if err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertTask(ctx, task)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path) // migrations already applied: must be a no-op
+	got, err := s.GetTask(context.Background(), "alice", "task-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.StatusTime.Equal(task.StatusTime) {
+		t.Errorf("StatusTime after reopen = %v, want %v", got.StatusTime, task.StatusTime)
+	}
+}
+
+// blockWriter starts an Update whose fn holds the writer until release is called, and returns
+// once that fn runs, so Updates issued next queue up and share the following batch.
+func blockWriter(t *testing.T, s *sqlite.Store) (release func()) {
+	t.Helper()
+	running, unblock := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			close(running)
+			<-unblock
+			return nil
+		})
+	}()
+	<-running
+	return func() {
+		close(unblock)
+		if err := <-done; err != nil {
+			t.Errorf("blocking Update: %v", err)
+		}
+	}
+}
+
+// waitQueued waits until n Updates sit in the writer's queue.
+func waitQueued(t *testing.T, s *sqlite.Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for sqlite.Queued(s) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Updates queued, want %d", sqlite.Queued(s), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func claim(identity string) store.Claim {
+	now := time.Unix(1700000000, 0).UTC()
+	return store.Claim{Principal: "alice", Source: "slack", Identity: identity, State: store.ClaimPending,
+		CreatedAt: now, UpdatedAt: now}
+}
+
+func insertClaim(identity string) func(ctx context.Context, tx store.Tx) error {
+	return func(ctx context.Context, tx store.Tx) error {
+		_, _, err := tx.InsertClaim(ctx, claim(identity))
+		return err
+	}
+}
+
+func TestGroupCommit200ConcurrentUpdatesAllCommit(t *testing.T) {
+	s := openTemp(t)
+	const n = 200
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = s.Update(context.Background(), insertClaim(fmt.Sprintf("Ev%03d", i))) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Update %d: %v", i, err)
+		}
+	}
+	for i := range n {
+		if _, err := s.GetClaim(context.Background(), "alice", "slack", fmt.Sprintf("Ev%03d", i)); err != nil {
+			t.Errorf("claim %d: %v", i, err)
+		}
+	}
+	t.Logf("%d Updates committed in %d transactions", n, sqlite.Batches(s))
+}
+
+func TestGroupCommitFailingFnDoesNotAffectOthersInBatch(t *testing.T) {
+	s := openTemp(t)
+	release := blockWriter(t, s)
+	before := sqlite.Batches(s)
+
+	errFail := errors.New("this fn fails")
+	const n = 10
+	fns := make([]func(ctx context.Context, tx store.Tx) error, n)
+	for i := range n {
+		id := fmt.Sprintf("Ev%d", i)
+		switch i {
+		case 3:
+			fns[i] = func(ctx context.Context, tx store.Tx) error {
+				if err := insertClaim(id)(ctx, tx); err != nil {
+					return err
+				}
+				return errFail
+			}
+		case 6:
+			fns[i] = func(ctx context.Context, tx store.Tx) error {
+				if err := insertClaim(id)(ctx, tx); err != nil {
+					return err
+				}
+				panic("fn panics")
+			}
+		case 8:
+			// A statement error (duplicate primary key) after a write of its own.
+			fns[i] = func(ctx context.Context, tx store.Tx) error {
+				if err := insertClaim(id)(ctx, tx); err != nil {
+					return err
+				}
+				task := store.Task{Principal: "alice", ID: "dup", State: "working", Version: 1}
+				if err := tx.InsertTask(ctx, task); err != nil {
+					return err
+				}
+				return tx.InsertTask(ctx, task)
+			}
+		default:
+			fns[i] = insertClaim(id)
+		}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = s.Update(context.Background(), fns[i]) })
+	}
+	waitQueued(t, s, n)
+	release()
+	wg.Wait()
+
+	if got := sqlite.Batches(s) - before; got != 1 {
+		t.Errorf("the %d queued Updates ran in %d transactions, want 1", n, got)
+	}
+	for i, err := range errs {
+		_, getErr := s.GetClaim(context.Background(), "alice", "slack", fmt.Sprintf("Ev%d", i))
+		switch i {
+		case 3:
+			if !errors.Is(err, errFail) {
+				t.Errorf("fn 3: Update = %v, want its own error", err)
+			}
+		case 6:
+			if err == nil || !strings.Contains(err.Error(), "fn panics") {
+				t.Errorf("fn 6: Update = %v, want the panic as an error", err)
+			}
+		case 8:
+			if err == nil {
+				t.Errorf("fn 8: Update succeeded, want the duplicate key error")
+			}
+		default:
+			if err != nil {
+				t.Errorf("fn %d: Update = %v, want nil", i, err)
+			}
+			if getErr != nil {
+				t.Errorf("fn %d's claim: %v", i, getErr)
+			}
+			continue
+		}
+		if !errors.Is(getErr, store.ErrNotFound) {
+			t.Errorf("fn %d failed but its claim is there (GetClaim err %v)", i, getErr)
+		}
+	}
+	if _, err := s.GetTask(context.Background(), "alice", "dup"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the failed fn's task survived: %v", err)
+	}
+	// The writer survived the panic.
+	if err := s.Update(context.Background(), insertClaim("after")); err != nil {
+		t.Fatalf("Update after the batch: %v", err)
+	}
+}
+
+func TestUpdateCanceledWhileQueuedNeverRunsFn(t *testing.T) {
+	s := openTemp(t)
+	release := blockWriter(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	var ran atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			ran.Store(true)
+			return nil
+		})
+	}()
+	waitQueued(t, s, 1)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Update canceled while queued = %v, want context.Canceled", err)
+	}
+	release()
+	// One more Update through the writer proves it has passed the abandoned request.
+	if err := s.Update(context.Background(), insertClaim("next")); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() {
+		t.Error("fn of a canceled queued Update ran")
+	}
+}
+
+func TestUpdateCanceledWhileRunningLeavesBatchIntact(t *testing.T) {
+	s := openTemp(t)
+	release := blockWriter(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	canceledErr := make(chan error, 1)
+	go func() {
+		canceledErr <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := insertClaim("canceled")(ctx, tx); err != nil {
+				return err
+			}
+			close(started)
+			<-ctx.Done()
+			// The caller gave up: the next operation fails with its context's error.
+			return insertClaim("canceled-2")(ctx, tx)
+		})
+	}()
+	waitQueued(t, s, 1)
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- s.Update(context.Background(), insertClaim("other")) }()
+	waitQueued(t, s, 2)
+	release()
+	<-started
+	cancel()
+	if err := <-canceledErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled Update = %v, want context.Canceled", err)
+	}
+	if err := <-otherErr; err != nil {
+		t.Errorf("other Update in the same batch = %v, want nil", err)
+	}
+	if _, err := s.GetClaim(context.Background(), "alice", "slack", "other"); err != nil {
+		t.Errorf("other claim: %v", err)
+	}
+	if _, err := s.GetClaim(context.Background(), "alice", "slack", "canceled"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("canceled fn's claim: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestNestedUpdateFailsInsteadOfDeadlocking(t *testing.T) {
+	s := openTemp(t)
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return s.Update(ctx, insertClaim("nested"))
+	})
+	if err == nil || !strings.Contains(err.Error(), "inside an Update") {
+		t.Errorf("nested Update = %v, want an error naming the mistake", err)
+	}
+}
+
+func TestTxUsedAfterFnReturnsFails(t *testing.T) {
+	s := openTemp(t)
+	var kept store.Tx
+	if err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		kept = tx
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := kept.InsertClaim(context.Background(), claim("late")); err == nil {
+		t.Error("a Tx kept past its fn still writes")
+	}
+}
+
+func TestCloseFailsQueuedUpdates(t *testing.T) {
+	s := openTemp(t)
+	release := blockWriter(t, s)
+	queued := make(chan error, 1)
+	go func() { queued <- s.Update(context.Background(), insertClaim("queued")) }()
+	waitQueued(t, s, 1)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	<-sqlite.Closing(s)
+	release()
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := <-queued; !errors.Is(err, sqlite.ErrClosed) {
+		t.Errorf("queued Update = %v, want ErrClosed", err)
+	}
+	if err := s.Update(context.Background(), insertClaim("late")); !errors.Is(err, sqlite.ErrClosed) {
+		t.Errorf("Update after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	s := openTemp(t)
+	want := store.Capabilities{Name: "sqlite", Listen: false, MultiProcess: false}
+	if got := s.Capabilities(); got != want {
+		t.Errorf("Capabilities() = %+v, want %+v", got, want)
+	}
+	if err := s.Listen(context.Background(), func(string, string) {}); !errors.Is(err, store.ErrNotSupported) {
+		t.Errorf("Listen = %v, want ErrNotSupported", err)
+	}
+}
+
+// BenchmarkUpdate measures durable Updates per second, each inserting one row: "serial" is one
+// caller at a time (one fsync per Update), "parallel" many callers whose Updates the writer
+// groups into shared commits.
+func BenchmarkUpdate(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		s := openBench(b)
+		var i int
+		for b.Loop() {
+			i++
+			if err := s.Update(context.Background(), insertClaim(strconv.Itoa(i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, s)
+	})
+	b.Run("parallel", func(b *testing.B) {
+		s := openBench(b)
+		var n atomic.Int64
+		b.SetParallelism(64)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Update(context.Background(), insertClaim(strconv.FormatInt(n.Add(1), 10))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		report(b, s)
+	})
+}
+
+func openBench(b *testing.B) *sqlite.Store {
+	b.Helper()
+	s, err := sqlite.Open(context.Background(), &url.URL{Scheme: "sqlite", Path: filepath.Join(b.TempDir(), "bench.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func report(b *testing.B, s *sqlite.Store) {
+	b.Helper()
+	if sec := b.Elapsed().Seconds(); sec > 0 {
+		b.ReportMetric(float64(b.N)/sec, "ops/s")
+	}
+	if batches := sqlite.Batches(s); batches > 0 {
+		b.ReportMetric(float64(b.N)/float64(batches), "updates/commit")
+	}
+}
