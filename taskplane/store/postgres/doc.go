@@ -33,15 +33,21 @@
 //
 // # Engine features behind capability flags
 //
-// Two mechanisms are specific to PostgreSQL: LISTEN/NOTIFY (AppendTaskEvent queues a
-// pg_notify("channels_task_events", "principal/taskID") hint that is delivered at commit, and
-// Listen receives them on a dedicated connection) and advisory locks (migrations). Both sit behind
+// Two mechanisms are specific to PostgreSQL: LISTEN/NOTIFY and advisory locks (migrations).
+// After an Update that appended task events commits, the driver sends one pg_notify hint per task,
+// payload "principal/taskID", on the channel "channels_task_events/<schema>" (per schema, so stores
+// sharing a database do not hear each other); a rolled-back Update sends none. Listen receives the
+// hints on a dedicated connection outside the pool and reconnects with backoff when it drops.
+// Hints sent while it reconnects, or lost to a crash right after a commit, are gone, so a follower
+// re-reads the event log by sequence and does not rely on every hint. Both mechanisms sit behind
 // an internal feature set and the Listen capability, so a driver for a Postgres-wire engine
 // without them (CockroachDB, YugabyteDB) changes the flags and the fallbacks — polling the event
 // log by sequence, a lease row — and no caller changes: shared code asks Capabilities().Listen,
 // never the driver type.
 //
-// NOTIFY serializes committing transactions that notify on a database-wide lock; at the commit
-// rates one Postgres sustains for the task plane this has not been the limit, but it is the first
-// thing to revisit if it becomes one.
+// The hints are sent after the commit rather than queued inside the writing transaction because
+// a transaction that notifies holds a database-wide lock until its commit is flushed, which turns
+// concurrent commits into one fsync each: on the 2-core dev machine, parallel Updates appending
+// task events ran at about 1,000/s with in-transaction NOTIFY and about 5,300/s without
+// (BenchmarkUpdate/AppendTaskEvent).
 package postgres

@@ -20,7 +20,13 @@ import (
 
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/postgres"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
+
+// TestStore runs the shared driver suite: the same contract the SQLite driver passes.
+func TestStore(t *testing.T) {
+	storetest.Run(t, storetest.OpenPostgres)
+}
 
 // newSchema creates an empty schema for one test in the database named by TEST_DATABASE_URL,
 // drops it when the test ends, and returns a URL whose search_path selects it and whose
@@ -163,14 +169,14 @@ func TestOpenConcurrentMigratesOnce(t *testing.T) {
 	if versions == 0 || versions != distinct {
 		t.Errorf("schema_migrations holds %d rows for %d versions", versions, distinct)
 	}
-	var elsewhere int
-	err = conn.QueryRow(context.Background(),
-		`SELECT count(*) FROM information_schema.tables WHERE table_name = 'tasks' AND table_schema <> $1`, schema).Scan(&elsewhere)
+	// Had the search_path been ignored, the tables would be in public.
+	var inPublic bool
+	err = conn.QueryRow(context.Background(), `SELECT to_regclass('public.tasks') IS NOT NULL`).Scan(&inPublic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if elsewhere != 0 {
-		t.Errorf("a tasks table exists outside schema %s", schema)
+	if inPublic || schema == "public" {
+		t.Errorf("the tables landed in public, not in the test's schema")
 	}
 }
 
@@ -818,21 +824,49 @@ func TestTimesRoundTripInUTC(t *testing.T) {
 	}
 }
 
-// BenchmarkUpdate measures durable single-claim Updates from parallel callers.
+// BenchmarkUpdate measures durable Updates from parallel callers (8 per GOMAXPROCS): one that
+// inserts a claim, and one that appends a task event (row lock, event row, NOTIFY) to one of 64
+// tasks.
 func BenchmarkUpdate(b *testing.B) {
-	s := open(b, newSchema(b))
-	var n atomic.Int64
+	b.Run("InsertClaim", func(b *testing.B) {
+		s := open(b, newSchema(b))
+		var n atomic.Int64
+		runParallelUpdates(b, s, func(ctx context.Context, tx store.Tx) error {
+			_, _, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "bench",
+				Identity: fmt.Sprint("ev-", n.Add(1)), State: store.ClaimPending, CreatedAt: t0, UpdatedAt: t0})
+			return err
+		})
+	})
+	b.Run("AppendTaskEvent", func(b *testing.B) {
+		s := open(b, newSchema(b))
+		const tasks = 64
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			for i := range tasks {
+				err := tx.InsertTask(ctx, store.Task{Principal: "alice", ID: fmt.Sprint("task-", i), ContextID: "c",
+					State: "working", StatusTime: t0, Version: 1, CreatedAt: t0, UpdatedAt: t0})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n atomic.Int64
+		runParallelUpdates(b, s, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.AppendTaskEvent(ctx, "alice", fmt.Sprint("task-", n.Add(1)%tasks), "status", []byte(`{}`), t0)
+			return err
+		})
+	})
+}
+
+func runParallelUpdates(b *testing.B, s store.Store, fn func(ctx context.Context, tx store.Tx) error) {
 	b.SetParallelism(8)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			id := n.Add(1)
-			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-				_, _, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "bench",
-					Identity: fmt.Sprint("ev-", id), State: store.ClaimPending, CreatedAt: t0, UpdatedAt: t0})
-				return err
-			})
-			if err != nil {
+			if err := s.Update(context.Background(), fn); err != nil {
 				b.Error(err)
 				return
 			}

@@ -124,6 +124,17 @@ func (r reader) TaskEvents(ctx context.Context, principal, taskID string, after 
 	if err != nil {
 		return nil, fmt.Errorf("task events: %w", err)
 	}
+	if len(events) == 0 {
+		// An empty page of an existing task is fine; a missing task is reported as one.
+		var exists bool
+		if err := r.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE principal = $1 AND id = $2)`,
+			principal, taskID).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("task events: %w", err)
+		}
+		if !exists {
+			return nil, fmt.Errorf("task events: %w", store.ErrNotFound)
+		}
+	}
 	return events, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +17,9 @@ import (
 type tx struct {
 	reader
 	s *Store
+	// hints are the "principal/taskID" payloads of the tasks this transaction appended events to;
+	// Update sends them after the commit (see notifyAfterCommit).
+	hints []string
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -88,8 +92,10 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return "", fmt.Errorf("ensure context: %w", err)
 		}
-		err = t.q.QueryRow(ctx, `SELECT id FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3`,
-			principal, source, conversationKey).Scan(&id)
+		// FOR KEY SHARE keeps a concurrent Prune from deleting the context under this transaction;
+		// if a Prune deleted it first, the read waits for it, finds nothing, and the loop inserts.
+		err = t.q.QueryRow(ctx, `SELECT id FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
+			FOR KEY SHARE`, principal, source, conversationKey).Scan(&id)
 		if err == nil {
 			return id, nil
 		}
@@ -155,27 +161,23 @@ func (t *tx) UpdateTask(ctx context.Context, task store.Task, expectVersion int6
 
 // appendEventSQL allocates the next sequence by incrementing tasks.last_seq: the row lock it takes
 // orders the commits of one task, so a reader that has seen seq N can never later find a
-// newly committed seq below N. With notify, pg_notify queues a hint that is delivered at commit
-// (and dropped on rollback); it runs only when the event row was written.
-const (
-	appendEventSQL = `WITH s AS (
-			UPDATE tasks SET last_seq = last_seq + 1 WHERE principal = $1 AND id = $2 RETURNING last_seq
-		), e AS (
-			INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at)
-			SELECT $1, $2, last_seq, $3, $4, $5 FROM s RETURNING seq
-		)`
-	appendEventNotifySQL = appendEventSQL + ` SELECT e.seq FROM e CROSS JOIN LATERAL pg_notify($6, $1 || '/' || $2) AS n`
-	appendEventQuietSQL  = appendEventSQL + ` SELECT e.seq FROM e`
-)
+// newly committed seq below N.
+const appendEventSQL = `WITH s AS (
+		UPDATE tasks SET last_seq = last_seq + 1 WHERE principal = $1 AND id = $2 RETURNING last_seq
+	)
+	INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at)
+	SELECT $1, $2, last_seq, $3, $4, $5 FROM s RETURNING seq`
 
 func (t *tx) AppendTaskEvent(ctx context.Context, principal, taskID, kind string, payload []byte, at time.Time) (int64, error) {
-	query, args := appendEventQuietSQL, []any{principal, taskID, kind, payload, at}
-	if t.s.features.notify {
-		query, args = appendEventNotifySQL, append(args, t.s.channel)
-	}
 	var seq int64
-	if err := t.q.QueryRow(ctx, query, args...).Scan(&seq); err != nil {
+	if err := t.q.QueryRow(ctx, appendEventSQL, principal, taskID, kind, payload, at).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("append task event: %w", notFound(err))
+	}
+	if t.s.features.notify {
+		hint := principal + "/" + taskID
+		if !slices.Contains(t.hints, hint) {
+			t.hints = append(t.hints, hint)
+		}
 	}
 	return seq, nil
 }
@@ -263,19 +265,34 @@ const pruneTasksSQL = `WITH victims AS (
 	)
 	SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM de), (SELECT count(*) FROM da), (SELECT count(*) FROM dw)`
 
-// pruneClaimsSQL deletes done claims older than $1, except those whose task still exists: a claim
-// must outlive its task so a redelivery never creates a second one. It runs after pruneTasksSQL, so
-// it sees that statement's deletions.
-const pruneClaimsSQL = `DELETE FROM claims c WHERE c.state = 'done' AND c.updated_at < $1
-	AND NOT (c.task_id <> '' AND EXISTS (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.id = c.task_id))`
+// pruneClaimsSQL deletes up to $2 done claims older than $1 whose context (if they name one that
+// exists) is idle since before $1 and whose task (if any) is gone: a claim must outlive its task,
+// so a redelivery never creates a second one. It runs after pruneTasksSQL and sees its deletions.
+const pruneClaimsSQL = `DELETE FROM claims WHERE (principal, source, identity) IN (
+		SELECT c.principal, c.source, c.identity FROM claims c
+		WHERE c.state = 'done' AND c.updated_at < $1
+		AND NOT EXISTS (SELECT 1 FROM contexts x
+			WHERE x.principal = c.principal AND x.id = c.context_id AND x.last_event_at >= $1)
+		AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.id = c.task_id)
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	)`
 
-// pruneContextsSQL deletes contexts idle since before $1 that no task and no pending claim names.
-// An Accept that reuses such a context touches it in the same transaction; the DELETE then waits
-// for that row and re-checks last_event_at, so a context about to get a task is not deleted.
-const pruneContextsSQL = `DELETE FROM contexts c WHERE c.last_event_at < $1
-	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.context_id = c.id)
-	AND NOT EXISTS (SELECT 1 FROM claims cl WHERE cl.principal = c.principal AND cl.context_id = c.id AND cl.state = 'pending')`
+// pruneContextsSQL deletes up to $2 contexts idle since before $1 that no task and no pending
+// claim names. A transaction about to put a task in such a context holds its row (EnsureContext
+// reads it FOR KEY SHARE, TouchContext updates it), so SKIP LOCKED leaves it alone.
+const pruneContextsSQL = `DELETE FROM contexts WHERE (principal, id) IN (
+		SELECT c.principal, c.id FROM contexts c
+		WHERE c.last_event_at < $1
+		AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = c.principal AND t.context_id = c.id)
+		AND NOT EXISTS (SELECT 1 FROM claims cl
+			WHERE cl.principal = c.principal AND cl.context_id = c.id AND cl.state = 'pending')
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	) AND last_event_at < $1`
 
+// Prune deletes old terminal work as store.Tx specifies. limit bounds each kind it deletes (tasks,
+// claims, contexts) per call; 0 means no limit.
 func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
 	var res store.PruneResult
 	var lim *int // NULL: no limit
@@ -289,12 +306,12 @@ func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, lim
 		Scan(&res.Tasks, &res.Events, &res.Anchors, &res.Wakes); err != nil {
 		return store.PruneResult{}, fmt.Errorf("prune tasks: %w", err)
 	}
-	tag, err := t.q.Exec(ctx, pruneClaimsSQL, cutoff)
+	tag, err := t.q.Exec(ctx, pruneClaimsSQL, cutoff, lim)
 	if err != nil {
 		return store.PruneResult{}, fmt.Errorf("prune claims: %w", err)
 	}
 	res.Claims = int(tag.RowsAffected())
-	tag, err = t.q.Exec(ctx, pruneContextsSQL, cutoff)
+	tag, err = t.q.Exec(ctx, pruneContextsSQL, cutoff, lim)
 	if err != nil {
 		return store.PruneResult{}, fmt.Errorf("prune contexts: %w", err)
 	}
