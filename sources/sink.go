@@ -1,0 +1,204 @@
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/channels-dev/channels/checkpoint"
+	matrix "github.com/channels-dev/channels/conformance-matrix"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// Sink is where a source hands what it received: events to accept, and the evidence of what it
+// did not accept. It is safe for concurrent use. One Sink serves one source name.
+type Sink struct {
+	plane   *taskplane.Plane
+	row     matrix.Row
+	now     func() time.Time
+	log     *slog.Logger
+	observe func(Event, taskplane.Acceptance, error)
+	counts  *counter
+}
+
+// SinkOption configures a Sink.
+type SinkOption func(*Sink)
+
+// WithDeclaration gives the Sink a declaration instead of the embedded matrix row: for a
+// source kept outside this module (with its own matrix row, parsed by matrix.Parse) and for tests
+// of rows the matrix does not have. The row must be valid and name the Sink's source.
+func WithDeclaration(row matrix.Row) SinkOption { return func(s *Sink) { s.row = row } }
+
+// WithObserver calls fn after every Accept with the event and its result (tests, metrics).
+func WithObserver(fn func(Event, taskplane.Acceptance, error)) SinkOption {
+	return func(s *Sink) { s.observe = fn }
+}
+
+// WithClock sets the clock of evidence and count windows (tests).
+func WithClock(now func() time.Time) SinkOption { return func(s *Sink) { s.now = now } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) SinkOption { return func(s *Sink) { s.log = l } }
+
+// WithCountWindow sets how long counted evidence (non-work, rejected) is summed before one row
+// per reason is written (default DefaultCountWindow).
+func WithCountWindow(d time.Duration) SinkOption { return func(s *Sink) { s.counts.window = d } }
+
+// NewSink returns the Sink of the named source over plane. Its declaration is the source's row of
+// the conformance matrix (or WithDeclaration's).
+func NewSink(plane *taskplane.Plane, name string, opts ...SinkOption) (*Sink, error) {
+	s := &Sink{plane: plane, now: time.Now, log: slog.Default(), counts: newCounter()}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.row.Source == "" {
+		row, err := Declaration(name)
+		if err != nil {
+			return nil, err
+		}
+		s.row = row
+	}
+	if s.row.Source != name {
+		return nil, fmt.Errorf("sink for %s: declaration is the row of %q", name, s.row.Source)
+	}
+	if err := s.row.Validate(); err != nil {
+		return nil, fmt.Errorf("sink for %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// Source returns the source name.
+func (s *Sink) Source() string { return s.row.Source }
+
+// Declaration returns the source's matrix row.
+func (s *Sink) Declaration() matrix.Row { return s.row }
+
+// Plane returns the task plane the Sink accepts into.
+func (s *Sink) Plane() *taskplane.Plane { return s.plane }
+
+// Accept durably accepts ev through the task plane. The source acknowledges its provider only
+// when Accept returns nil; on a Permanent error it settles the event without acceptance (the
+// evidence is already written); on any other error it leaves the event unacknowledged so the
+// provider delivers it again.
+//
+// The Sink, not the source, decides what may select a Task: it clears every task and context id
+// the message carries, and passes ReplyTo on only when the row declares the reply-anchor method.
+func (s *Sink) Accept(ctx context.Context, ev Event) (taskplane.Acceptance, error) {
+	msg := ev.Message
+	msg.TaskID, msg.ContextID, msg.ReferenceTaskIDs = "", "", nil
+	tev := taskplane.Event{
+		Principal: ev.Principal, Source: s.row.Source, Identity: ev.Identity,
+		ConversationKey: ev.ConversationKey, Message: msg, Locator: ev.Locator, Metadata: ev.Metadata,
+	}
+	if s.row.Continuation.Method == matrix.ReplyAnchor {
+		tev.ReplyTo = ev.ReplyTo
+	}
+	if ev.Checkpoint != nil {
+		tev.Checkpoint = ev.Checkpoint.Taskplane()
+	}
+	acc, err := s.plane.Accept(ctx, tev)
+	if err != nil && errors.Is(err, taskplane.ErrInvalid) {
+		// The source built an event the task plane refuses: a malformed envelope, recorded then
+		// settled. If recording fails, the event stays unacknowledged.
+		if merr := s.Malformed(ctx, ev.Principal, "invalid-event", ev.Checkpoint,
+			map[string]any{"identity": ev.Identity, "error": err.Error()}); merr != nil {
+			err = fmt.Errorf("%w (and recording it: %v)", err, merr)
+		}
+	}
+	if s.observe != nil {
+		s.observe(ev, acc, err)
+	}
+	return acc, err
+}
+
+// Permanent reports whether an Accept error settles the event: redelivering it cannot succeed
+// (a different payload under a claimed identity, an invalid event) and its evidence is written.
+// A source acknowledges such an event (or answers 4xx) instead of asking for a redelivery.
+func Permanent(err error) bool {
+	var conflict *taskplane.ConflictError
+	return errors.As(err, &conflict) || errors.Is(err, taskplane.ErrInvalid)
+}
+
+// NonWork counts an event that carries no work (our own bot's message, a ping) under reason. It
+// makes no Task. Without a position the count is summed in memory and written as one non-work row
+// per reason per window (a bounded counter: a flood of non-work writes a row per window, not per
+// event). With a position, the evidence and the checkpoint advance are written now, together,
+// and an error means the event must stay unacknowledged.
+func (s *Sink) NonWork(ctx context.Context, principal, reason string, pos *checkpoint.Position) error {
+	if pos != nil {
+		return s.classify(ctx, principal, EvidenceNonWork, reason, *pos, nil)
+	}
+	s.count(ctx, principal, EvidenceNonWork, reason)
+	return nil
+}
+
+// Rejected counts a request refused before it could be trusted (a bad signature, a stale
+// timestamp, an oversize body). Like NonWork it is a bounded counter: an unauthenticated sender
+// cannot make the store grow by one row per request.
+func (s *Sink) Rejected(ctx context.Context, principal, reason string) {
+	s.count(ctx, principal, EvidenceRejected, reason)
+}
+
+// Malformed records a malformed envelope from a trusted sender (a verified request whose body
+// cannot be read as an event), one row each, before the source settles it. With a position the
+// checkpoint moves past it in the same transaction. An error means nothing was recorded and the
+// event must stay unacknowledged.
+func (s *Sink) Malformed(ctx context.Context, principal, reason string, pos *checkpoint.Position, detail map[string]any) error {
+	if pos != nil {
+		return s.classify(ctx, principal, EvidenceMalformed, reason, *pos, detail)
+	}
+	d := map[string]any{"reason": reason}
+	for k, v := range detail {
+		d[k] = v
+	}
+	return s.plane.Store().Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return insertEvidence(ctx, tx, principal, s.row.Source, EvidenceMalformed, "", d, s.clock())
+	})
+}
+
+func (s *Sink) classify(ctx context.Context, principal, kind, reason string, pos checkpoint.Position, detail map[string]any) error {
+	d := map[string]any{"reason": reason, "count": 1}
+	for k, v := range detail {
+		d[k] = v
+	}
+	err := s.plane.Store().Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, err := checkpoint.ClassifyTx(ctx, tx, principal, s.row.Source, pos, kind, d, s.clock())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s %s event at seq %d: %w", s.row.Source, kind, pos.Seq, err)
+	}
+	return nil
+}
+
+// Checkpoint returns the stored intake position of principal for this source.
+func (s *Sink) Checkpoint(ctx context.Context, principal string) (checkpoint.Checkpoint, error) {
+	return checkpoint.Get(ctx, s.plane.Store(), principal, s.row.Source)
+}
+
+// Resync moves principal's position to pos after a discontinuity (a changed UIDVALIDITY) and
+// records checkpoint-resync evidence; see checkpoint.Resync.
+func (s *Sink) Resync(ctx context.Context, principal string, pos checkpoint.Position, reason string) (checkpoint.Checkpoint, error) {
+	return checkpoint.Resync(ctx, s.plane.Store(), principal, s.row.Source, pos, reason, s.clock())
+}
+
+// RecordAnchor stores providerID, the id of a question this source delivered for taskID, as a
+// reply anchor. A source whose row declares no reply-anchor continuation is refused with
+// taskplane.ErrContinuationNotAllowed: an anchor it recorded would let a reply select a Task on a
+// provider that has no per-message reply relation.
+func (s *Sink) RecordAnchor(ctx context.Context, principal, providerID, taskID string) error {
+	if err := AllowsAnchors(s.row); err != nil {
+		return err
+	}
+	return s.plane.RecordAnchor(ctx, principal, s.row.Source, providerID, taskID)
+}
+
+// Flush writes the counted evidence now (Run calls it every window and when it stops).
+func (s *Sink) Flush(ctx context.Context) error {
+	return s.counts.flush(ctx, s)
+}
+
+func (s *Sink) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }

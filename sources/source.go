@@ -1,0 +1,158 @@
+// Package sources connects providers (Slack, GitHub, email, a signed webhook, a user's own
+// system) to the task plane.
+//
+// A Source verifies and classifies what its provider sends, builds an Event, and hands it to a
+// Sink; the Sink accepts it through taskplane.Plane.Accept in one transaction. The one rule every
+// source keeps: acknowledge the provider (an HTTP 2xx, a Socket Mode ack, a checkpoint) only after
+// Sink.Accept returned nil. A failed acceptance leaves the event unacknowledged, the provider
+// delivers it again, and the task plane's idempotency returns the prior Task for the redelivery.
+//
+// Sources register by name in init, like database/sql drivers (Register panics on a duplicate);
+// package sources/all blank-imports the native set. What a source declares — event identity,
+// conversation key, checkpoint, ack point, continuation method, response operation, delivery
+// recovery class — is not written in its code but read from its row of
+// conformance-matrix/matrix.yaml (Declaration), and tests fail when the two drift. Package
+// sourcetest is the kit every source's tests run. docs/writing-a-source.md walks through the
+// webhook source as the worked example.
+package sources
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/channels-dev/channels/checkpoint"
+	"github.com/channels-dev/channels/taskplane"
+)
+
+// Source is one configured provider connection.
+type Source interface {
+	// Name is the registered source name: the matrix row, and the source of every event, piece of
+	// evidence and checkpoint it produces.
+	Name() string
+	// Run receives from the provider and hands events to sink until ctx ends. It returns nil when
+	// ctx ended, or the error that stopped it.
+	Run(ctx context.Context, sink *Sink) error
+}
+
+// Optional capabilities, discovered by type assertion.
+
+// Endpoint is implemented by sources the provider reaches over HTTP (webhooks, the Events API).
+// The server mounts the source's handler at Pattern, an http.ServeMux pattern.
+type Endpoint interface {
+	http.Handler
+	Pattern() string
+}
+
+// Sender is implemented by sources that answer on their provider (a reply, a question, a handled
+// marker). One Send is one provider mutation; the delivery engine makes sure it is asked at most
+// once per delivery ID, and asks a Reconciler, or fails closed, after a crash.
+type Sender interface {
+	Send(ctx context.Context, d Delivery) (Receipt, error)
+}
+
+// Reconciler is implemented by sources whose delivery recovery class is "lookup": after a crash
+// left a delivery in "sending", Lookup asks the provider whether it already happened.
+type Reconciler interface {
+	// Lookup returns the receipt of d if the provider has it, found=false if it certainly does not.
+	Lookup(ctx context.Context, d Delivery) (r Receipt, found bool, err error)
+}
+
+// Checkpointer is implemented by sources that resume from a stored position (pull sources: an
+// IMAP mailbox, a notifications API) rather than relying on provider redelivery.
+type Checkpointer interface {
+	// DescribePosition renders a stored position for operators.
+	DescribePosition(pos checkpoint.Position) string
+}
+
+// HealthChecker is implemented by sources that can tell whether their provider connection works
+// (shown on /readyz and the admin page).
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
+// Validator is implemented by sources whose configuration can be checked before they run
+// (`channels serve` refuses to start with an invalid source). New calls it.
+type Validator interface {
+	Validate() error
+}
+
+// Event is one provider event, as a source hands it to Sink.Accept. It has no task or context
+// id: a source never selects a Task. Continuation happens only through ReplyTo and a verified
+// reply anchor, and only for sources whose row declares the reply-anchor method.
+type Event struct {
+	// Principal owns the event (configured per source instance).
+	Principal string
+	// Identity is the event identity declared in the matrix row (e.g. Slack team+event_id); a
+	// redelivery carries the same Identity.
+	Identity string
+	// ConversationKey groups events into one context (e.g. workspace+channel+thread root).
+	ConversationKey string
+	// ReplyTo is the provider message id this event directly replies to, when the provider has a
+	// per-message reply relation ("" otherwise).
+	ReplyTo string
+	// Message is the A2A message built from the payload (role user). Its TaskID, ContextID and
+	// ReferenceTaskIDs are cleared by the Sink: nothing in a provider body is trusted as an ID.
+	Message taskplane.Message
+	// Locator holds raw provider values (channel, thread, comment id) for answering; opaque to the
+	// task plane.
+	Locator json.RawMessage
+	// Checkpoint, when set, is advanced in the Accept transaction.
+	Checkpoint *checkpoint.Position
+	// Metadata is stored on a Task this event creates.
+	Metadata map[string]any
+}
+
+// Delivery is one outbound provider mutation asked of a Sender.
+type Delivery struct {
+	// ID is the delivery ID: hash(task, source, operation, payload digest). A Sender passes it to
+	// the provider where the provider can keep it (an idempotency key, message metadata, a hidden
+	// marker) so a Reconciler can find it.
+	ID        string
+	Principal string
+	TaskID    string
+	ContextID string
+	// Operation is what to do: "reply", "question", "handled".
+	Operation string
+	// State is the task state the delivery reports.
+	State taskplane.State
+	// Locator is the task's origin locator (where to answer).
+	Locator json.RawMessage
+	// Message is the content to send.
+	Message taskplane.Message
+}
+
+// Receipt is what the provider returned for a Send.
+type Receipt struct {
+	// ProviderID is the provider's id of what was created (a Slack ts, a comment id, a
+	// Message-ID). For a question it becomes a reply anchor.
+	ProviderID string
+}
+
+// Config is one configured source instance.
+type Config struct {
+	// Instance is the configured name of the instance ("ci" for /sources/webhook/ci); several
+	// instances of one source may run side by side.
+	Instance string
+	// Principal owns everything the instance accepts.
+	Principal string
+	// Options are the source's own settings, as decoded from the config file.
+	Options map[string]any
+}
+
+// Decode decodes c.Options into v (a pointer to the source's settings struct, with json tags).
+// An option the struct does not know is an error, so a typo in the config file is caught.
+func (c Config) Decode(v any) error {
+	b, err := json.Marshal(c.Options)
+	if err != nil {
+		return fmt.Errorf("source %s: options: %w", c.Instance, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("source %s: options: %w", c.Instance, err)
+	}
+	return nil
+}
