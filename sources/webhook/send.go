@@ -1,0 +1,78 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/channels-dev/channels/sources"
+)
+
+// Payload is the JSON body of a callback POST.
+type Payload struct {
+	Delivery  string `json:"delivery"`
+	Operation string `json:"operation"`
+	State     string `json:"state"`
+	TaskID    string `json:"taskId"`
+	ContextID string `json:"contextId"`
+	// Event is the instance's event id the task came from.
+	Event string `json:"event,omitempty"`
+	Text  string `json:"text"`
+}
+
+// Send implements sources.Sender: it POSTs the answer, signed like intake and carrying the
+// delivery ID in X-Channels-Delivery, to the configured callback. The receiver answers 2xx with
+// {"id": "..."}, the id a later event names in its reply_to path; it must treat the delivery ID
+// as an idempotency key (the matrix declares this source's recovery class idempotent).
+func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt, error) {
+	if s.opt.Callback == "" {
+		return sources.Receipt{}, fmt.Errorf("webhook %s: no callback configured", s.instance)
+	}
+	var loc struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(d.Locator, &loc) // the locator is ours; a missing id only leaves Event empty
+	var text []string
+	for _, p := range d.Message.Parts {
+		if p.Text != "" {
+			text = append(text, p.Text)
+		}
+	}
+	body, err := json.Marshal(Payload{Delivery: d.ID, Operation: d.Operation, State: string(d.State),
+		TaskID: d.TaskID, ContextID: d.ContextID, Event: loc.ID, Text: strings.Join(text, "\n")})
+	if err != nil {
+		return sources.Receipt{}, fmt.Errorf("webhook %s: encode delivery %s: %w", s.instance, d.ID, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opt.Callback, bytes.NewReader(body))
+	if err != nil {
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, err)
+	}
+	now := s.now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderTimestamp, fmt.Sprint(now.Unix()))
+	req.Header.Set(HeaderSignature, Sign(s.opt.secret, now, body))
+	req.Header.Set(HeaderDelivery, d.ID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status)
+	}
+	doc, err := parseJSON(raw)
+	id, ok := lookup(doc, "id")
+	if err != nil || !ok || id == "" {
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: callback answer has no id", s.instance, d.ID)
+	}
+	return sources.Receipt{ProviderID: s.anchorID(id)}, nil
+}
+
+// anchorID namespaces a callback receiver's id by instance, so two endpoints of one principal
+// never share an anchor.
+func (s *Source) anchorID(id string) string { return s.instance + ":" + id }

@@ -1,0 +1,350 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/sources"
+	"github.com/channels-dev/channels/sources/sourcetest"
+	"github.com/channels-dev/channels/sources/webhook"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+const secret = "test-secret-0123456789"
+
+// options is the configuration of the "ci" endpoint every test uses.
+func options(callback string) map[string]any {
+	return map[string]any{
+		"secret":       secret,
+		"identity":     "event.id",
+		"conversation": []any{"repo", "thread"},
+		"text":         "event.text",
+		"reply_to":     "in_reply_to",
+		"non_work":     map[string]any{"event.type": []any{"ping"}},
+		"callback":     callback,
+	}
+}
+
+// receiver is the sender's side of the conversation: it takes callback POSTs, checks their
+// signature and answers with an id.
+type receiver struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu         sync.Mutex
+	deliveries []webhook.Payload
+}
+
+func newReceiver(t *testing.T) *receiver {
+	rc := &receiver{t: t}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ts, _ := strconv.ParseInt(r.Header.Get(webhook.HeaderTimestamp), 10, 64)
+		if r.Header.Get(webhook.HeaderSignature) != webhook.Sign([]byte(secret), time.Unix(ts, 0), body) {
+			t.Errorf("callback signature does not verify")
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		var p webhook.Payload
+		if err := json.Unmarshal(body, &p); err != nil || p.Delivery != r.Header.Get(webhook.HeaderDelivery) {
+			t.Errorf("callback body %s (delivery header %q): %v", body, r.Header.Get(webhook.HeaderDelivery), err)
+		}
+		rc.mu.Lock()
+		rc.deliveries = append(rc.deliveries, p)
+		n := len(rc.deliveries)
+		rc.mu.Unlock()
+		fmt.Fprintf(w, `{"id": %d}`, 1000+n) // a numeric id: must not lose digits
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+// driver is the kit's adapter: the "provider" is any system POSTing signed JSON.
+type driver struct {
+	rc  *receiver
+	srv *httptest.Server
+
+	mu  sync.Mutex
+	mux http.Handler
+}
+
+func newDriver(t *testing.T) *driver {
+	d := &driver{rc: newReceiver(t)}
+	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		h := d.mux
+		d.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(d.srv.Close)
+	return d
+}
+
+func (d *driver) Principal() string { return "alice" }
+
+func (d *driver) New(t *testing.T) sources.Source {
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(d.rc.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := src.(sources.Endpoint)
+	mux := http.NewServeMux()
+	mux.Handle(ep.Pattern(), ep)
+	d.mu.Lock()
+	d.mux = mux
+	d.mu.Unlock()
+	return src
+}
+
+func (d *driver) Inject(t *testing.T, in sourcetest.Input) sourcetest.Ack {
+	var body []byte
+	switch in.Kind {
+	case sourcetest.Malformed:
+		body = []byte(`{"event": {"id": "` + in.ID + `", "text": `) // cut short
+	default:
+		kind := "message"
+		if in.Kind == sourcetest.NonWork {
+			kind = "ping"
+		}
+		doc := map[string]any{
+			"event": map[string]any{"id": in.ID, "text": in.Text, "type": kind},
+			"repo":  "acme/app", "thread": in.Conversation,
+		}
+		if in.ReplyTo != "" {
+			// Receipts are namespaced by instance; the sender only knows its own id.
+			doc["in_reply_to"] = strings.TrimPrefix(in.ReplyTo, "ci:")
+		}
+		if in.BodyTaskID != "" {
+			doc["taskId"] = in.BodyTaskID
+			doc["contextId"] = "ctx-from-the-body"
+		}
+		body, _ = json.Marshal(doc)
+	}
+	req, err := signed(d.srv.URL+"/sources/webhook/ci", body, time.Now(), secret)
+	if err != nil {
+		t.Errorf("post: %v", err)
+		return sourcetest.Unacked
+	}
+	// The provider sees the answer when the status line arrives, not when the body ends.
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("post: %v", err)
+		return sourcetest.Unacked
+	}
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); resp.Body.Close() }()
+	switch {
+	case resp.StatusCode/100 == 2:
+		return sourcetest.Acked
+	case resp.StatusCode/100 == 4:
+		return sourcetest.Refused
+	}
+	return sourcetest.Unacked
+}
+
+// signed builds a POST signed with key at ts.
+func signed(url string, body []byte, ts time.Time, key string) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(webhook.HeaderSignature, webhook.Sign([]byte(key), ts, body))
+	return req, nil
+}
+
+// post sends a signed POST and reads the whole answer.
+func post(url string, body []byte, ts time.Time, key string) (*http.Response, error) {
+	req, err := signed(url, body, ts, key)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp, nil
+}
+
+func TestWebhookPassesTheKit(t *testing.T) {
+	sourcetest.Run(t, newDriver(t))
+}
+
+func TestWebhookRefusesBadRequestsWithEvidence(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		plane := taskplane.New(open(t))
+		sink, err := sources.NewSink(plane, webhook.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options("")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := src.(sources.Endpoint)
+		mux := http.NewServeMux()
+		mux.Handle(ep.Pattern(), ep)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- sources.Run(ctx, src, sink) }()
+		defer func() { cancel(); <-done }()
+		for src.(sources.HealthChecker).Health(ctx) != nil {
+			time.Sleep(time.Millisecond)
+		}
+
+		url := srv.URL + "/sources/webhook/ci"
+		good := []byte(`{"event": {"id": "e1", "text": "hi"}, "repo": "r", "thread": "t"}`)
+		now := time.Now()
+		for _, tc := range []struct {
+			name     string
+			req      func() (*http.Response, error)
+			code     int
+			message  string
+			kind     string // evidence kind
+			reason   string // evidence reason
+			rowCount int    // rows of kind expected (counted kinds: the sum of counts)
+		}{
+			{"bad signature", func() (*http.Response, error) { return post(url, good, now, "another-secret-0123456") },
+				http.StatusUnauthorized, "signature does not match", sources.EvidenceRejected, "bad-signature", 1},
+			{"tampered body", func() (*http.Response, error) {
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(append(good[:len(good)-1:len(good)-1], ',', '}')))
+				req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+				req.Header.Set(webhook.HeaderSignature, webhook.Sign([]byte(secret), now, good))
+				return http.DefaultClient.Do(req)
+			}, http.StatusUnauthorized, "signature does not match", sources.EvidenceRejected, "bad-signature", 2},
+			{"stale timestamp", func() (*http.Response, error) { return post(url, good, now.Add(-10*time.Minute), secret) },
+				http.StatusUnauthorized, "the window is 5m0s", sources.EvidenceRejected, "stale-timestamp", 1},
+			{"future timestamp", func() (*http.Response, error) { return post(url, good, now.Add(10*time.Minute), secret) },
+				http.StatusUnauthorized, "the window is 5m0s", sources.EvidenceRejected, "stale-timestamp", 2},
+			{"unsigned", func() (*http.Response, error) { return http.Post(url, "application/json", bytes.NewReader(good)) },
+				http.StatusUnauthorized, "missing X-Channels-Timestamp", sources.EvidenceRejected, "unsigned", 1},
+			{"oversize", func() (*http.Response, error) {
+				big := append([]byte(`{"pad": "`), bytes.Repeat([]byte("x"), webhook.DefaultMaxBody)...)
+				return post(url, append(big, `"}`...), now, secret)
+			}, http.StatusRequestEntityTooLarge, "larger than", sources.EvidenceRejected, "oversize", 1},
+			{"malformed JSON", func() (*http.Response, error) { return post(url, []byte(`{"event": `), now, secret) },
+				http.StatusBadRequest, "invalid JSON", sources.EvidenceMalformed, "invalid JSON", 1},
+			{"no identity", func() (*http.Response, error) {
+				return post(url, []byte(`{"event": {"text": "hi"}, "repo": "r", "thread": "t"}`), now, secret)
+			}, http.StatusBadRequest, "no identity at event.id", sources.EvidenceMalformed, "no identity at event.id", 1},
+			{"object where the text belongs", func() (*http.Response, error) {
+				return post(url, []byte(`{"event": {"id": "e2", "text": {"x": 1}}, "repo": "r", "thread": "t"}`), now, secret)
+			}, http.StatusBadRequest, "no text at event.text", sources.EvidenceMalformed, "no text at event.text", 1},
+			{"identity too long for the task plane", func() (*http.Response, error) {
+				return post(url, []byte(`{"event": {"id": "`+strings.Repeat("i", taskplane.MaxIdentityLen)+`", "text": "hi"}, "repo": "r", "thread": "t"}`), now, secret)
+			}, http.StatusBadRequest, "invalid event", sources.EvidenceMalformed, "invalid-event", 1},
+			{"GET", func() (*http.Response, error) { return http.Get(url) },
+				http.StatusMethodNotAllowed, "", "", "", 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				resp, err := tc.req()
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.message) {
+					t.Fatalf("answer %d %q, want %d containing %q", resp.StatusCode, b, tc.code, tc.message)
+				}
+				if tc.kind == "" {
+					return
+				}
+				if err := sink.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+				counts, err := sources.CountByReason(ctx, plane.Store(), store.EvidenceFilter{Principal: "alice", Source: webhook.Name, Kind: tc.kind})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if counts[tc.reason] != int64(tc.rowCount) {
+					t.Fatalf("%s evidence by reason = %v, want %d for %q", tc.kind, counts, tc.rowCount, tc.reason)
+				}
+			})
+		}
+		page, err := plane.ListTasks(ctx, "alice", taskplane.ListQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.TotalSize != 0 {
+			t.Fatalf("tasks = %d after only refused requests, want 0", page.TotalSize)
+		}
+		if ev, _ := plane.Store().ListEvidence(ctx, store.EvidenceFilter{Kind: sources.EvidenceAccepted}); len(ev) != 0 {
+			t.Fatalf("accepted evidence = %d, want 0", len(ev))
+		}
+		// The same endpoint still accepts an authentic request.
+		resp, err := post(url, good, time.Now(), secret)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("authentic request: %v %v", resp.Status, err)
+		}
+	})
+}
+
+func TestWebhookSenderSignsAndReturnsTheReceipt(t *testing.T) {
+	rc := newReceiver(t)
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(rc.srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := json.Marshal(map[string]any{"instance": "ci", "id": "e1"})
+	r, err := src.(sources.Sender).Send(context.Background(), sources.Delivery{
+		ID: "d-1", Principal: "alice", TaskID: "t-1", ContextID: "c-1", Operation: "question",
+		State: taskplane.StateInputRequired, Locator: loc,
+		Message: taskplane.Message{ID: "q", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("which one?")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ProviderID != "ci:1001" {
+		t.Fatalf("receipt = %q, want ci:1001 (the receiver's id, namespaced by instance)", r.ProviderID)
+	}
+	want := webhook.Payload{Delivery: "d-1", Operation: "question", State: "input-required", TaskID: "t-1", ContextID: "c-1", Event: "e1", Text: "which one?"}
+	if len(rc.deliveries) != 1 || rc.deliveries[0] != want {
+		t.Fatalf("deliveries = %+v, want [%+v]", rc.deliveries, want)
+	}
+
+	noCallback, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := noCallback.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-2"}); err == nil {
+		t.Fatal("Send without a callback must fail")
+	}
+}
+
+func TestWebhookRefusesInvalidOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(map[string]any)
+		want string
+	}{
+		{"short secret", func(o map[string]any) { o["secret"] = "short" }, "at least 16 bytes"},
+		{"no identity path", func(o map[string]any) { delete(o, "identity") }, "paths are required"},
+		{"bad window", func(o map[string]any) { o["window"] = "soon" }, "window"},
+		{"unknown option", func(o map[string]any) { o["identiy"] = "x" }, "unknown field"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := options("")
+			tc.edit(o)
+			_, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: o})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
