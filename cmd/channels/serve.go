@@ -38,7 +38,7 @@ and the server is not shutting down. SIGTERM or SIGINT stops accepting connectio
 in-flight requests (closing streams), stops the executor and closes the store.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.serve(cmd.Context(), nil)
+			return a.serve(cmd.Context())
 		},
 	}
 	var keys []string
@@ -62,9 +62,9 @@ func newExecutor(name string) (taskplane.Executor, error) {
 	return nil, fmt.Errorf("unknown executor %q (want one of %v)", name, config.Executors)
 }
 
-// serve runs until ctx ends (a signal), then shuts down gracefully. listening, if not nil, is
-// told the bound address once the server accepts connections (tests listen on port 0).
-func (a *app) serve(ctx context.Context, listening func(net.Addr)) error {
+// serve runs until ctx ends (a signal), then shuts down gracefully. The "channels serving" log
+// line carries the bound address (tests listen on port 0).
+func (a *app) serve(ctx context.Context) error {
 	cfg := a.cfg.Config
 	log := a.log
 	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {
@@ -86,6 +86,14 @@ func (a *app) serve(ctx context.Context, listening func(net.Addr)) error {
 			log.Error("close store", "err", err)
 		}
 	}()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	defer ln.Close() // no-op once the server owns it
+	// The bound address, so a default public URL names the real port when listening on port 0.
+	cfg.Listen = ln.Addr().String()
 
 	plane := taskplane.New(st, taskplane.WithLogger(log), taskplane.WithRetention(cfg.Retention))
 	disp := &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
@@ -110,12 +118,6 @@ func (a *app) serve(ctx context.Context, listening func(net.Addr)) error {
 		workers.Wait()
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		stopWorkers()
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-
 	var ready atomic.Bool
 	// Requests run on reqCtx; cancelling it ends streams that did not close when asked.
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
@@ -132,9 +134,6 @@ func (a *app) serve(ctx context.Context, listening func(net.Addr)) error {
 	ready.Store(true)
 	log.Info("channels serving", "listen", ln.Addr().String(), "public_url", cfg.EffectivePublicURL(),
 		"store", redactedStore(cfg.Store), "executor", cfg.Executor, "config_file", a.cfg.Path, "config", &a.cfg.Config)
-	if listening != nil {
-		listening(ln.Addr())
-	}
 
 	var runErr error
 	select {

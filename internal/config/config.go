@@ -55,6 +55,20 @@ type Config struct {
 	Concurrency     int           `yaml:"concurrency" usage:"executor turns run at once"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" usage:"longest a graceful shutdown waits for in-flight requests"`
 	LogLevel        string        `yaml:"log_level" usage:"debug, info, warn or error"`
+
+	AgentName        string        `yaml:"agent_name" usage:"name on the agent card"`
+	AgentDescription string        `yaml:"agent_description" usage:"description on the agent card"`
+	KeepAlive        time.Duration `yaml:"keep_alive" usage:"interval of SSE keep-alive comments on open streams"`
+
+	// Request limits of the A2A bindings; a request beyond one is refused with invalid params.
+	MaxBodyBytes     int `yaml:"max_body_bytes" usage:"largest request body"`
+	MaxParts         int `yaml:"max_parts" usage:"most parts in one message"`
+	MaxTextBytes     int `yaml:"max_text_bytes" usage:"largest text part"`
+	MaxRawBytes      int `yaml:"max_raw_bytes" usage:"largest raw (file bytes) part, decoded"`
+	MaxDataBytes     int `yaml:"max_data_bytes" usage:"largest data part, JSON-encoded"`
+	MaxDataDepth     int `yaml:"max_data_depth" usage:"deepest nesting of a data part or metadata object"`
+	MaxMetadataBytes int `yaml:"max_metadata_bytes" usage:"largest metadata object, JSON-encoded"`
+	MaxHistoryLength int `yaml:"max_history_length" usage:"most history messages a task in a response carries"`
 }
 
 // Default returns the built-in defaults. The store is SQLite under $XDG_DATA_HOME.
@@ -69,6 +83,19 @@ func Default() Config {
 		Concurrency:     8,
 		ShutdownTimeout: 30 * time.Second,
 		LogLevel:        "info",
+
+		AgentName:        "Channels",
+		AgentDescription: "Channels A2A task plane",
+		KeepAlive:        15 * time.Second,
+
+		MaxBodyBytes:     1 << 20,
+		MaxParts:         64,
+		MaxTextBytes:     256 << 10,
+		MaxRawBytes:      512 << 10,
+		MaxDataBytes:     256 << 10,
+		MaxDataDepth:     32,
+		MaxMetadataBytes: 64 << 10,
+		MaxHistoryLength: 100,
 	}
 }
 
@@ -496,8 +523,21 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.key, d.v))
 		}
 	}
-	if c.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"concurrency", c.Concurrency}, {"max_body_bytes", c.MaxBodyBytes}, {"max_parts", c.MaxParts},
+		{"max_text_bytes", c.MaxTextBytes}, {"max_raw_bytes", c.MaxRawBytes}, {"max_data_bytes", c.MaxDataBytes},
+		{"max_data_depth", c.MaxDataDepth}, {"max_metadata_bytes", c.MaxMetadataBytes}, {"max_history_length", c.MaxHistoryLength}} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.key, n.v))
+		}
+	}
+	if c.KeepAlive <= 0 {
+		errs = append(errs, fmt.Errorf("keep_alive must be positive, got %s", c.KeepAlive))
+	}
+	if c.AgentName == "" {
+		errs = append(errs, errors.New("agent_name must not be empty"))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
