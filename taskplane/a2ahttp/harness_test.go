@@ -41,10 +41,10 @@ import (
 //
 // A message whose text is "direct" is answered directly, with no task.
 type testExec struct {
-	mu       sync.Mutex
-	gates    map[string]chan struct{}
+	mu        sync.Mutex
+	gates     map[string]chan struct{}
 	afterHold chan error // the result of hold's artifact attempt after cancel
-	canceled atomic.Int32
+	canceled  atomic.Int32
 }
 
 func newTestExec() *testExec {
