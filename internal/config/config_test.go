@@ -216,3 +216,16 @@ func TestCommandFlagsOfTheSameNameAreNotSettings(t *testing.T) {
 		t.Fatalf("concurrency %d taken from a flag that is not a setting", l.Concurrency)
 	}
 }
+
+// The README's configuration table is the operator's reference: it must name every key.
+func TestREADMENamesEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Keys() {
+		if !strings.Contains(string(b), "| `"+k+"` |") {
+			t.Errorf("README.md has no row for config key %s", k)
+		}
+	}
+}
