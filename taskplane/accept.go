@@ -155,25 +155,11 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 		acc      Acceptance
 		conflict bool
 	)
-	err = p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		acc, conflict = Acceptance{}, false
-		now := p.clock()
-		claim, inserted, err := tx.InsertClaim(ctx, store.Claim{
-			Principal: ev.Principal, Source: ev.Source, Identity: ev.Identity, Digest: dg,
-			State: store.ClaimPending, CreatedAt: now, UpdatedAt: now,
+	// A continuation racing another writer of the same task on a shared engine retries whole.
+	err = p.retryConcurrent(ctx, true, func() error {
+		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return p.acceptTx(ctx, tx, &ev, dg, &acc, &conflict)
 		})
-		if err != nil {
-			return fmt.Errorf("claim: %w", err)
-		}
-		if !inserted {
-			return p.acceptDuplicate(ctx, tx, &ev, dg, claim, now, &acc, &conflict)
-		}
-		a, err := p.acceptNew(ctx, tx, &ev, claim, now)
-		if err != nil {
-			return err
-		}
-		acc = a
-		return nil
 	})
 	if err != nil {
 		return Acceptance{}, fmt.Errorf("accept %s event %q: %w", ev.Source, ev.Identity, err)
@@ -189,6 +175,27 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 		}
 	}
 	return acc, nil
+}
+
+func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool) error {
+	*acc, *conflict = Acceptance{}, false
+	now := p.clock()
+	claim, inserted, err := tx.InsertClaim(ctx, store.Claim{
+		Principal: ev.Principal, Source: ev.Source, Identity: ev.Identity, Digest: dg,
+		State: store.ClaimPending, CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	if !inserted {
+		return p.acceptDuplicate(ctx, tx, ev, dg, claim, now, acc, conflict)
+	}
+	a, err := p.acceptNew(ctx, tx, ev, claim, now)
+	if err != nil {
+		return err
+	}
+	*acc = a
+	return nil
 }
 
 func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg string, claim store.Claim, now time.Time, acc *Acceptance, conflict *bool) error {

@@ -3,7 +3,9 @@ package taskplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -45,10 +47,12 @@ func (AddMessage) isChange()  {}
 // task's log in the same transaction. A terminal task refuses every change (ErrTaskTerminal).
 func (p *Plane) Apply(ctx context.Context, principal, taskID string, expectVersion int64, changes ...Change) (*Task, error) {
 	var t *Task
-	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		t, err = ApplyTx(ctx, tx, principal, taskID, expectVersion, p.clock(), changes...)
-		return err
+	err := p.retryConcurrent(ctx, expectVersion == AnyVersion, func() error {
+		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			t, err = ApplyTx(ctx, tx, principal, taskID, expectVersion, p.clock(), changes...)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("update task %s: %w", taskID, err)
@@ -152,19 +156,39 @@ func applyChange(ctx context.Context, tx store.Tx, t *Task, c Change, now time.T
 	return nil
 }
 
+// retryConcurrent runs op again while it fails with ErrConcurrentModification and retry is true.
+// Writers that did not pin a version (AnyVersion) lose a race on a shared engine only because
+// another transaction committed between their read and their write; reading again is correct.
+func (p *Plane) retryConcurrent(ctx context.Context, retry bool, op func() error) error {
+	const attempts = 50
+	for i := 0; ; i++ {
+		err := op()
+		if !retry || i == attempts-1 || !errors.Is(err, ErrConcurrentModification) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(rand.IntN(1+i)) * time.Millisecond):
+		}
+	}
+}
+
 // Cancel moves a non-terminal task to CANCELED. A terminal task is ErrTaskNotCancelable.
 func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata map[string]any) (*Task, error) {
 	var t *Task
-	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		cur, err := getTask(ctx, tx, principal, taskID)
-		if err != nil {
+	err := p.retryConcurrent(ctx, true, func() error {
+		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			cur, err := getTask(ctx, tx, principal, taskID)
+			if err != nil {
+				return err
+			}
+			if cur.Status.State.Terminal() {
+				return ErrTaskNotCancelable
+			}
+			t, err = ApplyTx(ctx, tx, principal, taskID, cur.Version, p.clock(), SetStatus{State: StateCanceled, Metadata: metadata})
 			return err
-		}
-		if cur.Status.State.Terminal() {
-			return ErrTaskNotCancelable
-		}
-		t, err = ApplyTx(ctx, tx, principal, taskID, cur.Version, p.clock(), SetStatus{State: StateCanceled, Metadata: metadata})
-		return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel task %s: %w", taskID, err)

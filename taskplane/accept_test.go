@@ -1,0 +1,668 @@
+package taskplane_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// eachDriver runs fn once per store driver with a fresh Plane over a fresh store.
+func eachDriver(t *testing.T, fn func(t *testing.T, p *taskplane.Plane)) {
+	t.Helper()
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		fn(t, taskplane.New(open(t)))
+	})
+}
+
+func textMsg(id, text string) taskplane.Message {
+	return taskplane.Message{ID: id, Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart(text)}}
+}
+
+func nativeEvent(principal, identity, convKey, text string) taskplane.Event {
+	return taskplane.Event{
+		Principal: principal, Source: "webhook", Identity: identity, ConversationKey: convKey,
+		Message: textMsg("m-"+identity, text),
+	}
+}
+
+func mustAccept(t *testing.T, p *taskplane.Plane, ev taskplane.Event) taskplane.Acceptance {
+	t.Helper()
+	acc, err := p.Accept(context.Background(), ev)
+	if err != nil {
+		t.Fatalf("Accept(%s): %v", ev.Identity, err)
+	}
+	return acc
+}
+
+func countEvidence(t *testing.T, p *taskplane.Plane, principal, kind string) int {
+	t.Helper()
+	ev, err := p.Store().ListEvidence(context.Background(), store.EvidenceFilter{Principal: principal, Kind: kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ev)
+}
+
+func countTasks(t *testing.T, p *taskplane.Plane, principal string) int {
+	t.Helper()
+	page, err := p.ListTasks(context.Background(), principal, taskplane.ListQuery{PageSize: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.TotalSize
+}
+
+// ask puts the task into an interrupted state with a question, as an executor would.
+func ask(t *testing.T, p *taskplane.Plane, principal, taskID string, st taskplane.State) *taskplane.Task {
+	t.Helper()
+	q := &taskplane.Message{ID: "q-" + taskID, Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("which one?")}}
+	task, err := p.Apply(context.Background(), principal, taskID, taskplane.AnyVersion, taskplane.SetStatus{State: st, Message: q})
+	if err != nil {
+		t.Fatalf("ask: %v", err)
+	}
+	return task
+}
+
+func TestDuplicateReturnsThePriorTask(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ev := nativeEvent("alice", "ev-1", "c1", "hello")
+		first := mustAccept(t, p, ev)
+		if first.Outcome != taskplane.Created || first.Task == nil {
+			t.Fatalf("first: %+v", first)
+		}
+		// The agent works on it; the redelivery must return the task as it is now.
+		if _, err := p.Apply(context.Background(), "alice", first.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+			t.Fatal(err)
+		}
+		second := mustAccept(t, p, ev)
+		if second.Outcome != taskplane.Duplicate || second.Task == nil || second.Task.ID != first.Task.ID {
+			t.Fatalf("second: %+v", second)
+		}
+		if second.Task.Status.State != taskplane.StateWorking || second.ContextID != first.ContextID {
+			t.Fatalf("duplicate returned %s in %s", second.Task.Status.State, second.ContextID)
+		}
+		if n := countTasks(t, p, "alice"); n != 1 {
+			t.Fatalf("tasks = %d, want 1", n)
+		}
+		if n := countEvidence(t, p, "alice", taskplane.EvidenceDuplicate); n != 1 {
+			t.Fatalf("duplicate evidence = %d", n)
+		}
+	})
+}
+
+func TestDuplicateDirectMessageReturnsThePriorMessage(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ev := taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "msg-1", Message: textMsg("msg-1", "hi")}
+		ev.Reply = &taskplane.Message{ID: "reply-1", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("direct")}}
+		first := mustAccept(t, p, ev)
+		if first.Message == nil || first.Task != nil || first.Message.ContextID == "" {
+			t.Fatalf("first: %+v", first)
+		}
+		// The executor's second answer differs; the duplicate must still return the first one.
+		ev.Reply = &taskplane.Message{ID: "reply-2", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("other")}}
+		second := mustAccept(t, p, ev)
+		if second.Outcome != taskplane.Duplicate || second.Message == nil || second.Message.ID != "reply-1" ||
+			second.Message.Parts[0].Text != "direct" || second.Message.ContextID != first.Message.ContextID {
+			t.Fatalf("second: %+v %+v", second, second.Message)
+		}
+		if n := countTasks(t, p, "alice"); n != 0 {
+			t.Fatalf("tasks = %d, want 0", n)
+		}
+	})
+}
+
+func TestDifferentPayloadUnderTheSameIdentityConflicts(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		first := mustAccept(t, p, nativeEvent("alice", "ev-1", "c1", "hello"))
+		_, err := p.Accept(context.Background(), nativeEvent("alice", "ev-1", "c1", "changed"))
+		var ce *taskplane.ConflictError
+		if !errors.As(err, &ce) || !errors.Is(err, taskplane.ErrDuplicateConflict) {
+			t.Fatalf("err = %v, want ConflictError", err)
+		}
+		if n := countEvidence(t, p, "alice", taskplane.EvidenceDuplicateConflict); n != 1 {
+			t.Fatalf("duplicate-conflict evidence = %d", n)
+		}
+		task, err := p.GetTask(context.Background(), "alice", first.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(task.History) != 1 || task.History[0].Parts[0].Text != "hello" || task.Version != first.Task.Version {
+			t.Fatalf("task changed: %+v", task)
+		}
+		if n := countTasks(t, p, "alice"); n != 1 {
+			t.Fatalf("tasks = %d", n)
+		}
+	})
+}
+
+func TestTwoEventsInOneConversationMakeTwoTasksInOneContext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		a := mustAccept(t, p, nativeEvent("alice", "ev-1", "thread-1", "one"))
+		b := mustAccept(t, p, nativeEvent("alice", "ev-2", "thread-1", "two"))
+		c := mustAccept(t, p, nativeEvent("alice", "ev-3", "thread-2", "three"))
+		if a.Task.ID == b.Task.ID {
+			t.Fatal("one task for two events")
+		}
+		if a.ContextID != b.ContextID || a.Task.ContextID != b.Task.ContextID {
+			t.Fatalf("contexts differ: %s %s", a.ContextID, b.ContextID)
+		}
+		if c.ContextID == a.ContextID {
+			t.Fatal("another conversation joined the context")
+		}
+		// The same key under another principal is another conversation.
+		d := mustAccept(t, p, nativeEvent("bob", "ev-1", "thread-1", "one"))
+		if d.ContextID == a.ContextID || d.Outcome != taskplane.Created {
+			t.Fatalf("bob: %+v", d)
+		}
+	})
+}
+
+func TestFiftyConcurrentFirstMessagesGetOneContextID(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		const n = 50
+		ctxs := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				acc, err := p.Accept(context.Background(), nativeEvent("alice", fmt.Sprintf("ev-%d", i), "busy-thread", "hi"))
+				ctxs[i], errs[i] = acc.ContextID, err
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("accept %d: %v", i, errs[i])
+			}
+			if ctxs[i] != ctxs[0] {
+				t.Fatalf("context %d = %s, want %s", i, ctxs[i], ctxs[0])
+			}
+		}
+		if got := countTasks(t, p, "alice"); got != n {
+			t.Fatalf("tasks = %d, want %d", got, n)
+		}
+	})
+}
+
+func TestForeignContextIDGetsAFreshContext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		bob := mustAccept(t, p, taskplane.Event{Principal: "bob", Source: taskplane.SourceA2A, Identity: "b1", Message: textMsg("b1", "mine")})
+		own := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a0", Message: textMsg("a0", "mine")})
+		for _, cid := range []string{bob.ContextID, "never-issued"} {
+			acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a-" + cid,
+				ContextID: cid, Message: textMsg("a-"+cid, "join?")})
+			if acc.ContextID == cid || acc.ContextID == "" {
+				t.Fatalf("contextId %q was attached", cid)
+			}
+		}
+		// Its own context attaches.
+		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2",
+			ContextID: own.ContextID, Message: textMsg("a2", "same")})
+		if acc.ContextID != own.ContextID {
+			t.Fatalf("own context not attached: %s", acc.ContextID)
+		}
+	})
+}
+
+func TestUnauthorizedExplicitTaskIDIsNotFoundAndPersistsNothing(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		bob := mustAccept(t, p, taskplane.Event{Principal: "bob", Source: taskplane.SourceA2A, Identity: "b1", Message: textMsg("b1", "mine")})
+		ask(t, p, "bob", bob.Task.ID, taskplane.StateInputRequired)
+		for _, id := range []string{bob.Task.ID, "no-such-task"} {
+			_, err := p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A,
+				Identity: "a-" + id, TaskID: id, Message: textMsg("a-"+id, "take over")})
+			if !errors.Is(err, taskplane.ErrTaskNotFound) {
+				t.Fatalf("explicit %s: err = %v, want ErrTaskNotFound", id, err)
+			}
+			if _, err := p.Store().GetClaim(context.Background(), "alice", taskplane.SourceA2A, "a-"+id); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("claim persisted: %v", err)
+			}
+		}
+		if n := countTasks(t, p, "alice"); n != 0 {
+			t.Fatalf("alice has %d tasks", n)
+		}
+		ev, _ := p.Store().ListEvidence(context.Background(), store.EvidenceFilter{Principal: "alice"})
+		if len(ev) != 0 {
+			t.Fatalf("evidence persisted: %+v", ev)
+		}
+		task, _ := p.GetTask(context.Background(), "bob", bob.Task.ID)
+		if len(task.History) != 2 {
+			t.Fatalf("bob's task history = %d", len(task.History))
+		}
+	})
+}
+
+func TestExplicitTaskIDOfOwnInputRequiredTaskContinuesIt(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		first := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a1", Message: textMsg("a1", "start")})
+		ask(t, p, "alice", first.Task.ID, taskplane.StateInputRequired)
+		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2",
+			TaskID: first.Task.ID, Message: textMsg("a2", "answer")})
+		if acc.Outcome != taskplane.Continued || acc.Task.ID != first.Task.ID {
+			t.Fatalf("acc: %+v", acc)
+		}
+		if acc.Task.Status.State != taskplane.StateSubmitted || acc.Task.InputRequest != 0 {
+			t.Fatalf("state %s inputRequest %d", acc.Task.Status.State, acc.Task.InputRequest)
+		}
+		last := acc.Task.History[len(acc.Task.History)-1]
+		if last.ID != "a2" || last.TaskID != first.Task.ID || last.ContextID != first.ContextID {
+			t.Fatalf("appended message: %+v", last)
+		}
+		// A contextId that disagrees with the task is refused and persists nothing.
+		_, err := p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a3",
+			TaskID: first.Task.ID, ContextID: "other", Message: textMsg("a3", "x")})
+		if !errors.Is(err, taskplane.ErrContextMismatch) {
+			t.Fatalf("mismatch err = %v", err)
+		}
+	})
+}
+
+// anchored makes a native task that asked a question delivered as provider message "q-1".
+func anchored(t *testing.T, p *taskplane.Plane, st taskplane.State) *taskplane.Task {
+	t.Helper()
+	acc := mustAccept(t, p, nativeEvent("alice", "ev-1", "thread-1", "start"))
+	ask(t, p, "alice", acc.Task.ID, st)
+	if err := p.RecordAnchor(context.Background(), "alice", "webhook", "q-1", acc.Task.ID); err != nil {
+		t.Fatal(err)
+	}
+	return acc.Task
+}
+
+func TestVerifiedReplyAnchorContinuesTheWaitingTask(t *testing.T) {
+	for _, st := range []taskplane.State{taskplane.StateInputRequired, taskplane.StateAuthRequired} {
+		t.Run(string(st), func(t *testing.T) {
+			eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+				task := anchored(t, p, st)
+				ev := nativeEvent("alice", "ev-2", "thread-1", "the blue one")
+				ev.ReplyTo = "q-1"
+				acc := mustAccept(t, p, ev)
+				if acc.Outcome != taskplane.Continued || acc.Task.ID != task.ID || acc.AnchorMiss != "" {
+					t.Fatalf("acc: %+v", acc)
+				}
+				// The anchor is spent: a second reply to the same question is new work.
+				ev2 := nativeEvent("alice", "ev-3", "thread-1", "again")
+				ev2.ReplyTo = "q-1"
+				acc2 := mustAccept(t, p, ev2)
+				if acc2.Outcome != taskplane.Created || acc2.AnchorMiss == "" {
+					t.Fatalf("second reply: %+v", acc2)
+				}
+			})
+		})
+	}
+}
+
+func TestEachAnchorConditionFailingAloneMakesANewTask(t *testing.T) {
+	cases := []struct {
+		name    string
+		want    string
+		breakIt func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event)
+	}{
+		{"task not interrupted", taskplane.AnchorNotInterrupted, func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event) {
+			if _, err := p.Apply(context.Background(), "alice", task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"response not sent to the task's source", taskplane.AnchorNotOurResponse, func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event) {
+			if err := p.RecordAnchor(context.Background(), "alice", "email", "q-mail", task.ID); err != nil {
+				t.Fatal(err)
+			}
+			ev.Source, ev.ReplyTo = "email", "q-mail"
+		}},
+		{"id not stored as an anchor", taskplane.AnchorNotStored, func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event) {
+			ev.ReplyTo = "q-unknown"
+		}},
+		{"event does not directly reply", "", func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event) {
+			ev.ReplyTo = "" // a plain message in the same thread
+		}},
+		{"another principal", taskplane.AnchorNotStored, func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event) {
+			ev.Principal = "mallory"
+		}},
+		{"no unanswered input request", taskplane.AnchorNoInputRequest, func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event) {
+			// A newer question replaced the one q-1 carried.
+			ask(t, p, "alice", task.ID, taskplane.StateInputRequired)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+				task := anchored(t, p, taskplane.StateInputRequired)
+				ev := nativeEvent("alice", "ev-2", "thread-1", "reply")
+				ev.ReplyTo = "q-1"
+				tc.breakIt(t, p, task, &ev)
+				before, _ := p.GetTask(context.Background(), "alice", task.ID)
+				acc := mustAccept(t, p, ev)
+				if acc.Outcome != taskplane.Created || acc.Task == nil || acc.Task.ID == task.ID {
+					t.Fatalf("acc: %+v", acc)
+				}
+				if acc.AnchorMiss != tc.want {
+					t.Fatalf("anchor miss %q, want %q", acc.AnchorMiss, tc.want)
+				}
+				if ev.Principal == "alice" && ev.Source == "webhook" && acc.ContextID != task.ContextID {
+					t.Fatalf("new task not in the conversation's context")
+				}
+				after, _ := p.GetTask(context.Background(), "alice", task.ID)
+				if after.Version != before.Version {
+					t.Fatal("waiting task was changed")
+				}
+				if tc.want != "" && countEvidence(t, p, ev.Principal, taskplane.EvidenceAnchorMiss) != 1 {
+					t.Fatal("no anchor-miss evidence")
+				}
+			})
+		})
+	}
+}
+
+func TestForeignPrincipalsAnchorMakesANewTask(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		task := anchored(t, p, taskplane.StateInputRequired)
+		ev := nativeEvent("mallory", "ev-m", "thread-1", "I answer for alice")
+		ev.ReplyTo = "q-1"
+		acc := mustAccept(t, p, ev)
+		if acc.Outcome != taskplane.Created || acc.Task.ID == task.ID {
+			t.Fatalf("acc: %+v", acc)
+		}
+		cur, _ := p.GetTask(context.Background(), "alice", task.ID)
+		if cur.Status.State != taskplane.StateInputRequired {
+			t.Fatalf("alice's task moved to %s", cur.Status.State)
+		}
+		if _, err := p.GetTask(context.Background(), "mallory", task.ID); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("mallory can read alice's task: %v", err)
+		}
+	})
+}
+
+func TestTerminalTaskIsImmutable(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a1", Message: textMsg("a1", "x")})
+		id := acc.Task.ID
+		done, err := p.Apply(context.Background(), "alice", id, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changes := []taskplane.Change{
+			taskplane.SetStatus{State: taskplane.StateWorking},
+			taskplane.SetStatus{State: taskplane.StateCompleted},
+			taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a", Parts: []taskplane.Part{taskplane.TextPart("late")}}},
+			taskplane.AddMessage{Message: textMsg("late", "late")},
+		}
+		for _, c := range changes {
+			if _, err := p.Apply(context.Background(), "alice", id, taskplane.AnyVersion, c); !errors.Is(err, taskplane.ErrTaskTerminal) {
+				t.Fatalf("%T: err = %v", c, err)
+			}
+		}
+		if _, err := p.Cancel(context.Background(), "alice", id, nil); !errors.Is(err, taskplane.ErrTaskNotCancelable) {
+			t.Fatalf("cancel: %v", err)
+		}
+		_, err = p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2", TaskID: id, Message: textMsg("a2", "more")})
+		if !errors.Is(err, taskplane.ErrTaskTerminal) {
+			t.Fatalf("message to terminal: %v", err)
+		}
+		cur, _ := p.GetTask(context.Background(), "alice", id)
+		if cur.Version != done.Version || cur.LastSeq != done.LastSeq || len(cur.Artifacts) != 0 {
+			t.Fatalf("terminal task changed: v%d seq%d", cur.Version, cur.LastSeq)
+		}
+	})
+}
+
+func TestTransitionTableRefusesIllegalMoves(t *testing.T) {
+	for _, from := range taskplane.States {
+		for _, to := range taskplane.States {
+			got := taskplane.CanTransition(from, to)
+			if from.Terminal() && got {
+				t.Errorf("%s -> %s allowed from a terminal state", from, to)
+			}
+			if !from.Terminal() && to.Terminal() && !got {
+				t.Errorf("%s -> %s refused", from, to)
+			}
+		}
+	}
+	if taskplane.CanTransition(taskplane.StateWorking, taskplane.StateSubmitted) {
+		t.Error("working -> submitted allowed")
+	}
+	if taskplane.StateInputRequired.Terminal() || taskplane.StateAuthRequired.Terminal() {
+		t.Error("interrupted states are terminal")
+	}
+}
+
+func TestStaleVersionIsRefused(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		acc := mustAccept(t, p, nativeEvent("alice", "ev-1", "c", "x"))
+		v := acc.Task.Version
+		if _, err := p.Apply(context.Background(), "alice", acc.Task.ID, v, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := p.Apply(context.Background(), "alice", acc.Task.ID, v, taskplane.SetStatus{State: taskplane.StateCompleted})
+		if !errors.Is(err, taskplane.ErrConcurrentModification) {
+			t.Fatalf("err = %v", err)
+		}
+		cur, _ := p.GetTask(context.Background(), "alice", acc.Task.ID)
+		if cur.Status.State != taskplane.StateWorking {
+			t.Fatalf("state = %s", cur.Status.State)
+		}
+	})
+}
+
+func TestEventLogResumesAfterNWithNothingLostOrRepeated(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		acc := mustAccept(t, p, nativeEvent("alice", "ev-1", "c", "x"))
+		id := acc.Task.ID
+		const writers, each = 4, 10
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					art := taskplane.Artifact{ID: fmt.Sprintf("w%d", w), Parts: []taskplane.Part{taskplane.TextPart(fmt.Sprint(i))}}
+					if _, err := p.Apply(context.Background(), "alice", id, taskplane.AnyVersion, taskplane.AddArtifact{Artifact: art, Append: i > 0}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		// A follower started mid-way from N=1 must see every later event exactly once, in order.
+		got := make(chan []int64, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		go func() {
+			var seqs []int64
+			err := p.Follow(ctx, "alice", id, 1, func(ev taskplane.TaskEvent) error {
+				seqs = append(seqs, ev.Seq)
+				if ev.Seq == 1+writers*each {
+					return taskplane.ErrStopFollowing
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- seqs
+		}()
+		wg.Wait()
+		seqs := <-got
+		if len(seqs) != writers*each {
+			t.Fatalf("followed %d events, want %d", len(seqs), writers*each)
+		}
+		for i, s := range seqs {
+			if s != int64(i+2) {
+				t.Fatalf("event %d has seq %d", i, s)
+			}
+		}
+		// Resuming after any N gives exactly the rest.
+		for _, n := range []int64{0, 7, 40, 41} {
+			evs, err := p.Events(context.Background(), "alice", id, n, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int64(len(evs)) != 41-n || (len(evs) > 0 && evs[0].Seq != n+1) {
+				t.Fatalf("after %d: %d events", n, len(evs))
+			}
+		}
+		task, _ := p.GetTask(context.Background(), "alice", id)
+		if len(task.Artifacts) != writers || len(task.Artifacts[0].Parts) != each {
+			t.Fatalf("artifacts: %d", len(task.Artifacts))
+		}
+	})
+}
+
+func TestCheckpointAdvancesWithAcceptanceAndHoldsOnFailure(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ev := nativeEvent("alice", "ev-1", "c", "x")
+		ev.Checkpoint = &taskplane.Checkpoint{Position: []byte("uid:10"), Seq: 10}
+		mustAccept(t, p, ev)
+		// A refused acceptance (conflict) leaves the checkpoint where it was.
+		bad := nativeEvent("alice", "ev-1", "c", "changed")
+		bad.Checkpoint = &taskplane.Checkpoint{Position: []byte("uid:11"), Seq: 11}
+		if _, err := p.Accept(context.Background(), bad); err == nil {
+			t.Fatal("conflict accepted")
+		}
+		// An older position never moves it back.
+		old := nativeEvent("alice", "ev-0", "c", "y")
+		old.Checkpoint = &taskplane.Checkpoint{Position: []byte("uid:5"), Seq: 5}
+		mustAccept(t, p, old)
+		cp, err := p.Store().GetCheckpoint(context.Background(), "alice", "webhook")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(cp.Position) != "uid:10" || cp.Seq != 10 {
+			t.Fatalf("checkpoint = %s/%d", cp.Position, cp.Seq)
+		}
+	})
+}
+
+func TestRetentionKeepsLiveStateAndReacceptsAPrunedIdentity(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		var mu sync.Mutex
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+		p := taskplane.New(s, taskplane.WithClock(clock), taskplane.WithRetention(30*24*time.Hour))
+
+		done := mustAccept(t, p, nativeEvent("alice", "ev-done", "c-done", "x"))
+		if _, err := p.Apply(context.Background(), "alice", done.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		live := mustAccept(t, p, nativeEvent("alice", "ev-live", "c-live", "y"))
+		ask(t, p, "alice", live.Task.ID, taskplane.StateInputRequired)
+		advance(31 * 24 * time.Hour)
+		recent := mustAccept(t, p, nativeEvent("alice", "ev-recent", "c-recent", "z"))
+		if _, err := p.Apply(context.Background(), "alice", recent.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
+			t.Fatal(err)
+		}
+
+		r, err := p.Prune(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Tasks != 1 {
+			t.Fatalf("pruned %+v, want exactly the old terminal task", r)
+		}
+		if _, err := p.GetTask(context.Background(), "alice", done.Task.ID); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("old terminal task kept: %v", err)
+		}
+		for _, id := range []string{live.Task.ID, recent.Task.ID} {
+			if _, err := p.GetTask(context.Background(), "alice", id); err != nil {
+				t.Fatalf("live or recent task %s dropped: %v", id, err)
+			}
+		}
+		if _, err := s.GetContext(context.Background(), "alice", live.ContextID); err != nil {
+			t.Fatalf("live context dropped: %v", err)
+		}
+		// The live task's claim is kept: its redelivery is still a duplicate.
+		if acc := mustAccept(t, p, nativeEvent("alice", "ev-live", "c-live", "y")); acc.Outcome != taskplane.Duplicate {
+			t.Fatalf("live redelivery: %s", acc.Outcome)
+		}
+		// The pruned identity is new work again.
+		again := mustAccept(t, p, nativeEvent("alice", "ev-done", "c-done", "x"))
+		if again.Outcome != taskplane.Created || again.Task.ID == done.Task.ID {
+			t.Fatalf("re-accept: %+v", again)
+		}
+	})
+}
+
+// failingStore wraps a real store and makes one Tx method fail, to prove a store failure in the
+// middle of Accept leaves nothing behind.
+type failingStore struct {
+	store.Store
+	failWake bool
+}
+
+type failingTx struct {
+	store.Tx
+	s *failingStore
+}
+
+var errInjected = errors.New("injected store failure")
+
+func (f *failingStore) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	return f.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error { return fn(ctx, failingTx{tx, f}) })
+}
+
+func (t failingTx) InsertWake(ctx context.Context, w store.Wake) error {
+	if t.s.failWake {
+		return errInjected
+	}
+	return t.Tx.InsertWake(ctx, w)
+}
+
+func TestStoreFailureReturnsAnErrorAndRecordsNoOutcome(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		fs := &failingStore{Store: open(t), failWake: true}
+		p := taskplane.New(fs)
+		ev := nativeEvent("alice", "ev-1", "c", "x")
+		ev.Checkpoint = &taskplane.Checkpoint{Position: []byte("p1"), Seq: 1}
+		if _, err := p.Accept(context.Background(), ev); !errors.Is(err, errInjected) {
+			t.Fatalf("err = %v", err)
+		}
+		if _, err := fs.GetClaim(context.Background(), "alice", "webhook", "ev-1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("claim recorded: %v", err)
+		}
+		if n := countTasks(t, p, "alice"); n != 0 {
+			t.Fatalf("tasks = %d", n)
+		}
+		if ev, _ := fs.ListEvidence(context.Background(), store.EvidenceFilter{Principal: "alice"}); len(ev) != 0 {
+			t.Fatalf("evidence: %+v", ev)
+		}
+		if _, err := fs.GetCheckpoint(context.Background(), "alice", "webhook"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("checkpoint advanced: %v", err)
+		}
+		// The provider redelivers; with the store healthy again it is accepted as new work.
+		fs.failWake = false
+		if acc := mustAccept(t, p, ev); acc.Outcome != taskplane.Created {
+			t.Fatalf("redelivery: %s", acc.Outcome)
+		}
+	})
+}
+
+func TestAcceptRefusesMalformedEvents(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	good := nativeEvent("alice", "ev", "c", "x")
+	cases := map[string]func(*taskplane.Event){
+		"no principal": func(e *taskplane.Event) { e.Principal = "" },
+		"no source":    func(e *taskplane.Event) { e.Source = "" },
+		"no identity":  func(e *taskplane.Event) { e.Identity = "" },
+		"no parts":     func(e *taskplane.Event) { e.Message.Parts = nil },
+		"agent role":   func(e *taskplane.Event) { e.Message.Role = taskplane.RoleAgent },
+	}
+	for name, mut := range cases {
+		ev := good
+		mut(&ev)
+		if _, err := p.Accept(context.Background(), ev); !errors.Is(err, taskplane.ErrInvalid) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
