@@ -36,6 +36,8 @@ import (
 //	input     INPUT_REQUIRED with a question (and an elicitation schema); a follow-up completes
 //	auth      AUTH_REQUIRED; a follow-up completes
 //	gate      WORKING, waits for release(), artifact, COMPLETED
+//	progress  WORKING, waits for release(), WORKING "transient progress", artifact, INPUT_REQUIRED;
+//	          a follow-up completes
 //	hold      WORKING, waits for its turn to be canceled, then tries to add an artifact
 //	anything else: COMPLETED
 //
@@ -147,6 +149,25 @@ func (e *testExec) Execute(ctx context.Context, turn *taskplane.Turn) error {
 			return err
 		}
 		return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: agentMsg("done")})
+	case "progress":
+		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking, Message: agentMsg("waiting")}); err != nil {
+			return err
+		}
+		select {
+		case <-e.gate(turn.Task.ID):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		for _, c := range []taskplane.Change{
+			taskplane.SetStatus{State: taskplane.StateWorking, Message: agentMsg("transient progress")},
+			artifact,
+			taskplane.SetStatus{State: taskplane.StateInputRequired, Message: agentMsg("anything else?")},
+		} {
+			if err := turn.Update(ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "hold":
 		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
 			return err
@@ -178,7 +199,9 @@ type env struct {
 	done   chan struct{}
 }
 
-type envOption func(*a2ahttp.Config)
+type envOption func(*a2aConfig)
+
+type a2aConfig = a2ahttp.Config
 
 // newEnv starts a server over a fresh SQLite store.
 func newEnv(t *testing.T, opts ...envOption) *env {
