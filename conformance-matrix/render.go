@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -82,7 +83,7 @@ func cell(s string) string {
 }
 
 // ErrStale is returned by Check when the rendered document differs from the file.
-var ErrStale = fmt.Errorf("%s is stale: run `channels matrix`", DocPath)
+var ErrStale = errors.New("stale: it differs from what conformance-matrix/matrix.yaml renders")
 
 // Check reports whether the file at path holds exactly Render(m): nil when it does, ErrStale
 // (wrapped with the path) when it differs or is missing.

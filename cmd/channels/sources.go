@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	matrix "github.com/channels-dev/channels/conformance-matrix"
+	"github.com/channels-dev/channels/sources"
+	_ "github.com/channels-dev/channels/sources/all" // the native sources
+)
+
+// configuredSources maps a source name to its configured instances. The config file has no
+// sources section yet, so nothing is configured.
+func (a *app) configuredSources() map[string][]string { return nil }
+
+func (a *app) sourcesCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sources",
+		Short: "List the sources: registered in this binary, configured, and their conformance-matrix rows",
+		Long: `List every source that is registered in this binary or has a row in the conformance matrix,
+with whether the configuration runs it and the row's key declarations. --json prints each
+source's whole matrix row.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := matrix.Default()
+			if err != nil {
+				return err
+			}
+			list := sources.List(m, a.configuredSources())
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SOURCE\tSTATUS\tREGISTERED\tCONFIGURED\tCONTINUATION\tCHECKPOINT\tRECOVERY")
+			for _, s := range list {
+				status, cont, cp, rec := "no matrix row", "-", "-", "-"
+				if s.Row != nil {
+					status, cont, cp, rec = string(s.Row.Status), s.Row.Continuation.Method, s.Row.Checkpoint.Position, s.Row.DeliveryRecovery
+				}
+				configured := yesNo(s.Configured)
+				if s.Configured {
+					configured += " (" + strings.Join(s.Instances, ", ") + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, status, yesNo(s.Registered), configured, cont, cp, rec)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
