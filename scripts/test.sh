@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# scripts/test.sh — the one test command, for people and for CI (.ci/run).
+#
+# Starts a throwaway PostgreSQL cluster (installing PostgreSQL first when it is missing and we are
+# root on Debian), exports TEST_DATABASE_URL, then runs gofmt, go vet, staticcheck, go test, and
+# go test -race on the concurrent packages. The cluster and its directory are removed on exit, also
+# on failure.
+#
+# Environment:
+#   TEST_DATABASE_URL  if already set, use that database and start no cluster
+#   STATICCHECK=0      skip staticcheck (it needs the module proxy the first time)
+#   PG_BIN             directory holding initdb and pg_ctl (default: newest /usr/lib/postgresql/*/bin)
+set -euo pipefail
+
+# Packages with concurrency: they run under the race detector (and only there, so nothing runs
+# twice). Extend this list when a package grows goroutines.
+RACE_PKGS=(
+	./taskplane/...
+)
+STATICCHECK_VERSION=v0.8.2
+DB_NAME=channels_test
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export DEBIAN_FRONTEND=noninteractive
+
+started=$SECONDS
+section() { printf '\n==> %s  (+%ds)\n' "$*" "$((SECONDS - started))"; }
+die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Tools
+# ---------------------------------------------------------------------------------------------
+find_pg_bin() {
+	if [[ -n "${PG_BIN:-}" ]]; then
+		[[ -x "$PG_BIN/initdb" && -x "$PG_BIN/pg_ctl" ]] && return 0
+		die "PG_BIN=$PG_BIN holds no initdb and pg_ctl"
+	fi
+	local d
+	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+	if [[ -n "$d" && -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
+		PG_BIN=$d
+		return 0
+	fi
+	if command -v pg_config >/dev/null && [[ -x "$(pg_config --bindir)/initdb" ]]; then
+		PG_BIN=$(pg_config --bindir)
+		return 0
+	fi
+	return 1
+}
+
+section "tools"
+command -v go >/dev/null || die "go is not on PATH; install Go 1.26 (https://go.dev/dl/)"
+packages=()
+if [[ -z "${TEST_DATABASE_URL:-}" ]] && ! find_pg_bin; then
+	packages+=(postgresql)
+fi
+# The race detector needs cgo, hence a C compiler; the module proxy needs CA certificates.
+command -v gcc >/dev/null || packages+=(gcc libc6-dev)
+[[ -e /etc/ssl/certs/ca-certificates.crt ]] || packages+=(ca-certificates)
+if ((${#packages[@]} > 0)); then
+	if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null; then
+		die "missing ${packages[*]}; install them (or run as root on Debian to let this script do it)"
+	fi
+	echo "installing ${packages[*]}"
+	apt-get update -qq </dev/null
+	apt-get install -y -qq --no-upgrade --no-install-recommends "${packages[@]}" </dev/null
+	if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
+		find_pg_bin || die "postgresql installed but initdb/pg_ctl not found under /usr/lib/postgresql/*/bin"
+	fi
+fi
+go version
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL: a throwaway cluster on a free loopback port, its socket in its own directory
+# ---------------------------------------------------------------------------------------------
+PGTMP=
+cleanup() {
+	local rc=$?
+	if [[ -n "$PGTMP" ]]; then
+		if [[ -f "$PGTMP/data/postmaster.pid" ]]; then
+			as_pg "$PG_BIN/pg_ctl" -D "$PGTMP/data" -m immediate -w stop >/dev/null 2>&1 || true
+		fi
+		rm -rf "$PGTMP"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# as_pg runs a command as the cluster's owner: initdb refuses root, so root uses "postgres".
+as_pg() {
+	if [[ $EUID -eq 0 ]]; then
+		(cd / && runuser -u postgres -- "$@")
+	else
+		"$@"
+	fi
+}
+
+# port_in_use reports whether something accepts connections on 127.0.0.1:$1.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
+	section "postgres: start a throwaway cluster ($PG_BIN)"
+	if [[ $EUID -eq 0 ]]; then
+		id postgres >/dev/null 2>&1 || die "no postgres user to own the cluster (initdb refuses root)"
+	fi
+	# Under /tmp, not $TMPDIR: the postgres user must reach it, and the socket path must be short.
+	PGTMP=$(mktemp -d /tmp/channels-pg.XXXXXX)
+	[[ $EUID -eq 0 ]] && chown postgres:postgres "$PGTMP"
+	as_pg "$PG_BIN/initdb" -D "$PGTMP/data" -U postgres --auth=trust --no-sync -E UTF8 --locale=C \
+		>"$PGTMP/initdb.log" 2>&1 || { cat "$PGTMP/initdb.log" >&2; die "initdb failed"; }
+	port=
+	for _ in 1 2 3 4 5; do
+		candidate=$((20000 + RANDOM % 40000))
+		port_in_use "$candidate" && continue
+		# fsync=on: the store's durability is part of what the tests and benchmarks measure.
+		if as_pg "$PG_BIN/pg_ctl" -D "$PGTMP/data" -l "$PGTMP/server.log" -w -t 30 start \
+			-o "-c listen_addresses=127.0.0.1 -p $candidate -k $PGTMP -c fsync=on -c max_connections=200" \
+			>/dev/null; then
+			port=$candidate
+			break
+		fi
+	done
+	[[ -n "$port" ]] || { cat "$PGTMP/server.log" >&2 || true; die "postgres did not start"; }
+	"$PG_BIN/psql" -q -X -h 127.0.0.1 -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 \
+		-c "CREATE DATABASE $DB_NAME" </dev/null
+	export TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$port/$DB_NAME?sslmode=disable"
+	echo "TEST_DATABASE_URL=$TEST_DATABASE_URL"
+else
+	section "postgres: using the TEST_DATABASE_URL from the environment"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Go checks
+# ---------------------------------------------------------------------------------------------
+section "gofmt -l"
+unformatted=$(gofmt -l .)
+if [[ -n "$unformatted" ]]; then
+	printf '%s\n' "$unformatted"
+	die "the files above need gofmt"
+fi
+
+section "go vet ./..."
+go vet ./...
+
+if [[ "${STATICCHECK:-1}" != 0 ]]; then
+	section "staticcheck ($STATICCHECK_VERSION)"
+	go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
+fi
+
+mapfile -t race_pkgs < <(go list "${RACE_PKGS[@]}")
+mapfile -t other_pkgs < <(go list ./... | grep -vxF -f <(printf '%s\n' "${race_pkgs[@]}"))
+
+section "go test (${#other_pkgs[@]} packages)"
+if ((${#other_pkgs[@]} > 0)); then
+	go test "${other_pkgs[@]}"
+fi
+
+section "go test -race ${RACE_PKGS[*]} (${#race_pkgs[@]} packages)"
+go test -race "${race_pkgs[@]}"
+
+section "ok"
