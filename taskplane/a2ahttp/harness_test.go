@@ -211,13 +211,22 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // newEnvOn starts a server over st with the given plane options.
 func newEnvOn(t *testing.T, st store.Store, popts []taskplane.Option, opts ...envOption) *env {
 	t.Helper()
+	return newEnvExec(t, st, popts, nil, opts...)
+}
+
+// newEnvExec starts a server whose agent is x (nil: the testExec).
+func newEnvExec(t *testing.T, st store.Store, popts []taskplane.Option, x taskplane.Executor, opts ...envOption) *env {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, URL: "http://" + l.Addr().String(), exec: newTestExec(), store: st, done: make(chan struct{})}
 	e.plane = taskplane.New(st, popts...)
-	disp := &taskplane.Dispatcher{Plane: e.plane, Executor: e.exec, Concurrency: 8, Poll: 50 * time.Millisecond}
+	if x == nil {
+		x = e.exec
+	}
+	disp := &taskplane.Dispatcher{Plane: e.plane, Executor: x, Concurrency: 8, Poll: 50 * time.Millisecond}
 	cfg := a2ahttp.Config{
 		Name: "test agent", Description: "tests", Version: "1.2.3", PublicURL: e.URL,
 		Credentials:     []a2ahttp.Credential{{Token: tokenAlice, Principal: "alice"}, {Token: tokenBob, Principal: "bob"}},
@@ -227,7 +236,7 @@ func newEnvOn(t *testing.T, st store.Store, popts []taskplane.Option, opts ...en
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e.srv, err = a2ahttp.NewServer(e.plane, disp, e.exec, cfg)
+	e.srv, err = a2ahttp.NewServer(e.plane, disp, x, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

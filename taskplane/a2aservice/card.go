@@ -102,12 +102,13 @@ func (s *Service) card0(principal string) *a2awire.AgentCard {
 	if principal != "" {
 		card.Skills = append(card.Skills, s.cfg.PrincipalSkills[principal]...)
 	}
+	// The bearer scheme is declared, but no securityRequirements are listed: a2a-go v2.4.0
+	// cannot parse the ProtoJSON StringList shape ({"list":[…]}) the spec requires there
+	// (a2aproject/a2a-go#430), so a requirement would make the card unreadable to the official Go
+	// client. The field is optional; the 401 challenge says the rest.
 	if len(s.creds) > 0 {
 		card.SecuritySchemes = map[string]a2awire.SecurityScheme{
 			BearerScheme: {HTTPAuth: &a2awire.HTTPAuthSecurityScheme{Scheme: "Bearer", Description: "A token from the server's credentials file."}},
-		}
-		if !s.anonymous {
-			card.SecurityRequirements = []a2awire.SecurityRequirement{{Schemes: map[string]a2awire.StringList{BearerScheme: {List: []string{}}}}}
 		}
 	}
 	return card

@@ -1,0 +1,612 @@
+package a2ahttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/channels-dev/channels/taskplane/a2ahttp"
+	"github.com/channels-dev/channels/taskplane/a2awire"
+	"github.com/channels-dev/channels/taskplane/executor/conformance"
+)
+
+// TestResumeLastEventID: a client that reconnects with Last-Event-ID gets every later event
+// exactly once, on both bindings and for both stream kinds.
+func TestResumeLastEventID(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+
+	// The reference: the whole log of a finished "steps" task, replayed from the start.
+	ref := send(t, c, userMessage("steps"), nil)
+	s, status, body := e.openSSE(ctxT(t), http.MethodGet, "/tasks/"+string(ref.ID)+":subscribe", tokenAlice, nil,
+		map[string]string{"Last-Event-ID": "0"})
+	if s == nil {
+		t.Fatalf("replay: %d %s", status, body)
+	}
+	full := s.all()
+	if len(full) < 5 {
+		t.Fatalf("full replay has %d events", len(full))
+	}
+	if k, _ := kind(t, full[0].Data); k != "task" {
+		t.Fatalf("event 1 is %s, want the creation snapshot", k)
+	}
+
+	forEachBinding(t, func(t *testing.T, binding string) {
+		task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		path, body, headers := "/tasks/"+string(task.ID)+":subscribe", []byte(nil), map[string]string{}
+		method := http.MethodGet
+		if binding == a2awire.BindingJSONRPC {
+			method, path = http.MethodPost, "/jsonrpc"
+			body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": map[string]any{"id": task.ID}})
+		}
+		// First connection: the snapshot, then drop.
+		ctx, cancel := context.WithCancel(ctxT(t))
+		s, status, rb := e.openSSE(ctx, method, path, tokenAlice, body, headers)
+		if s == nil {
+			t.Fatalf("subscribe: %d %s", status, rb)
+		}
+		first, _ := s.next()
+		s.close()
+		cancel()
+		e.exec.release(string(task.ID))
+		waitState(t, c, task.ID, a2a.TaskStateCompleted)
+
+		// Reconnect after the snapshot's id: every later event, once, in order.
+		headers["Last-Event-ID"] = first.ID
+		s2, status, rb := e.openSSE(ctxT(t), method, path, tokenAlice, body, headers)
+		if s2 == nil {
+			t.Fatalf("resume: %d %s", status, rb)
+		}
+		var got []string
+		prev := seq(t, first.ID)
+		for _, ev := range s2.all() {
+			n := seq(t, ev.ID)
+			if n <= prev {
+				t.Fatalf("event %d after %d: repeated or out of order", n, prev)
+			}
+			prev = n
+			k, st := kind(t, ev.Data)
+			got = append(got, k+" "+st)
+		}
+		want := []string{"statusUpdate TASK_STATE_WORKING", "artifactUpdate ", "statusUpdate TASK_STATE_COMPLETED"}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("resumed events (-want +got):\n%s", diff)
+		}
+		// Nothing after the terminal event: the resume is refused like a terminal subscribe.
+		headers["Last-Event-ID"] = s2Last(t, e, task.ID)
+		s3, status, _ := e.openSSE(ctxT(t), method, path, tokenAlice, body, headers)
+		if binding == a2awire.BindingHTTPJSON && (s3 != nil || status != http.StatusBadRequest) {
+			t.Fatalf("resume after the terminal event: stream %v, status %d", s3 != nil, status)
+		}
+		if binding == a2awire.BindingJSONRPC {
+			evs := s3.all()
+			if len(evs) != 1 || !strings.Contains(evs[0].Data, "-32004") {
+				t.Fatalf("JSON-RPC resume after the terminal event: %+v", evs)
+			}
+		}
+	})
+
+	t.Run("send-stream", func(t *testing.T) {
+		// A streaming send resumed by resending it (same messageId and payload) with Last-Event-ID.
+		body := sendBody(t, wireMsg("resume-send-1", "gate"), nil)
+		ctx, cancel := context.WithCancel(ctxT(t))
+		s, status, rb := e.openSSE(ctx, http.MethodPost, "/message:stream", tokenAlice, body, nil)
+		if s == nil {
+			t.Fatalf("stream: %d %s", status, rb)
+		}
+		first, _ := s.next()
+		var tk a2a.StreamResponse
+		if err := json.Unmarshal([]byte(first.Data), &tk); err != nil {
+			t.Fatal(err)
+		}
+		id := tk.Event.(*a2a.Task).ID
+		s.close()
+		cancel()
+		e.exec.release(string(id))
+		s2, status, rb := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice, body, map[string]string{"Last-Event-ID": first.ID})
+		if s2 == nil {
+			t.Fatalf("resume: %d %s", status, rb)
+		}
+		evs := s2.all()
+		if len(evs) == 0 {
+			t.Fatal("no events after resume")
+		}
+		if k, st := kind(t, evs[len(evs)-1].Data); k != "statusUpdate" || st != "TASK_STATE_COMPLETED" {
+			t.Fatalf("resumed send stream ends with %s %s", k, st)
+		}
+		for _, ev := range evs {
+			if seq(t, ev.ID) <= seq(t, first.ID) {
+				t.Fatalf("event %s repeats", ev.ID)
+			}
+		}
+	})
+}
+
+// s2Last returns the id of the task's last event.
+func s2Last(t *testing.T, e *env, id a2a.TaskID) string {
+	t.Helper()
+	s, status, body := e.openSSE(ctxT(t), http.MethodGet, "/tasks/"+string(id)+":subscribe", tokenAlice, nil,
+		map[string]string{"Last-Event-ID": "0"})
+	if s == nil {
+		t.Fatalf("replay: %d %s", status, body)
+	}
+	evs := s.all()
+	return evs[len(evs)-1].ID
+}
+
+func TestAgentCard(t *testing.T) {
+	e := newEnv(t)
+	status, h, body := e.raw(http.MethodGet, "/.well-known/agent-card.json", "", nil, nil)
+	if status != http.StatusOK || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("card: %d %s", status, h.Get("Content-Type"))
+	}
+	if !strings.Contains(h.Get("Cache-Control"), "max-age=") || h.Get("ETag") == "" || h.Get("Last-Modified") == "" {
+		t.Fatalf("caching headers: %v", h)
+	}
+	status, h2, body2 := e.raw(http.MethodGet, "/.well-known/agent-card.json", "", nil, map[string]string{"If-None-Match": h.Get("ETag")})
+	if status != http.StatusNotModified || len(body2) != 0 || h2.Get("ETag") != h.Get("ETag") {
+		t.Fatalf("If-None-Match: %d", status)
+	}
+	if status, _, _ := e.raw(http.MethodGet, "/.well-known/agent-card.json", "", nil, map[string]string{"If-None-Match": `"other"`}); status != http.StatusOK {
+		t.Fatalf("If-None-Match with another tag: %d", status)
+	}
+
+	var card map[string]any
+	if err := json.Unmarshal(body, &card); err != nil {
+		t.Fatal(err)
+	}
+	caps := card["capabilities"].(map[string]any)
+	if caps["streaming"] != true || caps["pushNotifications"] != false || caps["extendedAgentCard"] != true {
+		t.Fatalf("capabilities %v", caps)
+	}
+	exts := caps["extensions"].([]any)
+	if len(exts) != 2 || exts[0].(map[string]any)["uri"] != a2awire.ExtOutfitterTask || exts[1].(map[string]any)["uri"] != a2awire.ExtElicitation {
+		t.Fatalf("extensions %v", exts)
+	}
+	want := []any{
+		map[string]any{"url": e.URL, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+		map[string]any{"url": e.URL + "/jsonrpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+	}
+	if diff := cmp.Diff(want, card["supportedInterfaces"]); diff != "" {
+		t.Fatalf("supportedInterfaces (-want +got):\n%s", diff)
+	}
+	for _, k := range []string{"name", "description", "version", "defaultInputModes", "defaultOutputModes", "skills", "securitySchemes"} {
+		if _, ok := card[k]; !ok {
+			t.Fatalf("card has no %s", k)
+		}
+	}
+
+	if _, ok := card["securityRequirements"]; ok {
+		t.Fatal("securityRequirements are listed; a2a-go v2.4.0 cannot parse them (a2aproject/a2a-go#430)")
+	}
+	// The independent client resolves the card and talks to either interface it lists.
+	resolved, err := agentcard.NewResolver(http.DefaultClient).Resolve(ctxT(t), e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pref := range []a2a.TransportProtocol{a2a.TransportProtocolHTTPJSON, a2a.TransportProtocolJSONRPC} {
+		hc := httpClient(tokenAlice, nil)
+		c, err := a2aclient.NewFromCard(ctxT(t), resolved, a2aclient.WithRESTTransport(hc), a2aclient.WithJSONRPCTransport(hc),
+			a2aclient.WithConfig(a2aclient.Config{PreferredTransports: []a2a.TransportProtocol{pref}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := send(t, c, userMessage("complete"), nil)
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("%s via card: %s", pref, task.Status.State)
+		}
+		ext, err := c.GetExtendedAgentCard(ctxT(t), &a2a.GetExtendedAgentCardRequest{})
+		if err != nil {
+			t.Fatalf("%s extended card: %v", pref, err)
+		}
+		if ext.Name != "test agent" {
+			t.Fatalf("extended card %+v", ext)
+		}
+	}
+}
+
+func TestExtendedCard(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) {
+		c.PrincipalSkills = map[string][]a2awire.AgentSkill{"bob": {{ID: "bob-only", Name: "Bob's", Description: "for bob", Tags: []string{"x"}}}}
+	})
+	status, h, body := e.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil)
+	if status != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("anonymous: %d %v", status, h)
+	}
+	if _, st, reason := restError(t, body); st != "UNAUTHENTICATED" || reason != "UNAUTHENTICATED" {
+		t.Fatalf("anonymous error %s %s", st, reason)
+	}
+	skills := func(token string) []string {
+		status, h, body := e.raw(http.MethodGet, "/extendedAgentCard", token, nil, nil)
+		if status != http.StatusOK || !strings.HasPrefix(h.Get("Cache-Control"), "private") || h.Get("ETag") == "" {
+			t.Fatalf("extended card: %d %v", status, h)
+		}
+		var card a2awire.AgentCard
+		if err := json.Unmarshal(body, &card); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range card.Skills {
+			ids = append(ids, s.ID)
+		}
+		return ids
+	}
+	if diff := cmp.Diff([]string{"channels"}, skills(tokenAlice)); diff != "" {
+		t.Fatalf("alice's skills (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"channels", "bob-only"}, skills(tokenBob)); diff != "" {
+		t.Fatalf("bob's skills (-want +got):\n%s", diff)
+	}
+	r := e.rpc(tokenBob, "GetExtendedAgentCard", nil, nil)
+	if r.Error != nil || !strings.Contains(string(r.Result), "bob-only") {
+		t.Fatalf("JSON-RPC extended card: %+v %s", r.Error, r.Result)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t)
+	status, h, body := e.raw(http.MethodGet, "/tasks", "", nil, nil)
+	if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") != `Bearer realm="channels"` {
+		t.Fatalf("no token: %d %q", status, h.Get("WWW-Authenticate"))
+	}
+	if code, st, _ := restError(t, body); code != 401 || st != "UNAUTHENTICATED" {
+		t.Fatalf("no token body %d %s", code, st)
+	}
+	status, h, _ = e.raw(http.MethodGet, "/tasks", "wrong-token", nil, nil)
+	if status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), "invalid_token") {
+		t.Fatalf("bad token: %d %q", status, h.Get("WWW-Authenticate"))
+	}
+	status, h, _ = e.raw(http.MethodPost, "/jsonrpc", "wrong-token", []byte(`{"jsonrpc":"2.0","id":1,"method":"ListTasks"}`), nil)
+	if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" {
+		t.Fatalf("JSON-RPC bad token: %d", status)
+	}
+	_, err := e.client(a2awire.BindingHTTPJSON, "").ListTasks(ctxT(t), &a2a.ListTasksRequest{})
+	if !errors.Is(err, a2a.ErrUnauthenticated) {
+		t.Fatalf("a2a-go without a token: %v", err)
+	}
+	// The public card needs no token.
+	if status, _, _ := e.raw(http.MethodGet, "/.well-known/agent-card.json", "", nil, nil); status != http.StatusOK {
+		t.Fatalf("card: %d", status)
+	}
+
+	t.Run("anonymous", func(t *testing.T) {
+		cases := []struct {
+			name  string
+			cfg   func(*a2aConfig)
+			anon  bool
+			alice bool
+		}{
+			{"loopback without credentials", func(c *a2aConfig) { c.Credentials, c.Loopback = nil, true }, true, false},
+			{"not loopback without credentials", func(c *a2aConfig) { c.Credentials = nil }, false, false},
+			{"loopback with credentials", func(c *a2aConfig) { c.Loopback = true }, false, true},
+			{"allow_anonymous with credentials", func(c *a2aConfig) { c.AllowAnonymous = true }, true, true},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				e := newEnv(t, tc.cfg)
+				status, _, _ := e.raw(http.MethodGet, "/tasks", "", nil, nil)
+				if (status == http.StatusOK) != tc.anon {
+					t.Fatalf("anonymous ListTasks: %d", status)
+				}
+				status, _, _ = e.raw(http.MethodGet, "/tasks", tokenAlice, nil, nil)
+				if (status == http.StatusOK) != tc.alice {
+					t.Fatalf("alice ListTasks: %d", status)
+				}
+			})
+		}
+	})
+}
+
+func TestExtensionsNegotiation(t *testing.T) {
+	e := newEnv(t)
+	_, h, _ := e.raw(http.MethodGet, "/tasks", tokenAlice, nil, map[string]string{
+		"A2A-Extensions": "https://example.com/unknown/v1, " + a2awire.ExtElicitation,
+	})
+	if h.Get("A2A-Extensions") != a2awire.ExtElicitation {
+		t.Fatalf("activated %q, want only the supported one", h.Get("A2A-Extensions"))
+	}
+	req := e.raw
+	_, h, _ = req(http.MethodGet, "/tasks", tokenAlice, nil, nil)
+	if h.Get("A2A-Extensions") != "" {
+		t.Fatalf("activated %q without a request", h.Get("A2A-Extensions"))
+	}
+
+	strict := newEnv(t, func(c *a2aConfig) { c.RequiredExtensions = []string{a2awire.ExtOutfitterTask} })
+	status, _, body := strict.raw(http.MethodGet, "/tasks", tokenAlice, nil, nil)
+	if _, st, reason := restError(t, body); status != http.StatusBadRequest || st != "FAILED_PRECONDITION" || reason != "EXTENSION_SUPPORT_REQUIRED" {
+		t.Fatalf("required extension missing: %d %s", status, body)
+	}
+	r := strict.rpc(tokenAlice, "ListTasks", nil, nil)
+	if r.Error == nil || r.Error.Code != -32008 {
+		t.Fatalf("JSON-RPC required extension missing: %+v", r.Error)
+	}
+	if status, _, _ := strict.raw(http.MethodGet, "/tasks", tokenAlice, nil, map[string]string{"A2A-Extensions": a2awire.ExtOutfitterTask}); status != http.StatusOK {
+		t.Fatalf("required extension activated: %d", status)
+	}
+	var card a2awire.AgentCard
+	_, _, body = strict.raw(http.MethodGet, "/.well-known/agent-card.json", "", nil, nil)
+	if err := json.Unmarshal(body, &card); err != nil || !card.Capabilities.Extensions[0].Required {
+		t.Fatalf("card does not mark the extension required: %v %s", err, body)
+	}
+	if _, err := a2ahttp.NewServer(strict.plane, nil, nil, a2ahttp.Config{RequiredExtensions: []string{"https://example.com/x"}}); err == nil {
+		t.Fatal("an unsupported required extension was accepted")
+	}
+}
+
+func TestLimitsAndValidation(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) {
+		c.Limits = a2awire.Limits{MaxBodyBytes: 4096, MaxParts: 2, MaxTextBytes: 16, MaxDataDepth: 3, MaxHistoryLength: 1}
+	})
+	part := func(p map[string]any) []byte {
+		return sendBody(t, map[string]any{"messageId": "lim", "role": "ROLE_USER", "parts": []any{p}}, nil)
+	}
+	cases := []struct {
+		name  string
+		body  []byte
+		field string
+	}{
+		{"body too large", sendBody(t, wireMsg("big", strings.Repeat("x", 5000)), nil), ""},
+		{"text too long", part(map[string]any{"text": strings.Repeat("x", 17)}), "message.parts[0].text"},
+		{"too many parts", sendBody(t, map[string]any{"messageId": "p", "role": "ROLE_USER", "parts": []any{
+			map[string]any{"text": "a"}, map[string]any{"text": "b"}, map[string]any{"text": "c"}}}, nil), "message.parts"},
+		{"data too deep", part(map[string]any{"data": map[string]any{"a": map[string]any{"b": map[string]any{"c": []any{1}}}}}), "message.parts[0].data"},
+		{"two contents", part(map[string]any{"text": "a", "url": "https://example.com/"}), "message.parts[0]"},
+		{"url not http", part(map[string]any{"url": "file:///etc/passwd"}), "message.parts[0].url"},
+		{"bad base64", part(map[string]any{"raw": "%%%"}), "message.parts[0].raw"},
+		{"no messageId", sendBody(t, map[string]any{"role": "ROLE_USER", "parts": []any{map[string]any{"text": "a"}}}, nil), "message.messageId"},
+		{"agent role", sendBody(t, map[string]any{"messageId": "r", "role": "ROLE_AGENT", "parts": []any{map[string]any{"text": "a"}}}, nil), "message.role"},
+		{"no parts", sendBody(t, map[string]any{"messageId": "r", "role": "ROLE_USER", "parts": []any{}}, nil), "message.parts"},
+		{"negative historyLength", sendBody(t, wireMsg("h", "a"), map[string]any{"historyLength": -1}), "configuration.historyLength"},
+		{"no message", []byte(`{}`), "message"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, tc.body, nil)
+			_, st, reason := restError(t, body)
+			if status != http.StatusBadRequest || st != "INVALID_ARGUMENT" || reason != "INVALID_PARAMS" {
+				t.Fatalf("%d %s", status, body)
+			}
+			if tc.field != "" && !strings.Contains(string(body), `"field":"`+tc.field+`"`) {
+				t.Fatalf("no violation of %s: %s", tc.field, body)
+			}
+		})
+	}
+	// Malformed JSON is a parse error.
+	status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, []byte(`{"message":`), nil)
+	if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "PARSE_ERROR" {
+		t.Fatalf("malformed JSON: %d %s", status, body)
+	}
+	// Snake_case names, numeric enums and quoted int32 are accepted (ProtoJSON).
+	status, _, body = e.raw(http.MethodPost, "/message:send", tokenAlice,
+		[]byte(`{"message":{"message_id":"snake-1","role":1,"parts":[{"text":"complete"}]},"configuration":{"history_length":"5"}}`), nil)
+	if status != http.StatusOK {
+		t.Fatalf("ProtoJSON variants: %d %s", status, body)
+	}
+	// MaxHistoryLength bounds the history whatever the caller asks for.
+	task := decodeSendResponse(t, body).(*a2a.Task)
+	if len(task.History) != 1 {
+		t.Fatalf("history %d, want the server maximum 1", len(task.History))
+	}
+	// Unknown routes and methods.
+	if status, _, body := e.raw(http.MethodGet, "/nothing/here/at/all", tokenAlice, nil, nil); status != http.StatusNotFound {
+		t.Fatalf("unknown route: %d %s", status, body)
+	}
+	if status, h, _ := e.raw(http.MethodDelete, "/tasks", tokenAlice, nil, nil); status != http.StatusMethodNotAllowed || h.Get("Allow") != "GET" {
+		t.Fatalf("DELETE /tasks: %d %q", status, h.Get("Allow"))
+	}
+	// ListTasks query validation.
+	for _, q := range []string{"pageSize=0", "pageSize=101", "status=TASK_STATE_NOPE", "historyLength=-1", "statusTimestampAfter=yesterday", "includeArtifacts=maybe"} {
+		status, _, body := e.raw(http.MethodGet, "/tasks?"+q, tokenAlice, nil, nil)
+		if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "INVALID_PARAMS" {
+			t.Fatalf("ListTasks %s: %d %s", q, status, body)
+		}
+	}
+	if status, _, body := e.raw(http.MethodGet, "/tasks?pageToken=garbage", tokenAlice, nil, nil); status != http.StatusBadRequest {
+		t.Fatalf("bad pageToken: %d %s", status, body)
+	}
+	// JSON-RPC envelope errors.
+	for _, tc := range []struct {
+		body string
+		code int
+	}{
+		{`{"jsonrpc":"2.0","id":1`, -32700},
+		{`[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]`, -32600},
+		{`{"jsonrpc":"1.0","id":1,"method":"GetTask"}`, -32600},
+		{`{"jsonrpc":"2.0","id":{},"method":"GetTask"}`, -32600},
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, -32601},
+		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}`, -32602},
+		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, -32602},
+		{`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"x","url":"https://example.com"}}`, -32003},
+	} {
+		status, _, body := e.raw(http.MethodPost, "/jsonrpc", tokenAlice, []byte(tc.body), nil)
+		var r rpcResponse
+		if err := json.Unmarshal(body, &r); err != nil || status != http.StatusOK || r.Error == nil || r.Error.Code != tc.code {
+			t.Fatalf("%s: %d %s, want code %d", tc.body, status, body, tc.code)
+		}
+	}
+}
+
+func TestPushNotificationsNotSupported(t *testing.T) {
+	e := newEnv(t)
+	for _, rt := range []struct{ method, path string }{
+		{http.MethodPost, "/tasks/t1/pushNotificationConfigs"},
+		{http.MethodGet, "/tasks/t1/pushNotificationConfigs"},
+		{http.MethodGet, "/tasks/t1/pushNotificationConfigs/c1"},
+		{http.MethodDelete, "/tasks/t1/pushNotificationConfigs/c1"},
+	} {
+		var body []byte
+		if rt.method == http.MethodPost {
+			body = []byte(`{"url":"https://example.com/hook"}`)
+		}
+		status, _, rb := e.raw(rt.method, rt.path, tokenAlice, body, nil)
+		if _, _, reason := restError(t, rb); status != http.StatusBadRequest || reason != "PUSH_NOTIFICATION_NOT_SUPPORTED" {
+			t.Fatalf("%s %s: %d %s", rt.method, rt.path, status, rb)
+		}
+	}
+	c := e.client(a2awire.BindingJSONRPC, tokenAlice)
+	if _, err := c.ListTaskPushConfigs(ctxT(t), &a2a.ListTaskPushConfigRequest{TaskID: "t1"}); !errors.Is(err, a2a.ErrPushNotificationNotSupported) {
+		t.Fatalf("JSON-RPC: %v", err)
+	}
+	// A send asking for push delivery is refused the same way.
+	status, _, rb := e.raw(http.MethodPost, "/message:send", tokenAlice, sendBody(t, wireMsg("push-1", "complete"),
+		map[string]any{"taskPushNotificationConfig": map[string]any{"url": "https://example.com/hook"}}), nil)
+	if _, _, reason := restError(t, rb); status != http.StatusBadRequest || reason != "PUSH_NOTIFICATION_NOT_SUPPORTED" {
+		t.Fatalf("send with push config: %d %s", status, rb)
+	}
+}
+
+func TestTenantPrefix(t *testing.T) {
+	e := newEnv(t)
+	status, _, body := e.raw(http.MethodPost, "/acme/message:send", tokenAlice, sendBody(t, wireMsg("tenant-1", "complete"), nil),
+		map[string]string{"A2A-Extensions": a2awire.ExtOutfitterTask})
+	if status != http.StatusOK {
+		t.Fatalf("%d %s", status, body)
+	}
+	task := decodeSendResponse(t, body).(*a2a.Task)
+	loc := task.Metadata[a2awire.ExtOutfitterTask].(map[string]any)
+	if loc["tenant"] != "acme" {
+		t.Fatalf("locator %v", loc)
+	}
+	if status, _, body := e.raw(http.MethodGet, "/acme/tasks/"+string(task.ID), tokenAlice, nil, nil); status != http.StatusOK {
+		t.Fatalf("tenant GetTask: %d %s", status, body)
+	}
+}
+
+// TestShutdownEndsStreams: closing the server ends open streams and blocking sends.
+func TestShutdownEndsStreams(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Hour })
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+	s, status, body := e.openSSE(ctxT(t), http.MethodGet, "/tasks/"+string(task.ID)+":subscribe", tokenAlice, nil, nil)
+	if s == nil {
+		t.Fatalf("%d %s", status, body)
+	}
+	s.next()
+	blocked := make(chan *a2a.Task, 1)
+	go func() {
+		res, err := c.SendMessage(context.Background(), &a2a.SendMessageRequest{Message: userMessage("gate")})
+		if err != nil {
+			blocked <- nil
+			return
+		}
+		blocked <- res.(*a2a.Task)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	ended := make(chan struct{})
+	go func() {
+		s.all()
+		close(ended)
+	}()
+	e.srv.Close()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end on Close")
+	}
+	select {
+	case tk := <-blocked:
+		if tk == nil || tk.Status.State.Terminal() {
+			t.Fatalf("blocking send after Close: %+v", tk)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking send did not return on Close")
+	}
+}
+
+// TestConformanceAgent runs part of the tck-sut-contract through both bindings with the
+// conformance executor.
+func TestConformanceAgent(t *testing.T) {
+	ce := newEnvExec(t, openSQLiteAt(t, filepath.Join(t.TempDir(), "c.db")), nil, conformance.New())
+	forEachBinding(t, func(t *testing.T, binding string) {
+		c := ce.client(binding, tokenAlice)
+		id := func(prefix string) string { return prefix + "-" + strings.ToLower(bindingName(binding)) + "-" + a2a.NewMessageID()[:8] }
+		m := userMessage("hi")
+		m.ID = id("tck-complete-task")
+		task := send(t, c, m, nil)
+		if task.Status.State != a2a.TaskStateCompleted || task.Status.Message.Parts[0].Text() != "Hello from TCK" {
+			t.Fatalf("tck-complete-task: %+v", task.Status)
+		}
+		m = userMessage("hi")
+		m.ID = id("tck-message-response")
+		res, err := c.SendMessage(ctxT(t), &a2a.SendMessageRequest{Message: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg, ok := res.(*a2a.Message); !ok || msg.Parts[0].Text() != "Direct message response" {
+			t.Fatalf("tck-message-response: %#v", res)
+		}
+		m = userMessage("hi")
+		m.ID = id("tck-artifact-file")
+		task = send(t, c, m, nil)
+		if len(task.Artifacts) != 1 || string(task.Artifacts[0].Parts[0].Raw()) != "tck" {
+			t.Fatalf("tck-artifact-file: %+v", task.Artifacts)
+		}
+		m = userMessage("hi")
+		m.ID = id("tck-stream-artifact-chunked")
+		var appends []bool
+		for ev, err := range c.SendStreamingMessage(ctxT(t), &a2a.SendMessageRequest{Message: m}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if au, ok := ev.(*a2a.TaskArtifactUpdateEvent); ok {
+				appends = append(appends, au.Append)
+			}
+		}
+		if len(appends) != 2 {
+			t.Fatalf("chunked artifact events %v", appends)
+		}
+		m = userMessage("hi")
+		m.ID = id("tck-input-required")
+		task = send(t, c, m, nil)
+		if task.Status.State != a2a.TaskStateInputRequired {
+			t.Fatalf("tck-input-required: %s", task.Status.State)
+		}
+		canceled, err := c.CancelTask(ctxT(t), &a2a.CancelTaskRequest{ID: task.ID})
+		if err != nil || canceled.Status.State != a2a.TaskStateCanceled {
+			t.Fatalf("cancel: %v %+v", err, canceled)
+		}
+		m = userMessage("hi")
+		m.ID = id("tck-reject-task")
+		task = send(t, c, m, nil)
+		if !task.Status.State.Terminal() {
+			t.Fatalf("tck-reject-task: %s", task.Status.State)
+		}
+	})
+}
+
+// TestLoadCredentials reads the credentials file format.
+func TestLoadCredentials(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "creds.json")
+	if err := os.WriteFile(path, []byte(`{"credentials":[{"token":"t1","principal":"p1"},{"token":"t2","principal":"p2"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a2ahttp.LoadCredentials(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]a2ahttp.Credential{{Token: "t1", Principal: "p1"}, {Token: "t2", Principal: "p2"}}, got); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+	if err := os.WriteFile(path, []byte(`{"credentials":[{"token":"","principal":"p1"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2ahttp.LoadCredentials(path); err == nil {
+		t.Fatal("an empty token was accepted")
+	}
+	if _, err := a2ahttp.LoadCredentials(filepath.Join(dir, "missing.json")); err == nil {
+		t.Fatal("a missing file was accepted")
+	}
+}
