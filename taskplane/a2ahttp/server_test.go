@@ -531,7 +531,9 @@ func TestConformanceAgent(t *testing.T) {
 	ce := newEnvExec(t, openSQLiteAt(t, filepath.Join(t.TempDir(), "c.db")), nil, conformance.New())
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := ce.client(binding, tokenAlice)
-		id := func(prefix string) string { return prefix + "-" + strings.ToLower(bindingName(binding)) + "-" + a2a.NewMessageID()[:8] }
+		id := func(prefix string) string {
+			return prefix + "-" + strings.ToLower(bindingName(binding)) + "-" + a2a.NewMessageID()[:8]
+		}
 		m := userMessage("hi")
 		m.ID = id("tck-complete-task")
 		task := send(t, c, m, nil)
