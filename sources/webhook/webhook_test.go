@@ -348,3 +348,46 @@ func TestWebhookRefusesInvalidOptions(t *testing.T) {
 		})
 	}
 }
+
+func TestHostMountsAndRunsConfiguredWebhooks(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	inst := []sources.Instance{
+		{Source: webhook.Name, Config: sources.Config{Instance: "ci", Principal: "alice", Options: options("")}},
+		{Source: webhook.Name, Config: sources.Config{Instance: "crm", Principal: "bob", Options: options("")}},
+	}
+	if _, err := sources.NewHost(plane, http.NewServeMux(), append(inst, inst[0])); err == nil {
+		t.Fatal("an instance configured twice was accepted")
+	}
+	mux := http.NewServeMux()
+	host, err := sources.NewHost(plane, mux, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	host.Start(ctx)
+	for host.Health(ctx) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	body := []byte(`{"event": {"id": "e1", "text": "hi"}, "repo": "r", "thread": "t"}`)
+	for _, name := range []string{"ci", "crm"} {
+		resp, err := post(srv.URL+"/sources/webhook/"+name, body, time.Now(), secret)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST to %s: %v %v", name, resp.Status, err)
+		}
+	}
+	cancel()
+	if err := host.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sources.Configured(inst)[webhook.Name]; len(got) != 2 {
+		t.Fatalf("Configured = %v", got)
+	}
+	for _, p := range []string{"alice", "bob"} {
+		page, err := plane.ListTasks(context.Background(), p, taskplane.ListQuery{})
+		if err != nil || page.TotalSize != 1 {
+			t.Fatalf("%s tasks = %d, %v; want 1 each (the instance's principal)", p, page.TotalSize, err)
+		}
+	}
+}

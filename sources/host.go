@@ -1,0 +1,102 @@
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/channels-dev/channels/taskplane"
+)
+
+// Instance is one configured source instance: the registered source name and its configuration.
+type Instance struct {
+	Source string
+	Config
+}
+
+// Host runs configured source instances for a server: it builds each one, mounts the ones that
+// are Endpoints on the server's mux, and runs them all against one Sink per source name.
+type Host struct {
+	sinks     map[string]*Sink
+	instances []Source
+
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+// NewHost builds every instance (New, with its Validator) and its Sink, and mounts the Endpoints
+// on mux. Nothing runs until Start. Any invalid instance fails the whole host, so a server never
+// starts with half its sources.
+func NewHost(plane *taskplane.Plane, mux *http.ServeMux, instances []Instance, opts ...SinkOption) (*Host, error) {
+	h := &Host{sinks: map[string]*Sink{}}
+	seen := map[string]bool{}
+	for _, in := range instances {
+		key := in.Source + "/" + in.Instance
+		if seen[key] {
+			return nil, fmt.Errorf("source %s instance %q is configured twice", in.Source, in.Instance)
+		}
+		seen[key] = true
+		src, err := New(in.Source, in.Config)
+		if err != nil {
+			return nil, err
+		}
+		if h.sinks[in.Source] == nil {
+			if h.sinks[in.Source], err = NewSink(plane, in.Source, opts...); err != nil {
+				return nil, err
+			}
+		}
+		if ep, ok := src.(Endpoint); ok && mux != nil {
+			mux.Handle(ep.Pattern(), ep)
+		}
+		h.instances = append(h.instances, src)
+	}
+	return h, nil
+}
+
+// Start runs every instance until ctx ends. Wait returns when all have stopped.
+func (h *Host) Start(ctx context.Context) {
+	for _, src := range h.instances {
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			if err := Run(ctx, src, h.sinks[src.Name()]); err != nil {
+				h.mu.Lock()
+				h.errs = append(h.errs, fmt.Errorf("source %s: %w", src.Name(), err))
+				h.mu.Unlock()
+			}
+		}()
+	}
+}
+
+// Wait waits for every instance to stop and returns the errors that stopped any of them.
+func (h *Host) Wait() error {
+	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return errors.Join(h.errs...)
+}
+
+// Health reports the health of every instance that can tell (HealthChecker), for /readyz.
+func (h *Host) Health(ctx context.Context) error {
+	var errs []error
+	for _, src := range h.instances {
+		if hc, ok := src.(HealthChecker); ok {
+			if err := hc.Health(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("source %s: %w", src.Name(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Configured maps each source name to its instances, for List.
+func Configured(instances []Instance) map[string][]string {
+	out := map[string][]string{}
+	for _, in := range instances {
+		out[in.Source] = append(out[in.Source], in.Instance)
+	}
+	return out
+}
