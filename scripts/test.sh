@@ -143,6 +143,7 @@ fi
 
 section "go vet ./..."
 go vet ./...
+section "channels matrix --check"; go run ./cmd/channels matrix --check # docs/a2a-source-conformance.md is current
 
 if [[ "${STATICCHECK:-1}" != 0 ]]; then
 	section "staticcheck ($STATICCHECK_VERSION)"
