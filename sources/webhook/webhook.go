@@ -1,6 +1,5 @@
-// Package webhook is the signed-webhook source: any system that can POST HMAC-SHA256 signed
-// JSON to /sources/webhook/{name} feeds Channels. It is the worked example of
-// docs/writing-a-source.md; its declaration is the webhook row of the conformance matrix.
+// Package webhook is the signed-webhook source: any system that can POST HMAC-SHA256 signed JSON to
+// /sources/webhook/{name} feeds Channels. It is the example of docs/writing-a-source.md.
 package webhook
 
 import (
