@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ func (a *app) benchAcceptCmd() *cobra.Command {
 	var (
 		events, conc, convs int
 		probe               time.Duration
+		cpuProfile          string
 	)
 	cmd := &cobra.Command{
 		Use:   "accept",
@@ -79,6 +81,17 @@ a running "channels serve" uses.`,
 				defer os.RemoveAll(dir)
 				rawURL = "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db"))
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("bench: cpu profile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("bench: cpu profile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			r, err := benchAccept(cmd.Context(), rawURL, events, conc, convs, probe)
 			if err != nil {
 				return err
@@ -90,6 +103,7 @@ a running "channels serve" uses.`,
 	cmd.Flags().IntVar(&conc, "concurrency", 64, "goroutines calling Accept")
 	cmd.Flags().IntVar(&convs, "conversations", 16, "distinct conversation keys the events spread over")
 	cmd.Flags().DurationVar(&probe, "probe", time.Second, "how long the fsync probe runs")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	return cmd
 }
 
