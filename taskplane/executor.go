@@ -112,7 +112,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				defer wg.Done()
 				defer func() { <-sem }()
 				defer d.finish(w.TaskID)
-				d.runTurn(turnCtx, w)
+				d.runTurn(ctx, turnCtx, w)
 			}(w)
 		}
 		select {
@@ -150,7 +150,8 @@ func (d *Dispatcher) markWake(ctx context.Context, w store.Wake, st store.WakeSt
 	return d.Plane.store.Update(ctx, func(ctx context.Context, tx store.Tx) error { return tx.UpdateWake(ctx, w) })
 }
 
-func (d *Dispatcher) runTurn(ctx context.Context, w store.Wake) {
+// runTurn runs one turn on ctx (a child of the dispatcher's run context).
+func (d *Dispatcher) runTurn(run, ctx context.Context, w store.Wake) {
 	t, err := d.Plane.GetTask(ctx, w.Principal, w.TaskID)
 	if err != nil || t.Status.State.Terminal() {
 		_ = d.markWake(context.WithoutCancel(ctx), w, store.WakeDone, "task gone or terminal")
@@ -159,6 +160,12 @@ func (d *Dispatcher) runTurn(ctx context.Context, w store.Wake) {
 	turn := &Turn{plane: d.Plane, Task: t}
 	err = d.Executor.Execute(ctx, turn)
 	bg := context.WithoutCancel(ctx)
+	if err != nil && !errors.Is(err, ErrTaskTerminal) && run.Err() != nil {
+		// The dispatcher is stopping (shutdown): the turn was interrupted, not failed. Its wake
+		// goes back to pending, so the next start runs the turn again from durable state.
+		_ = d.markWake(bg, w, store.WakePending, "turn interrupted by shutdown")
+		return
+	}
 	if err != nil && !errors.Is(err, ErrTaskTerminal) {
 		cur, gerr := d.Plane.GetTask(bg, w.Principal, w.TaskID)
 		if gerr == nil && !cur.Status.State.Terminal() {

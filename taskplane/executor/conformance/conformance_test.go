@@ -208,3 +208,28 @@ func TestConformancePrefixesMostSpecificFirst(t *testing.T) {
 		t.Errorf("%d prefixes, the contract has 16", len(ps))
 	}
 }
+
+func TestShutdownLeavesAnInterruptedTurnToRunAgain(t *testing.T) {
+	h := executortest.New(t, &conformance.Executor{Hold: time.Minute})
+	acc := h.Send(t, executortest.UserEvent(id("test-resubscribe-message-id"), "hold"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := h.Plane.Follow(ctx, executortest.Principal, acc.Task.ID, 0, func(ev taskplane.TaskEvent) error {
+		if ev.Kind == taskplane.EventStatus && ev.Status.Status.State == taskplane.StateWorking {
+			return taskplane.ErrStopFollowing
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("wait for WORKING: %v", err)
+	}
+	h.StopDispatcher() // a shutdown in the middle of the turn
+	if st := h.Task(t, acc.Task.ID).Status.State; st != taskplane.StateWorking {
+		t.Fatalf("after shutdown the task is %s, want it still WORKING", st)
+	}
+	h.StartDispatcher(t, &conformance.Executor{Hold: 50 * time.Millisecond}) // the restart
+	evs := h.Settle(t, acc.Task.ID, 0)
+	if last := evs[len(evs)-1].Status.Status.State; last != taskplane.StateCompleted {
+		t.Fatalf("after restart the task settled as %s", last)
+	}
+}

@@ -26,36 +26,52 @@ type Harness struct {
 	Plane      *taskplane.Plane
 	Dispatcher *taskplane.Dispatcher
 	Store      store.Store
+
+	stop func()
 }
 
 // New opens a store in t.TempDir(), starts a Dispatcher running exec, and stops both when the
 // test ends.
 func New(t testing.TB, exec taskplane.Executor) *Harness {
 	t.Helper()
-	ctx := context.Background()
-	s, err := store.Open(ctx, "sqlite://"+t.TempDir()+"/channels.db")
+	s, err := store.Open(context.Background(), "sqlite://"+t.TempDir()+"/channels.db")
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	p := taskplane.New(s)
-	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 4, Poll: 50 * time.Millisecond}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := d.Run(runCtx); err != nil {
-			t.Errorf("dispatcher: %v", err)
-		}
-	}()
+	h := &Harness{Plane: taskplane.New(s), Store: s}
+	h.StartDispatcher(t, exec)
 	t.Cleanup(func() {
-		stop()
-		wg.Wait()
+		h.StopDispatcher()
 		if err := s.Close(); err != nil {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	return &Harness{Plane: p, Dispatcher: d, Store: s}
+	return h
+}
+
+// StartDispatcher starts a new Dispatcher running exec (after StopDispatcher, it plays a restart).
+func (h *Harness) StartDispatcher(t testing.TB, exec taskplane.Executor) {
+	h.StopDispatcher()
+	d := &taskplane.Dispatcher{Plane: h.Plane, Executor: exec, Concurrency: 4, Poll: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := d.Run(ctx); err != nil {
+			t.Errorf("dispatcher: %v", err)
+		}
+	}()
+	h.Dispatcher = d
+	h.stop = func() { cancel(); wg.Wait() }
+}
+
+// StopDispatcher stops the Dispatcher as a shutdown does and waits for its running turns.
+func (h *Harness) StopDispatcher() {
+	if h.stop != nil {
+		h.stop()
+		h.stop = nil
+	}
 }
 
 // UserEvent is an A2A event of Principal carrying one user text message with the given messageId.
