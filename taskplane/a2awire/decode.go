@@ -190,11 +190,13 @@ func decodePart(raw json.RawMessage, path string, lim Limits) (*Part, *Error) {
 		if JSONDepth(d) > lim.MaxDataDepth {
 			return nil, Invalid(o.field("data"), "nested deeper than %d levels", lim.MaxDataDepth)
 		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, d); err != nil {
+		// Normalize to the form encoding/json writes (compact, HTML-escaped), so a value reads
+		// back byte for byte as it was stored and digests stay stable.
+		norm, err := json.Marshal(json.RawMessage(d))
+		if err != nil {
 			return nil, Invalid(o.field("data"), "must be a JSON value")
 		}
-		p.Data = json.RawMessage(buf.Bytes())
+		p.Data = json.RawMessage(norm)
 		n++
 	}
 	switch {
