@@ -64,6 +64,8 @@ type Store interface {
 
 // Reader holds the read operations, available on the Store and inside a transaction.
 type Reader interface {
+	DeliveryReader
+
 	GetTask(ctx context.Context, principal, id string) (Task, error)
 	// ListTasks returns the principal's tasks matching f, ordered by StatusTime descending then ID
 	// descending, at most f.Limit rows, and the number of matching rows ignoring the cursor and limit.
@@ -84,6 +86,7 @@ type Reader interface {
 // Tx is a write transaction.
 type Tx interface {
 	Reader
+	DeliveryTx
 
 	// InsertClaim inserts c unless a claim with the same (Principal, Source, Identity) exists, in
 	// which case it returns the existing claim and inserted=false. On Postgres a concurrent
@@ -129,7 +132,8 @@ type Tx interface {
 	// (if any) no longer exists after this call; and contexts left with no task and no pending
 	// claim. It never deletes a non-terminal task, a context such a task references, a claim whose
 	// task still exists, or a pending claim. It deletes at most limit tasks per call and reports
-	// how many rows of each kind went.
+	// how many rows of each kind went. It never touches deliveries (see PruneDeliveries): a
+	// delivery in sending outlives its task's retention.
 	Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (PruneResult, error)
 }
 
