@@ -116,6 +116,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"RespectsLimitAcrossCalls", testPruneLimit},
 			{"LimitZeroMeansNoLimit", testPruneNoLimit},
 		}},
+		{"Deliveries", deliveryCases()},
 		{"Update", []testCase{
 			{"FnErrorWritesNothingAndIsReturned", testUpdateFnError},
 			{"CanceledContextFailsWithoutRunningFn", testUpdateCanceled},
