@@ -612,3 +612,99 @@ func TestLoadCredentials(t *testing.T) {
 		t.Fatal("a missing file was accepted")
 	}
 }
+
+// TestStreamsKeepAliveAndFanOut: keep-alive comments flow while a task is quiet, several
+// subscribers see the same events in the same order, and a stream stays open through
+// AUTH_REQUIRED.
+func TestStreamsKeepAliveAndFanOut(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.KeepAlive = 50 * time.Millisecond })
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+
+	t.Run("keep-alive", func(t *testing.T) {
+		task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+		defer e.exec.release(string(task.ID))
+		s, status, body := e.openSSE(ctxT(t), http.MethodGet, "/tasks/"+string(task.ID)+":subscribe", tokenAlice, nil, nil)
+		if s == nil {
+			t.Fatalf("%d %s", status, body)
+		}
+		defer s.close()
+		for s.sc.Scan() {
+			if s.sc.Text() == ": keep-alive" {
+				return
+			}
+		}
+		t.Fatal("no keep-alive comment")
+	})
+
+	t.Run("fan-out", func(t *testing.T) {
+		task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		const n = 4
+		results := make(chan []string, n)
+		for i := 0; i < n; i++ {
+			s, status, body := e.openSSE(ctxT(t), http.MethodGet, "/tasks/"+string(task.ID)+":subscribe", tokenAlice, nil, nil)
+			if s == nil {
+				t.Fatalf("%d %s", status, body)
+			}
+			s.next() // the snapshot
+			go func() {
+				var got []string
+				for _, ev := range s.all() {
+					got = append(got, ev.ID+" "+ev.Data)
+				}
+				results <- got
+			}()
+		}
+		e.exec.release(string(task.ID))
+		var first []string
+		for i := 0; i < n; i++ {
+			got := <-results
+			if i == 0 {
+				first = got
+				continue
+			}
+			if diff := cmp.Diff(first, got); diff != "" {
+				t.Fatalf("subscriber %d saw another sequence (-first +got):\n%s", i, diff)
+			}
+		}
+		if len(first) != 3 {
+			t.Fatalf("events %v", first)
+		}
+	})
+
+	t.Run("auth-required stays open", func(t *testing.T) {
+		body := sendBody(t, wireMsg("auth-stream-1", "auth"), nil)
+		s, status, rb := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice, body, nil)
+		if s == nil {
+			t.Fatalf("%d %s", status, rb)
+		}
+		defer s.close()
+		var taskID string
+		for {
+			ev, ok := s.next()
+			if !ok {
+				t.Fatal("the stream closed at AUTH_REQUIRED")
+			}
+			k, st := kind(t, ev.Data)
+			if k == "task" {
+				var sr a2a.StreamResponse
+				_ = json.Unmarshal([]byte(ev.Data), &sr)
+				taskID = string(sr.Event.(*a2a.Task).ID)
+			}
+			if st == "TASK_STATE_AUTH_REQUIRED" {
+				break
+			}
+		}
+		m := userMessage("signed in")
+		m.TaskID = a2a.TaskID(taskID)
+		send(t, c, m, &a2a.SendMessageConfig{ReturnImmediately: true})
+		var last string
+		for _, ev := range s.all() {
+			_, st := kind(t, ev.Data)
+			last = st
+		}
+		if last != "TASK_STATE_COMPLETED" {
+			t.Fatalf("stream ended at %q", last)
+		}
+	})
+}
