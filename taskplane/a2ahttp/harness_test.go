@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -615,5 +614,3 @@ func seq(t *testing.T, id string) int64 {
 	}
 	return n
 }
-
-func isA2A(err, target error) bool { return errors.Is(err, target) }

@@ -177,6 +177,9 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 		s.creds = append(s.creds, credential{sum: sha256.Sum256([]byte(c.Token)), principal: c.Principal})
 	}
 	s.anonymous = cfg.AllowAnonymous || (len(cfg.Credentials) == 0 && cfg.Loopback)
+	if len(s.creds) == 0 && !s.anonymous {
+		s.log.Warn("a2a: no credentials configured and not listening on loopback: every request will be refused (configure credentials or allow_anonymous)")
+	}
 	s.base, s.stop = context.WithCancel(context.Background())
 	if s.card, err = s.newCardCache(); err != nil {
 		return nil, err

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // object is a decoded JSON object whose members are looked up by their ProtoJSON
@@ -70,15 +69,6 @@ func (o object) get(name string) (json.RawMessage, bool) {
 		}
 	}
 	return nil, false
-}
-
-// has reports whether the member is present, even as null.
-func (o object) has(name string) bool {
-	if _, ok := o.m[name]; ok {
-		return true
-	}
-	_, ok := o.m[snake(name)]
-	return ok
 }
 
 // getRaw returns a member's raw value including null (for google.protobuf.Value members).
@@ -292,5 +282,3 @@ func ParseTaskState(s string) (TaskState, bool) {
 	}
 	return enumValue(raw, taskStateNumbers)
 }
-
-func validUTF8(s string) bool { return utf8.ValidString(s) }
