@@ -28,7 +28,7 @@ const (
 // calls fn(principal, taskID) for each, in the caller's goroutine, until ctx ends or the store
 // closes. A lost connection is re-established with backoff; notifications sent while it was down
 // are lost, which is why they are only hints: a follower re-reads the event log by sequence. It
-// returns nil when ctx ends.
+// returns nil when ctx ends and ErrClosed when the store closes.
 func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string)) error {
 	if !s.features.notify {
 		return store.ErrNotSupported
