@@ -255,6 +255,40 @@ func TestExtendedCard(t *testing.T) {
 	}
 }
 
+// TestExtendedCardAnonymous: a server that lets anonymous callers in advertises
+// extendedAgentCard, so it serves the card to them — on loopback with no credentials, and with
+// allow_anonymous beside credentials (where a bad token is still refused).
+func TestExtendedCardAnonymous(t *testing.T) {
+	loopback := newEnv(t, func(c *a2aConfig) {
+		c.Credentials = nil
+		c.Loopback = true
+		c.PrincipalSkills = map[string][]a2awire.AgentSkill{"anonymous": {{ID: "anon-only", Name: "Anon", Description: "for anonymous callers", Tags: []string{"x"}}}}
+	})
+	status, h, body := loopback.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil)
+	if status != http.StatusOK || !strings.HasPrefix(h.Get("Cache-Control"), "private") {
+		t.Fatalf("anonymous on loopback: %d %v %s", status, h, body)
+	}
+	var card a2awire.AgentCard
+	if err := json.Unmarshal(body, &card); err != nil {
+		t.Fatal(err)
+	}
+	if card.Capabilities.ExtendedAgentCard == nil || !*card.Capabilities.ExtendedAgentCard ||
+		len(card.Skills) != 2 || card.Skills[1].ID != "anon-only" {
+		t.Fatalf("anonymous extended card %+v", card)
+	}
+	if r := loopback.rpc("", "GetExtendedAgentCard", nil, nil); r.Error != nil || !strings.Contains(string(r.Result), "anon-only") {
+		t.Fatalf("JSON-RPC anonymous extended card: %+v %s", r.Error, r.Result)
+	}
+
+	mixed := newEnv(t, func(c *a2aConfig) { c.AllowAnonymous = true })
+	if status, _, body := mixed.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil); status != http.StatusOK {
+		t.Fatalf("anonymous with allow_anonymous: %d %s", status, body)
+	}
+	if status, _, _ := mixed.raw(http.MethodGet, "/extendedAgentCard", "not-a-token", nil, nil); status != http.StatusUnauthorized {
+		t.Fatalf("bad token with allow_anonymous: %d", status)
+	}
+}
+
 func TestAuth(t *testing.T) {
 	e := newEnv(t)
 	status, h, body := e.raw(http.MethodGet, "/tasks", "", nil, nil)

@@ -58,10 +58,12 @@ func (s *Service) PublicCard() CardDocument { return s.card.public }
 // Card returns the public agent card as a value.
 func (s *Service) Card() *a2awire.AgentCard { return s.card0("") }
 
-// ExtendedCard returns the authenticated extended card of principal: the public card plus the
-// principal's own skills. Anonymous callers are refused: the card requires a bearer token.
+// ExtendedCard returns the extended card of principal: the public card plus the principal's own
+// skills. The anonymous principal receives it too: a server that lets anonymous callers in
+// (loopback with no credentials, or allow_anonymous) advertises extendedAgentCard and must be
+// able to serve it to them. Only a caller with no principal at all is refused.
 func (s *Service) ExtendedCard(principal string) (*a2awire.AgentCard, CardDocument, *a2awire.Error) {
-	if principal == "" || principal == AnonymousPrincipal {
+	if principal == "" {
 		return nil, CardDocument{}, errCardAuth
 	}
 	card := s.card0(principal)
