@@ -9,6 +9,7 @@
 # Environment:
 #   TEST_DATABASE_URL  if already set, use that database and start no cluster
 #   STATICCHECK=0      skip staticcheck (it needs the module proxy the first time)
+#   FUZZTIME           how long each fuzz target runs (default 15s; 0 skips fuzzing)
 #   PG_BIN             directory holding initdb and pg_ctl (default: newest /usr/lib/postgresql/*/bin)
 set -euo pipefail
 
@@ -160,5 +161,14 @@ fi
 
 section "go test -race ${RACE_PKGS[*]} (${#race_pkgs[@]} packages)"
 go test -race "${race_pkgs[@]}"
+
+# Bounded fuzzing of request decoding on each binding (FUZZTIME per target; 0 skips). A failing
+# input is written under the package's testdata/fuzz/ and named in the output.
+if [[ "${FUZZTIME:-15s}" != 0 ]]; then
+	for target in FuzzRESTDecode:./taskplane/a2ahttp/ FuzzJSONRPCDecode:./taskplane/a2ajsonrpc/; do
+		section "fuzz ${target%%:*} (${FUZZTIME:-15s})"
+		go test -run='^$' -fuzz="^${target%%:*}\$" -fuzztime="${FUZZTIME:-15s}" "${target#*:}"
+	done
+fi
 
 section "ok"
