@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -65,6 +66,9 @@ func (p *Plane) Subscribers() int {
 	return n
 }
 
+// followRecheck is how often Follow re-reads the event log of a shared store without a poke.
+const followRecheck = 2 * time.Second
+
 // ErrStopFollowing, returned by a Follow callback, ends Follow with a nil error.
 var ErrStopFollowing = errors.New("stop following")
 
@@ -76,6 +80,14 @@ func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int6
 	// Subscribe before the first read, so a commit between the read and the wait still pokes us.
 	poke, cancel := p.broker.subscribe(principal, taskID)
 	defer cancel()
+	// Another process's notification is a hint that can be lost (a crash between its commit and
+	// its NOTIFY): on a shared store, also re-read the log now and then.
+	var recheck <-chan time.Time
+	if p.store.Capabilities().MultiProcess {
+		t := time.NewTicker(followRecheck)
+		defer t.Stop()
+		recheck = t.C
+	}
 	for {
 		evs, err := p.Events(ctx, principal, taskID, after, 256)
 		if err != nil {
@@ -97,6 +109,7 @@ func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int6
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-poke:
+		case <-recheck:
 		}
 	}
 }
