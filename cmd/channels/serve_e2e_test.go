@@ -165,3 +165,19 @@ func TestShutdownEndsOpenStreamsAndDrains(t *testing.T) {
 		t.Fatalf("shutdown took %s with one open stream", d)
 	}
 }
+
+func TestServeOnPostgres(t *testing.T) {
+	storeURL := postgresSchemaURL(t)
+	c := newCLI(t, map[string]string{"CHANNELS_STORE": storeURL})
+	base, stop := startServe(t, c)
+	if code, body := get(t, base+"/readyz"); code != 200 || body["store"] != "postgres" {
+		t.Fatalf("readyz %d %v", code, body)
+	}
+	code, resp := post(t, base+"/message:send", "", sendBody("m-pg-1", "hello postgres"))
+	if code != 200 || dig(resp, "task", "status", "message", "parts", 0, "text") != "hello postgres" {
+		t.Fatalf("send: %d %v", code, resp)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d; stderr:\n%s", code, c.stderr.String())
+	}
+}
