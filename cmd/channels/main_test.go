@@ -217,7 +217,7 @@ func TestMigrateReportsJSON(t *testing.T) {
 }
 
 func TestVersionPrints(t *testing.T) {
-	c := newCLI(t, nil)
+	c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
 	if code := c.run(context.Background(), "version", "--json"); code != 0 {
 		t.Fatal(code)
 	}

@@ -46,6 +46,10 @@ func run(ctx context.Context, args []string, e env) int {
 	return 0
 }
 
+// noConfig, as a command annotation, marks a command that reads no configuration (a broken config
+// file must not stop "channels version").
+const noConfig = "channels/no-config"
+
 // usageError is a mistake on the command line (exit code 2).
 type usageError struct{ error }
 
@@ -73,6 +77,9 @@ order of precedence; every flag of "serve" is also a config key (dashes become u
 
 // load reads the configuration for cmd and sets up the logger.
 func (a *app) load(cmd *cobra.Command) error {
+	if cmd.Annotations[noConfig] != "" {
+		return nil
+	}
 	path, _ := cmd.Flags().GetString("config")
 	if path == "" {
 		path = a.getenv("CHANNELS_CONFIG")

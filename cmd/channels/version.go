@@ -44,9 +44,10 @@ func currentBuild() buildInfo {
 func (a *app) versionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of this build",
-		Args:  cobra.NoArgs,
+		Use:         "version",
+		Short:       "Print the version of this build",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{noConfig: "true"},
 		RunE: func(*cobra.Command, []string) error {
 			b := currentBuild()
 			if asJSON {
