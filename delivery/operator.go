@@ -1,0 +1,145 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// Filter selects deliveries for List. Zero fields match anything.
+type Filter struct {
+	Principal string
+	State     State
+	Source    string
+	TaskID    string
+	Limit     int // 0 = no limit
+}
+
+// List returns deliveries matching f, newest first.
+func (e *Engine) List(ctx context.Context, f Filter) ([]Record, error) {
+	if f.State != "" && !f.State.Valid() {
+		return nil, fmt.Errorf("%w: unknown state %q", ErrInvalid, f.State)
+	}
+	rows, err := e.store.ListDeliveries(ctx, store.DeliveryFilter{Principal: f.Principal, State: store.DeliveryState(f.State),
+		Source: f.Source, TaskID: f.TaskID, Limit: f.Limit})
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	out := make([]Record, len(rows))
+	for i, r := range rows {
+		out[i] = toRecord(r)
+	}
+	return out, nil
+}
+
+// Find returns the delivery with this ID under any principal (operators name deliveries by ID
+// alone). Two principals holding the same ID is ErrInvalid: name the principal.
+func (e *Engine) Find(ctx context.Context, id string) (Record, error) {
+	rows, err := e.store.ListDeliveries(ctx, store.DeliveryFilter{ID: id, Limit: 2})
+	if err != nil {
+		return Record{}, fmt.Errorf("find delivery %s: %w", id, err)
+	}
+	switch len(rows) {
+	case 0:
+		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case 1:
+		return toRecord(rows[0]), nil
+	default:
+		return Record{}, fmt.Errorf("%w: delivery %s exists for several principals; name one", ErrInvalid, id)
+	}
+}
+
+// Resolution is an operator's decision about an ambiguous (or failed) delivery. Exactly one of
+// Delivered, Retry and Abandon is set.
+type Resolution struct {
+	// Delivered is the provider ID the operator found at the provider: the delivery happened.
+	// A question's reply anchor is recorded with it.
+	Delivered string
+	// Retry: the operator checked that the provider does not have it; send it again, with a
+	// fresh attempt budget.
+	Retry bool
+	// Abandon: do not deliver it; it becomes failed.
+	Abandon bool
+	// By names the operator (default "operator"); Note says why. Both go into the evidence.
+	By   string
+	Note string
+}
+
+func (r Resolution) validate() error {
+	n := 0
+	if r.Delivered != "" {
+		n++
+	}
+	if r.Retry {
+		n++
+	}
+	if r.Abandon {
+		n++
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: a resolution is exactly one of delivered, retry or abandon", ErrInvalid)
+	}
+	return nil
+}
+
+// Resolve applies an operator's resolution to an ambiguous or failed delivery in one transaction,
+// with per-attempt and source evidence naming the operator. Any other state is ErrNotResolvable:
+// a delivery in flight belongs to the engine.
+func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution) (Record, error) {
+	if err := r.validate(); err != nil {
+		return Record{}, err
+	}
+	if r.By == "" {
+		r.By = "operator"
+	}
+	var out store.Delivery
+	err := e.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		cur, err := tx.GetDelivery(ctx, principal, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return err
+		}
+		if cur.State != store.DeliveryAmbiguous && cur.State != store.DeliveryFailed {
+			return fmt.Errorf("%w: %s is %s", ErrNotResolvable, id, cur.State)
+		}
+		now := e.clock()
+		from := cur.State
+		if r.Delivered != "" {
+			if err := e.markDelivered(ctx, tx, cur, r.Delivered, kindResolve, r.By, r.Note, now); err != nil {
+				return err
+			}
+			out, err = tx.GetDelivery(ctx, principal, id)
+			return err
+		}
+		outcome := "abandoned"
+		if r.Retry {
+			outcome = "retry"
+			cur.State, cur.Attempts, cur.Reconciles, cur.LastError = store.DeliveryPrepared, 0, 0, ""
+			release(&cur, now, now)
+		} else {
+			cur.State, cur.LastError = store.DeliveryFailed, "abandoned by "+r.By
+			release(&cur, cur.NextAttemptAt, now)
+		}
+		if err := tx.UpdateDelivery(ctx, cur); err != nil {
+			return err
+		}
+		if err := tx.InsertDeliveryAttempt(ctx, store.DeliveryAttempt{Principal: cur.Principal, DeliveryID: cur.ID,
+			Attempt: cur.Attempts, Kind: kindResolve, Outcome: outcome, Error: r.Note, Owner: r.By, CreatedAt: now}); err != nil {
+			return err
+		}
+		out = cur
+		return e.evidence(ctx, tx, cur, EvidenceResolved, map[string]any{
+			"from": string(from), "to": string(cur.State), "resolution": outcome, "by": r.By, "note": r.Note,
+		}, now)
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("resolve delivery %s: %w", id, err)
+	}
+	e.changed.notify()
+	e.wake()
+	return toRecord(out), nil
+}

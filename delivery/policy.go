@@ -1,0 +1,95 @@
+package delivery
+
+import (
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Policy is the retry policy: capped exponential backoff with jitter and a bounded number of
+// attempts (cenkalti/backoff/v4). A provider's Retry-After is honoured instead of the backoff and
+// does not count as an attempt.
+type Policy struct {
+	// MaxAttempts bounds the provider calls of one delivery (default 8). When a retryable failure
+	// uses the last one the delivery fails; when an unknown outcome does, it becomes ambiguous.
+	// It also bounds consecutive failed lookups of a delivery left in sending.
+	MaxAttempts int
+	// InitialInterval is the wait after the first failure (default 1s).
+	InitialInterval time.Duration
+	// MaxInterval caps one wait (default 5m).
+	MaxInterval time.Duration
+	// Multiplier grows the wait per attempt (default 2).
+	Multiplier float64
+	// RandomizationFactor spreads each wait by ± this fraction (default 0.5), so deliveries
+	// that failed together do not retry together.
+	RandomizationFactor float64
+	// MinRetryAfter and MaxRetryAfter bound a provider's Retry-After (default 1s and 1h): a
+	// provider asking for 0 does not make the engine spin, one asking for a day does not park a
+	// delivery for a day.
+	MinRetryAfter time.Duration
+	MaxRetryAfter time.Duration
+}
+
+// DefaultPolicy is the policy of an engine built without WithPolicy.
+var DefaultPolicy = Policy{
+	MaxAttempts:         8,
+	InitialInterval:     time.Second,
+	MaxInterval:         5 * time.Minute,
+	Multiplier:          2,
+	RandomizationFactor: 0.5,
+	MinRetryAfter:       time.Second,
+	MaxRetryAfter:       time.Hour,
+}
+
+// withDefaults fills zero fields from DefaultPolicy.
+func (p Policy) withDefaults() Policy {
+	d := DefaultPolicy
+	if p.MaxAttempts > 0 {
+		d.MaxAttempts = p.MaxAttempts
+	}
+	if p.InitialInterval > 0 {
+		d.InitialInterval = p.InitialInterval
+	}
+	if p.MaxInterval > 0 {
+		d.MaxInterval = p.MaxInterval
+	}
+	if p.Multiplier >= 1 {
+		d.Multiplier = p.Multiplier
+	}
+	if p.RandomizationFactor > 0 {
+		d.RandomizationFactor = p.RandomizationFactor
+	}
+	if p.MinRetryAfter > 0 {
+		d.MinRetryAfter = p.MinRetryAfter
+	}
+	if p.MaxRetryAfter > 0 {
+		d.MaxRetryAfter = p.MaxRetryAfter
+	}
+	return d
+}
+
+// next returns the wait before the call after the n-th failure (n ≥ 1), and false when n failures
+// exhaust MaxAttempts. The row keeps the count, not the backoff object, so a wait is recomputed
+// from n: a restarted process continues the same schedule.
+func (p Policy) next(n int) (time.Duration, bool) {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.InitialInterval),
+		backoff.WithMaxInterval(p.MaxInterval),
+		backoff.WithMultiplier(p.Multiplier),
+		backoff.WithRandomizationFactor(p.RandomizationFactor),
+		backoff.WithMaxElapsedTime(0), // attempts bound it, not wall time
+	)
+	bounded := backoff.WithMaxRetries(b, uint64(max(p.MaxAttempts-1, 0)))
+	d := backoff.Stop
+	for range max(n, 1) {
+		if d = bounded.NextBackOff(); d == backoff.Stop {
+			return 0, false
+		}
+	}
+	return d, true
+}
+
+// retryAfter bounds a provider's Retry-After.
+func (p Policy) retryAfter(d time.Duration) time.Duration {
+	return min(max(d, p.MinRetryAfter), p.MaxRetryAfter)
+}

@@ -1,0 +1,131 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Kind classifies a Sender's failure by what it says about the provider's state.
+type Kind int
+
+// Failure kinds.
+const (
+	// KindIndeterminate: the provider may or may not have acted (a timeout or reset after the
+	// request was written, a 5xx after send). The delivery stays in sending and its recovery
+	// class decides: repeat, look up, or fail closed. Any error not marked otherwise is this.
+	KindIndeterminate Kind = iota
+	// KindPermanent: the provider refused and will refuse again (a 4xx, a platform error such as
+	// channel_not_found). The delivery fails at once.
+	KindPermanent
+	// KindRetryable: the provider certainly did not act, and may later (a refused connection, a
+	// 503 before the request was read). Retried with capped exponential backoff, spending an
+	// attempt, until attempts run out.
+	KindRetryable
+	// KindRetryAfter: the provider asked to come back later (HTTP 429 Retry-After, Slack
+	// RateLimitedError). The delivery and its lane wait that long; the attempt is given back.
+	KindRetryAfter
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindPermanent:
+		return "permanent"
+	case KindRetryable:
+		return "retryable"
+	case KindRetryAfter:
+		return "retry-after"
+	default:
+		return "indeterminate"
+	}
+}
+
+// Error is a classified Sender failure. Build it with Permanent, Retryable, RetryAfter or
+// Indeterminate, and attach the provider's status with WithStatus.
+type Error struct {
+	Kind Kind
+	// RetryAfter is the wait the provider asked for (KindRetryAfter).
+	RetryAfter time.Duration
+	// Status is the provider's own status ("429", "channel_not_found", "550 5.1.1").
+	Status string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	msg := e.Kind.String()
+	if e.Kind == KindRetryAfter {
+		msg += " " + e.RetryAfter.String()
+	}
+	if e.Status != "" {
+		msg += " (" + e.Status + ")"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent marks err as a determinate refusal: the delivery fails without another attempt.
+func Permanent(err error) error { return &Error{Kind: KindPermanent, Err: err} }
+
+// Retryable marks err as a determinate, passing failure: the provider did not act; try again later
+// (spending an attempt).
+func Retryable(err error) error { return &Error{Kind: KindRetryable, Err: err} }
+
+// RetryAfter marks err as the provider's request to wait d: the delivery snoozes for d without
+// spending an attempt, and its lane waits too.
+func RetryAfter(d time.Duration, err error) error {
+	return &Error{Kind: KindRetryAfter, RetryAfter: d, Err: err}
+}
+
+// Indeterminate marks err as an unknown outcome: the provider may have acted.
+func Indeterminate(err error) error { return &Error{Kind: KindIndeterminate, Err: err} }
+
+// WithStatus attaches the provider's status to err (classified or not), for the attempt's
+// evidence.
+func WithStatus(err error, status string) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		c := *e
+		c.Status = status
+		return &c
+	}
+	return &Error{Kind: KindIndeterminate, Status: status, Err: err}
+}
+
+// Classify returns the kind, Retry-After wait and provider status of a Sender's error. An error
+// that carries no *Error is indeterminate.
+func Classify(err error) (kind Kind, retryAfter time.Duration, status string) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind, e.RetryAfter, e.Status
+	}
+	return KindIndeterminate, 0, ""
+}
+
+// callSender runs Send and turns a panic into an indeterminate error: a panic may come after the
+// provider acted.
+func callSender(ctx context.Context, s Sender, d Delivery) (r Receipt, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = Receipt{}, Indeterminate(fmt.Errorf("sender panicked: %v", p))
+		}
+	}()
+	return s.Send(ctx, d)
+}
+
+// callReconciler runs Lookup, turning a panic into an error ("could not tell").
+func callReconciler(ctx context.Context, rc Reconciler, d Delivery) (r Receipt, found bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, found, err = Receipt{}, false, fmt.Errorf("reconciler panicked: %v", p)
+		}
+	}()
+	return rc.Lookup(ctx, d)
+}

@@ -1,0 +1,498 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// Evidence kinds the engine writes (store.Evidence, per source and task, for `channels
+// evidence`). Details carry the delivery ID and never the message.
+const (
+	EvidenceDelivered  = "delivery-delivered"  // the provider took it (detail: provider_id, attempts)
+	EvidenceReconciled = "delivery-reconciled" // a lookup found an earlier call took it
+	EvidenceFailed     = "delivery-failed"     // refused for good, or attempts ran out
+	EvidenceAmbiguous  = "delivery-ambiguous"  // outcome unknown, no safe repeat: an operator resolves
+	EvidenceResolved   = "delivery-resolved"   // an operator resolved it
+	EvidenceConflict   = "delivery-conflict"   // a fixed operation was requested with another payload
+	// EvidenceAnchorRefused: a question was delivered but its reply anchor could not be recorded
+	// (the task is gone, or the source continues by no anchor); replies will start new tasks.
+	EvidenceAnchorRefused = "delivery-anchor-refused"
+)
+
+// Attempt kinds and outcomes written to the per-attempt evidence.
+const (
+	kindSend    = "send"
+	kindLookup  = "lookup"
+	kindRecover = "recover"
+	kindResolve = "resolve"
+)
+
+// action is what a claim decided to do outside the transaction.
+type action int
+
+const (
+	actNone action = iota
+	actSend
+	actLookup
+)
+
+// step is a claimed delivery and what to do with it.
+type step struct {
+	row   store.Delivery
+	route Route
+	do    action
+}
+
+func (e *Engine) claimOne(ctx context.Context, principal, id string) (step, bool, error) {
+	var (
+		st step
+		ok bool
+	)
+	err := e.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		st, ok = step{}, false
+		now := e.clock()
+		rows, err := tx.ClaimDeliveries(ctx, store.DeliveryClaim{Owner: e.owner, Now: now,
+			LeaseUntil: now.Add(e.lease), Principal: principal, ID: id})
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		ok = true
+		st, err = e.begin(ctx, tx, rows[0], now)
+		return err
+	})
+	if err != nil {
+		return step{}, false, fmt.Errorf("claim delivery %s: %w", id, err)
+	}
+	e.changed.notify()
+	return st, ok, nil
+}
+
+func (e *Engine) claimBatch(ctx context.Context, limit int) ([]step, error) {
+	if e.noClaim {
+		return nil, nil
+	}
+	var steps []step
+	err := e.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		steps = steps[:0]
+		now := e.clock()
+		rows, err := tx.ClaimDeliveries(ctx, store.DeliveryClaim{Owner: e.owner, Now: now,
+			LeaseUntil: now.Add(e.lease), Sources: e.sources, Limit: limit})
+		if err != nil {
+			return err
+		}
+		for _, row := range rows {
+			st, err := e.begin(ctx, tx, row, now)
+			if err != nil {
+				return err
+			}
+			if st.do != actNone {
+				steps = append(steps, st)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	if len(steps) > 0 {
+		e.changed.notify()
+	}
+	return steps, nil
+}
+
+// begin decides, inside the claim transaction, what to do with a claimed row, and writes the
+// transition that must precede it: prepared → sending (an attempt spent) before a provider call;
+// sending → ambiguous where nothing may be repeated.
+func (e *Engine) begin(ctx context.Context, tx store.Tx, row store.Delivery, now time.Time) (step, error) {
+	route, err := e.router.Route(row.Principal, row.Source)
+	if err != nil {
+		// Another process may route it; come back later without spending anything.
+		e.log.Warn("delivery: no route; released", "delivery", row.ID, "source", row.Source, "err", err)
+		release(&row, now.Add(e.poll), now)
+		return step{}, tx.UpdateDelivery(ctx, row)
+	}
+	route = route.resolved(row.Source)
+	switch store.DeliveryState(row.State) {
+	case store.DeliveryPrepared:
+		return e.beginSend(ctx, tx, row, route, now)
+	case store.DeliverySending:
+		// Its last worker died, or left it after an unknown outcome.
+		switch Recovery(row.Recovery) {
+		case Idempotent:
+			if row.Attempts >= e.policy.MaxAttempts {
+				return step{}, e.settleAmbiguous(ctx, tx, row, kindRecover,
+					fmt.Sprintf("outcome unknown after %d attempts", row.Attempts), now)
+			}
+			if err := e.attempt(ctx, tx, row, kindRecover, "repeat", nil, now); err != nil {
+				return step{}, err
+			}
+			return e.beginSend(ctx, tx, row, route, now)
+		case Lookup:
+			if route.Reconciler == nil {
+				return step{}, e.settleAmbiguous(ctx, tx, row, kindRecover,
+					"recovery class lookup, but the source has no reconciler", now)
+			}
+			return step{row: row, route: route, do: actLookup}, nil
+		default:
+			return step{}, e.settleAmbiguous(ctx, tx, row, kindRecover,
+				"interrupted while sending; the source has no safe repeat", now)
+		}
+	}
+	return step{}, nil
+}
+
+// beginSend takes a lane slot and marks the row sending with one more attempt; without a slot it
+// releases the row until the lane opens, spending nothing.
+func (e *Engine) beginSend(ctx context.Context, tx store.Tx, row store.Delivery, route Route, now time.Time) (step, error) {
+	if row.Lane != "" {
+		granted, next, err := tx.ReserveLane(ctx, row.Principal, row.Lane, now, now.Add(route.LaneInterval))
+		if err != nil {
+			return step{}, err
+		}
+		if !granted {
+			release(&row, maxTime(row.NextAttemptAt, next), now)
+			return step{}, tx.UpdateDelivery(ctx, row)
+		}
+	}
+	row.State = store.DeliverySending
+	row.Attempts++
+	row.UpdatedAt = now
+	if err := tx.UpdateDelivery(ctx, row); err != nil {
+		return step{}, err
+	}
+	return step{row: row, route: route, do: actSend}, nil
+}
+
+func (e *Engine) actLocked(ctx context.Context, st step) {
+	unlock := e.locks.lock(st.row.Principal + "\x00" + st.row.ID)
+	defer unlock()
+	e.act(ctx, st)
+}
+
+// act makes the provider call or lookup decided by begin and records its outcome. It reports
+// whether the delivery is due again at once (a lookup found nothing).
+func (e *Engine) act(ctx context.Context, st step) (again bool) {
+	switch st.do {
+	case actSend:
+		e.send(ctx, st)
+		return false
+	case actLookup:
+		return e.lookup(ctx, st)
+	}
+	return false
+}
+
+func (e *Engine) send(ctx context.Context, st step) {
+	d, err := decode(st.row)
+	if err != nil {
+		// Nothing was sent and nothing ever can be.
+		e.finish(ctx, st, func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error {
+			return e.settleFailed(ctx, tx, cur, kindSend, Permanent(err), now)
+		})
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, e.sendTimeout)
+	rc, serr := callSender(sctx, st.route.Sender, d)
+	cancel()
+	e.finish(ctx, st, func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error {
+		if serr == nil {
+			return e.markDelivered(ctx, tx, cur, rc.ProviderID, kindSend, "", "", now)
+		}
+		if !e.owns(cur) {
+			// Someone else took over (our lease ran out); leave the row to them, keep the evidence.
+			return e.attempt(ctx, tx, cur, kindSend, "superseded", serr, now)
+		}
+		kind, wait, _ := Classify(serr)
+		cur.LastError = serr.Error()
+		switch kind {
+		case KindPermanent:
+			return e.settleFailed(ctx, tx, cur, kindSend, serr, now)
+		case KindRetryAfter:
+			wait = e.policy.retryAfter(wait)
+			cur.Attempts-- // a snooze spends nothing
+			cur.State = store.DeliveryPrepared
+			release(&cur, now.Add(wait), now)
+			if cur.Lane != "" {
+				if err := tx.DelayLane(ctx, cur.Principal, cur.Lane, now.Add(wait)); err != nil {
+					return err
+				}
+			}
+			if err := tx.UpdateDelivery(ctx, cur); err != nil {
+				return err
+			}
+			return e.attemptWait(ctx, tx, cur, kindSend, "retry-after", serr, wait, now)
+		case KindRetryable:
+			delay, ok := e.policy.next(cur.Attempts)
+			if !ok {
+				return e.settleFailed(ctx, tx, cur, kindSend, fmt.Errorf("attempts exhausted (%d): %w", cur.Attempts, serr), now)
+			}
+			cur.State = store.DeliveryPrepared
+			release(&cur, now.Add(delay), now)
+			if err := tx.UpdateDelivery(ctx, cur); err != nil {
+				return err
+			}
+			return e.attempt(ctx, tx, cur, kindSend, "retry", serr, now)
+		default:
+			return e.unknownOutcome(ctx, tx, cur, st.route, serr, now)
+		}
+	})
+}
+
+// unknownOutcome handles a send whose outcome is unknown, by recovery class: repeat later
+// (idempotent), look up later (lookup), or fail closed (ambiguous, or lookup without reconciler).
+func (e *Engine) unknownOutcome(ctx context.Context, tx store.Tx, cur store.Delivery, route Route, serr error, now time.Time) error {
+	switch Recovery(cur.Recovery) {
+	case Idempotent:
+		delay, ok := e.policy.next(cur.Attempts)
+		if !ok {
+			return e.settleAmbiguousErr(ctx, tx, cur, kindSend,
+				fmt.Sprintf("outcome unknown after %d attempts", cur.Attempts), serr, now)
+		}
+		release(&cur, now.Add(delay), now) // stays sending: the next step repeats it
+	case Lookup:
+		if route.Reconciler == nil {
+			return e.settleAmbiguousErr(ctx, tx, cur, kindSend,
+				"outcome unknown; recovery class lookup, but the source has no reconciler", serr, now)
+		}
+		// Give the provider a moment to show what it took, then look it up.
+		release(&cur, now.Add(e.policy.InitialInterval), now)
+	default:
+		return e.settleAmbiguousErr(ctx, tx, cur, kindSend, "outcome unknown; the source has no safe repeat", serr, now)
+	}
+	if err := tx.UpdateDelivery(ctx, cur); err != nil {
+		return err
+	}
+	return e.attempt(ctx, tx, cur, kindSend, "unknown", serr, now)
+}
+
+func (e *Engine) lookup(ctx context.Context, st step) (again bool) {
+	d, err := decode(st.row)
+	if err != nil {
+		e.finish(ctx, st, func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error {
+			return e.settleAmbiguousErr(ctx, tx, cur, kindLookup, "payload unreadable; cannot look up", err, now)
+		})
+		return false
+	}
+	sctx, cancel := context.WithTimeout(ctx, e.sendTimeout)
+	rc, found, lerr := callReconciler(sctx, st.route.Reconciler, d)
+	cancel()
+	e.finish(ctx, st, func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error {
+		again = false
+		if lerr == nil && found {
+			return e.markDelivered(ctx, tx, cur, rc.ProviderID, kindLookup, "", "", now)
+		}
+		if !e.owns(cur) {
+			return e.attempt(ctx, tx, cur, kindLookup, "superseded", lerr, now)
+		}
+		if lerr != nil {
+			cur.Reconciles++
+			cur.LastError = lerr.Error()
+			if cur.Reconciles >= e.policy.MaxAttempts {
+				return e.settleAmbiguousErr(ctx, tx, cur, kindLookup,
+					fmt.Sprintf("lookup failed %d times", cur.Reconciles), lerr, now)
+			}
+			delay, _ := e.policy.next(cur.Reconciles)
+			release(&cur, now.Add(delay), now)
+			if err := tx.UpdateDelivery(ctx, cur); err != nil {
+				return err
+			}
+			return e.attempt(ctx, tx, cur, kindLookup, "error", lerr, now)
+		}
+		// The provider certainly does not have it: it is prepared again.
+		cur.Reconciles = 0
+		if cur.Attempts >= e.policy.MaxAttempts {
+			return e.settleFailed(ctx, tx, cur, kindLookup,
+				fmt.Errorf("not at the provider after %d attempts", cur.Attempts), now)
+		}
+		cur.State = store.DeliveryPrepared
+		release(&cur, now, now)
+		if err := tx.UpdateDelivery(ctx, cur); err != nil {
+			return err
+		}
+		again = true
+		return e.attempt(ctx, tx, cur, kindLookup, "not-found", nil, now)
+	})
+	return again
+}
+
+// finish records an outcome in its own transaction, on a context that outlives the caller's
+// (bounded by finishTimeout): after a provider call the outcome is worth more than the caller's
+// deadline. fn gets the row as stored now. If every try fails, the row stays in sending with our
+// lease, and recovery reconciles it once the lease runs out.
+func (e *Engine) finish(ctx context.Context, st step, fn func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	var err error
+	for try := 0; try < 5; try++ {
+		err = e.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			cur, err := tx.GetDelivery(ctx, st.row.Principal, st.row.ID)
+			if err != nil {
+				return err
+			}
+			return fn(ctx, tx, cur, e.clock())
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Duration(50<<try) * time.Millisecond)
+	}
+	if err != nil {
+		e.log.Error("delivery: record outcome failed; recovery will reconcile it", "delivery", st.row.ID,
+			"source", st.row.Source, "err", err)
+	}
+	e.changed.notify()
+}
+
+// owns reports whether cur is still ours to move: in sending under our lease.
+func (e *Engine) owns(cur store.Delivery) bool {
+	return cur.State == store.DeliverySending && cur.LeaseOwner == e.owner
+}
+
+// markDelivered moves cur to delivered with providerID, records a question's reply anchor in the
+// same transaction, and leaves evidence. A receipt is the truth whatever the row says meanwhile
+// (an operator may have declared it ambiguous or failed): it is recorded, with the state it
+// replaces in the evidence.
+func (e *Engine) markDelivered(ctx context.Context, tx store.Tx, cur store.Delivery, providerID, via, by, note string, now time.Time) error {
+	if cur.State == store.DeliveryDelivered {
+		return e.attempt(ctx, tx, cur, via, "already-delivered", nil, now)
+	}
+	from := cur.State
+	cur.State, cur.ProviderID, cur.LastError = store.DeliveryDelivered, providerID, ""
+	release(&cur, cur.NextAttemptAt, now)
+	if err := tx.UpdateDelivery(ctx, cur); err != nil {
+		return err
+	}
+	detail := map[string]any{"provider_id": providerID, "attempts": cur.Attempts, "via": via}
+	if from != store.DeliverySending {
+		detail["replaced_state"] = string(from)
+	}
+	if cur.Operation == OpQuestion {
+		if err := e.recordAnchor(ctx, tx, cur, providerID, now); err != nil {
+			return err
+		}
+	}
+	outcome := "delivered"
+	kind := EvidenceDelivered
+	switch via {
+	case kindLookup:
+		outcome, kind = "found", EvidenceReconciled
+	case kindResolve:
+		kind = EvidenceResolved
+		detail["by"], detail["note"], detail["resolution"] = by, note, "delivered"
+		detail["to"], detail["from"] = string(store.DeliveryDelivered), string(from)
+	}
+	a := store.DeliveryAttempt{Principal: cur.Principal, DeliveryID: cur.ID, Attempt: cur.Attempts, Kind: via,
+		Outcome: outcome, Owner: e.owner, CreatedAt: now}
+	if via == kindResolve {
+		a.Owner, a.Error = by, note
+	}
+	if err := tx.InsertDeliveryAttempt(ctx, a); err != nil {
+		return err
+	}
+	return e.evidence(ctx, tx, cur, kind, detail, now)
+}
+
+// recordAnchor records a delivered question's anchor. A refusal the task plane decides (the task
+// is gone, the source continues by no anchor, no provider id) is evidence, not a failure: the
+// question was delivered and cannot be taken back. Store errors fail the transaction.
+func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delivery, providerID string, now time.Time) error {
+	var err error
+	if providerID == "" {
+		err = errors.New("the provider returned no id")
+	} else {
+		err = e.anchor(ctx, tx, cur.Principal, cur.Source, providerID, cur.TaskID, now)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case providerID == "", errors.Is(err, taskplane.ErrTaskNotFound), errors.Is(err, taskplane.ErrContinuationNotAllowed),
+		errors.Is(err, taskplane.ErrInvalid):
+		return e.evidence(ctx, tx, cur, EvidenceAnchorRefused, map[string]any{"provider_id": providerID, "error": err.Error()}, now)
+	default:
+		return fmt.Errorf("record anchor of delivery %s: %w", cur.ID, err)
+	}
+}
+
+func (e *Engine) settleFailed(ctx context.Context, tx store.Tx, cur store.Delivery, kind string, cause error, now time.Time) error {
+	cur.State, cur.LastError = store.DeliveryFailed, cause.Error()
+	release(&cur, cur.NextAttemptAt, now)
+	if err := tx.UpdateDelivery(ctx, cur); err != nil {
+		return err
+	}
+	if err := e.attempt(ctx, tx, cur, kind, "failed", cause, now); err != nil {
+		return err
+	}
+	return e.evidence(ctx, tx, cur, EvidenceFailed, map[string]any{"attempts": cur.Attempts, "error": cause.Error()}, now)
+}
+
+func (e *Engine) settleAmbiguous(ctx context.Context, tx store.Tx, cur store.Delivery, kind, reason string, now time.Time) error {
+	return e.settleAmbiguousErr(ctx, tx, cur, kind, reason, nil, now)
+}
+
+func (e *Engine) settleAmbiguousErr(ctx context.Context, tx store.Tx, cur store.Delivery, kind, reason string, cause error, now time.Time) error {
+	cur.State = store.DeliveryAmbiguous
+	cur.LastError = reason
+	if cause != nil {
+		cur.LastError += ": " + cause.Error()
+	}
+	release(&cur, cur.NextAttemptAt, now)
+	if err := tx.UpdateDelivery(ctx, cur); err != nil {
+		return err
+	}
+	if err := e.attempt(ctx, tx, cur, kind, "ambiguous", errors.New(cur.LastError), now); err != nil {
+		return err
+	}
+	return e.evidence(ctx, tx, cur, EvidenceAmbiguous, map[string]any{
+		"attempts": cur.Attempts, "reason": cur.LastError, "recovery": cur.Recovery,
+	}, now)
+}
+
+// release clears the lease and sets when the row is next due.
+func release(d *store.Delivery, next, now time.Time) {
+	d.LeaseOwner, d.LeaseUntil = "", time.Time{}
+	d.NextAttemptAt, d.UpdatedAt = next, now
+}
+
+func (e *Engine) attempt(ctx context.Context, tx store.Tx, cur store.Delivery, kind, outcome string, cause error, now time.Time) error {
+	return e.attemptWait(ctx, tx, cur, kind, outcome, cause, 0, now)
+}
+
+func (e *Engine) attemptWait(ctx context.Context, tx store.Tx, cur store.Delivery, kind, outcome string, cause error, wait time.Duration, now time.Time) error {
+	a := store.DeliveryAttempt{Principal: cur.Principal, DeliveryID: cur.ID, Attempt: cur.Attempts, Kind: kind,
+		Outcome: outcome, RetryAfter: wait, Owner: e.owner, CreatedAt: now}
+	if cause != nil {
+		a.Error = cause.Error()
+		_, _, a.ProviderStatus = Classify(cause)
+	}
+	return tx.InsertDeliveryAttempt(ctx, a)
+}
+
+// evidence writes a store.Evidence row for the delivery; detail never holds the message.
+func (e *Engine) evidence(ctx context.Context, tx store.Tx, d store.Delivery, kind string, detail map[string]any, now time.Time) error {
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["delivery"], detail["operation"] = d.ID, d.Operation
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("encode %s evidence: %w", kind, err)
+	}
+	if err := tx.InsertEvidence(ctx, store.Evidence{Principal: d.Principal, Source: d.Source, Kind: kind,
+		TaskID: d.TaskID, Detail: b, CreatedAt: now}); err != nil {
+		return fmt.Errorf("write %s evidence: %w", kind, err)
+	}
+	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
