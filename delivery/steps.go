@@ -198,9 +198,18 @@ func (e *Engine) send(ctx context.Context, st step) {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, e.sendTimeout)
+	started := e.clock()
 	rc, serr := callSender(sctx, st.route.Sender, d)
 	cancel()
 	e.finish(ctx, st, func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error {
+		if cur.Lane != "" {
+			// The slot was measured from the claim; the provider sees the call's start, which the
+			// claim's commit delayed by a little. Measuring the next slot from the start as well
+			// keeps the calls the provider sees an interval apart.
+			if err := tx.DelayLane(ctx, cur.Principal, cur.Lane, started.Add(st.route.LaneInterval)); err != nil {
+				return err
+			}
+		}
 		if serr == nil {
 			return e.markDelivered(ctx, tx, cur, rc.ProviderID, kindSend, "", "", now)
 		}
