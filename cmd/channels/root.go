@@ -71,7 +71,8 @@ order of precedence; every flag of "serve" is also a config key (dashes become u
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().String("config", "", "YAML config file (default $XDG_CONFIG_HOME/channels/channels.yaml when it exists; env CHANNELS_CONFIG)")
 	config.AddFlags(root.PersistentFlags(), "store")
-	root.AddCommand(a.serveCmd(), a.migrateCmd(), a.versionCmd(), a.benchCmd(), a.matrixCmd(), a.sourcesCmd())
+	root.AddCommand(a.serveCmd(), a.migrateCmd(), a.versionCmd(), a.benchCmd(), a.matrixCmd(), a.sourcesCmd(),
+		a.deliveriesCmd())
 	return root
 }
 

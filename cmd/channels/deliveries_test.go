@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// timeoutSender's provider calls all end in an unknown outcome.
+type timeoutSender struct{}
+
+func (timeoutSender) Send(context.Context, delivery.Delivery) (delivery.Receipt, error) {
+	return delivery.Receipt{}, delivery.Indeterminate(errors.New("i/o timeout"))
+}
+
+// ambiguousDelivery leaves one ambiguous delivery (source "email", recovery class ambiguous) in
+// the SQLite store at url, and closes the store.
+func ambiguousDelivery(t *testing.T, url string) delivery.Record {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng := delivery.New(st, delivery.Routes{"email": {Sender: timeoutSender{}, Recovery: delivery.Ambiguous}},
+		delivery.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer eng.Close()
+	rec, err := eng.Deliver(ctx, delivery.Request{Principal: "alice", TaskID: "task-1", Source: "email",
+		Operation: delivery.OpReply, State: taskplane.StateCompleted,
+		Message: taskplane.Message{ID: "m", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil || rec.State != delivery.StateAmbiguous {
+		t.Fatalf("setup: %+v %v", rec, err)
+	}
+	return rec
+}
+
+func TestDeliveriesListAndResolveAnAmbiguousDelivery(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "d.db")
+	rec := ambiguousDelivery(t, url)
+	ctx := context.Background()
+
+	c := newCLI(t, map[string]string{"USER": "ops"})
+	if code := c.run(ctx, "deliveries", "list", "--store", url, "--state", "ambiguous", "--json"); code != 0 {
+		t.Fatalf("list: exit %d: %s", code, c.stderr.String())
+	}
+	var listed delivery.Record
+	if err := json.Unmarshal([]byte(c.stdout.String()), &listed); err != nil || listed.ID != rec.ID || listed.State != delivery.StateAmbiguous {
+		t.Fatalf("list --json = %q (%v)", c.stdout.String(), err)
+	}
+
+	c = newCLI(t, map[string]string{"USER": "ops"})
+	if code := c.run(ctx, "deliveries", "list", "--store", url, "--source", "email"); code != 0 {
+		t.Fatalf("list: exit %d: %s", code, c.stderr.String())
+	}
+	if out := c.stdout.String(); !strings.Contains(out, rec.ID) || !strings.Contains(out, "ambiguous") || !strings.HasPrefix(out, "ID") {
+		t.Errorf("list table:\n%s", out)
+	}
+
+	c = newCLI(t, map[string]string{"USER": "ops"})
+	if code := c.run(ctx, "deliveries", "resolve", rec.ID, "--store", url, "--abandon", "--note", "customer asked to drop it"); code != 0 {
+		t.Fatalf("resolve: exit %d: %s", code, c.stderr.String())
+	}
+	if out := c.stdout.String(); !strings.Contains(out, "failed") {
+		t.Errorf("resolve printed %q", out)
+	}
+
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := st.GetDelivery(ctx, "alice", rec.ID)
+	if err != nil || got.State != store.DeliveryFailed {
+		t.Fatalf("after resolve: %+v %v", got, err)
+	}
+	ev, err := st.ListEvidence(ctx, store.EvidenceFilter{Kind: delivery.EvidenceResolved, Source: "email"})
+	if err != nil || len(ev) != 1 {
+		t.Fatalf("resolved evidence: %v %v", ev, err)
+	}
+	var detail map[string]any
+	_ = json.Unmarshal(ev[0].Detail, &detail)
+	if detail["by"] != "ops" || detail["note"] != "customer asked to drop it" || detail["from"] != "ambiguous" {
+		t.Errorf("evidence detail %v", detail)
+	}
+}
+
+func TestDeliveriesResolveNeedsExactlyOneResolution(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "d.db")
+	for _, args := range [][]string{
+		{"deliveries", "resolve", "dlv_x", "--store", url},
+		{"deliveries", "resolve", "dlv_x", "--store", url, "--retry", "--abandon"},
+		{"deliveries", "list", "--store", url, "--state", "lost"},
+	} {
+		c := newCLI(t, nil)
+		if code := c.run(context.Background(), args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)", args, code)
+		}
+	}
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "deliveries", "resolve", "dlv_missing", "--store", url, "--retry"); code != 1 ||
+		!strings.Contains(c.stderr.String(), "not found") {
+		t.Errorf("resolve of a missing delivery: exit %d, %s", code, c.stderr.String())
+	}
+}
+
+func TestBenchDeliveriesPrintsOneJSONLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		keys []string
+	}{
+		{[]string{"--deliveries", "100", "--concurrency", "8"}, []string{"deliveries_per_sec", "p50_ms", "p99_ms"}},
+		{[]string{"--deliveries", "12", "--lanes", "3", "--lane-interval", "50ms"}, []string{"deliveries_per_sec", "steady_per_sec", "expected_per_sec", "min_lane_gap_ms"}},
+	} {
+		c := newCLI(t, nil)
+		if code := c.run(context.Background(), append([]string{"bench", "deliveries"}, tc.args...)...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, c.stderr.String())
+		}
+		out := strings.TrimSpace(c.stdout.String())
+		var r map[string]any
+		if err := json.Unmarshal([]byte(out), &r); err != nil || strings.Contains(out, "\n") {
+			t.Fatalf("%v: want one JSON line, got %q (%v)", tc.args, out, err)
+		}
+		for _, k := range tc.keys {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%v: missing %s in %s", tc.args, k, out)
+			}
+		}
+		if r["provider_calls"] != r["deliveries"] {
+			t.Errorf("%v: %v provider calls for %v deliveries", tc.args, r["provider_calls"], r["deliveries"])
+		}
+		// No lane ever went faster than its interval.
+		if gap, ok := r["min_lane_gap_ms"].(float64); ok && gap < 50 {
+			t.Errorf("min lane gap %vms < 50ms", gap)
+		}
+	}
+}
