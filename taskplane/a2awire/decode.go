@@ -272,7 +272,7 @@ func DecodeListTasksRequest(raw json.RawMessage, lim Limits) (*ListTasksRequest,
 	if req.ContextID, err = o.str("contextId", lim.MaxIDBytes); err != nil {
 		return nil, err
 	}
-	if sraw, ok := o.get("status"); ok {
+	if sraw, ok := o.get("status"); ok && !unrecognizedEnum(sraw) {
 		st, ok := enumValue(sraw, taskStateNumbers)
 		if !ok {
 			return nil, Invalid("status", "unknown task state")
@@ -297,6 +297,15 @@ func DecodeListTasksRequest(raw json.RawMessage, lim Limits) (*ListTasksRequest,
 		req.IncludeArtifacts = inc
 	}
 	return req, req.validate(lim)
+}
+
+// unrecognizedEnum reports whether raw is the JSON string "UNRECOGNIZED": the sentinel that
+// ts-proto generated code (so @a2a-js/sdk 1.3.0) writes for an enum field the caller left unset,
+// e.g. ListTasks params {"status":"UNRECOGNIZED"} whenever no status filter is given. It names no
+// state, so it is read as absent, the way a ProtoJSON parser that ignores unknown input treats an
+// unknown enum name.
+func unrecognizedEnum(raw json.RawMessage) bool {
+	return string(raw) == `"UNRECOGNIZED"`
 }
 
 func (req *ListTasksRequest) validate(lim Limits) *Error {

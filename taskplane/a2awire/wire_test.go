@@ -225,3 +225,19 @@ func TestJSONDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestListTasksStatusUnrecognized: @a2a-js/sdk 1.3.0 sends {"status":"UNRECOGNIZED"} for an
+// unset status filter; it reads as no filter. Any other unknown state is still refused.
+func TestListTasksStatusUnrecognized(t *testing.T) {
+	req, err := a2awire.DecodeListTasksRequest(json.RawMessage(`{"contextId":"c","status":"UNRECOGNIZED","pageSize":1}`), a2awire.Limits{})
+	if err != nil || req.Status != "" || req.ContextID != "c" {
+		t.Fatalf("UNRECOGNIZED: %+v %v, want no status filter", req, err)
+	}
+	req, err = a2awire.DecodeListTasksRequest(json.RawMessage(`{"status":"TASK_STATE_WORKING"}`), a2awire.Limits{})
+	if err != nil || req.Status != a2awire.TaskStateWorking {
+		t.Fatalf("WORKING: %+v %v", req, err)
+	}
+	if _, err := a2awire.DecodeListTasksRequest(json.RawMessage(`{"status":"TASK_STATE_BOGUS"}`), a2awire.Limits{}); err == nil {
+		t.Fatal("an unknown state name was accepted")
+	}
+}
