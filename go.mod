@@ -3,7 +3,9 @@ module github.com/channels-dev/channels
 go 1.26.0
 
 require (
+	github.com/gorilla/websocket v1.5.3
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/slack-go/slack v0.35.0
 	golang.org/x/sys v0.49.0
 	modernc.org/sqlite v1.62.0
 )
