@@ -65,7 +65,7 @@ func TestSourcesListsRegisteredAndPlannedSources(t *testing.T) {
 			t.Errorf("%s: registered %v with row status %s", s.Name, s.Registered, s.Row.Status)
 		}
 	}
-	want := map[string]string{"a2a": "binding", "email": "planned", "github": "planned", "slack": "planned", "webhook": "built"}
+	want := map[string]string{"a2a": "binding", "email": "planned", "github": "planned", "slack": "built", "webhook": "built"}
 	if len(got) != len(want) {
 		t.Fatalf("sources = %v, want %v", got, want)
 	}

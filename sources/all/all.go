@@ -2,11 +2,13 @@
 //
 //	import _ "github.com/channels-dev/channels/sources/all"
 //
-// Slack, GitHub and email join this list when they are built (their matrix rows say
-// status: planned until then).
+// GitHub and email join this list when they are built (their matrix rows say status: planned
+// until then).
 package all
 
 import (
+	// The Slack source: Events API and Socket Mode.
+	_ "github.com/channels-dev/channels/sources/slack"
 	// The signed-webhook source.
 	_ "github.com/channels-dev/channels/sources/webhook"
 )

@@ -1,0 +1,130 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+
+	"github.com/channels-dev/channels/sources"
+)
+
+// EventsSource is a Slack instance in Events API mode: Slack POSTs events to
+// /sources/slack/events and interactive payloads to /sources/slack/interactive (for an instance
+// named other than "default": /sources/slack/{instance}/…).
+type EventsSource struct{ *Source }
+
+// Pattern implements sources.Endpoint.
+func (s *EventsSource) Pattern() string { return "POST " + s.basePath() + "{endpoint}" }
+
+func (s *EventsSource) basePath() string {
+	if s.instance == "" || s.instance == "default" {
+		return "/sources/slack/"
+	}
+	return "/sources/slack/" + s.instance + "/"
+}
+
+// Run implements sources.Source: it learns the bot's identity, then the endpoint accepts
+// requests until ctx ends.
+func (s *EventsSource) Run(ctx context.Context, sink *sources.Sink) error {
+	defer s.setProblem("not running")
+	if err := s.identify(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	s.sink.Store(sink)
+	s.setProblem("")
+	<-ctx.Done()
+	s.sink.Store(nil)
+	return nil
+}
+
+// ServeHTTP verifies, classifies and accepts one request from Slack. It answers 2xx only after
+// the envelope is durably accepted, counted as non-work, or recorded as malformed; 5xx when that
+// failed, so Slack retries (and the retry is deduplicated on team and event_id); 401 with
+// evidence for a request that is not Slack's.
+func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	endpoint := r.PathValue("endpoint")
+	if endpoint != "events" && endpoint != "interactive" {
+		http.NotFound(w, r)
+		return
+	}
+	sink, ctx := s.sink.Load(), r.Context()
+	if sink == nil || s.bot.Load() == nil {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "slack source is not running; retry", http.StatusServiceUnavailable)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
+	if err != nil {
+		sink.Rejected(ctx, s.principal, "oversize")
+		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if reason := s.verify(r.Header, body); reason != "" {
+		sink.Rejected(ctx, s.principal, reason)
+		http.Error(w, "request not signed by Slack: "+reason, http.StatusUnauthorized)
+		return
+	}
+	var v verdict
+	if endpoint == "events" {
+		var outer struct {
+			Type      string `json:"type"`
+			Challenge string `json:"challenge"`
+		}
+		if json.Unmarshal(body, &outer) == nil && outer.Type == slackevents.URLVerification {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"challenge": outer.Challenge})
+			return
+		}
+		v = s.classifyCallback(body)
+		if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
+			s.log.Debug("slack retry", "num", n, "reason", r.Header.Get("X-Slack-Retry-Reason"), "verdict", v.String())
+		}
+	} else {
+		form, err := url.ParseQuery(string(body))
+		if err != nil || form.Get("payload") == "" {
+			v = malformed("interactive request without a payload", nil)
+		} else {
+			v = s.classifyInteraction([]byte(form.Get("payload")))
+		}
+	}
+	if !s.settle(ctx, sink, v) {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "not accepted; retry", http.StatusServiceUnavailable)
+		return
+	}
+	// An empty 200 also closes the answer dialog of a view_submission.
+	w.WriteHeader(http.StatusOK)
+}
+
+// verify checks Slack's v0 signature and its 5-minute timestamp window. It returns the evidence
+// reason, or "" when the request is Slack's.
+func (s *EventsSource) verify(h http.Header, body []byte) string {
+	sv, err := slack.NewSecretsVerifier(h, s.opt.signingSecret)
+	switch {
+	case errors.Is(err, slack.ErrMissingHeaders):
+		return "unsigned"
+	case errors.Is(err, slack.ErrExpiredTimestamp):
+		return "stale-timestamp"
+	case errors.As(err, new(*strconv.NumError)):
+		return "bad-timestamp"
+	case err != nil:
+		return "bad-signature"
+	}
+	if _, err := sv.Write(body); err != nil {
+		return "bad-signature"
+	}
+	if sv.Ensure() != nil {
+		return "bad-signature"
+	}
+	return ""
+}

@@ -1,0 +1,9 @@
+package slack
+
+import "github.com/channels-dev/channels/sources"
+
+// OnSettle tells fn, for every envelope a Socket Mode instance handles, whether it acked it. The
+// kit's driver uses it to know when "unacked" is the final answer instead of waiting out a timer.
+func OnSettle(src sources.Source, fn func(envelopeID string, acked bool)) {
+	src.(*SocketSource).settled = fn
+}

@@ -1,0 +1,386 @@
+package slack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/sources"
+	slacksrc "github.com/channels-dev/channels/sources/slack"
+	"github.com/channels-dev/channels/sources/sourcetest"
+	"github.com/channels-dev/channels/taskplane"
+)
+
+func mustUnmarshal(t testing.TB, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+}
+
+func text(m taskplane.Message) string {
+	var out []string
+	for _, p := range m.Parts {
+		if p.Text != "" {
+			out = append(out, p.Text)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestSlackRefusesUnsignedRequestsWithEvidence(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, nil)
+	d := h.tr.(*eventsDriver)
+	good := body("events", callback("Ev1", mention("ops", "Ev1", "deploy")))
+	now := time.Now()
+	for _, tc := range []struct {
+		name     string
+		endpoint string
+		body     []byte
+		secret   string
+		ts       time.Time
+		header   http.Header
+		code     int
+		kind     string
+		reason   string
+		count    int64
+	}{
+		{"bad signature", "events", good, "another-signing-secret", now, nil, 401, "rejected", "bad-signature", 1},
+		{"tampered body", "events", bytes.Replace(good, []byte("deploy"), []byte("delete"), 1), "", now,
+			http.Header{"X-Slack-Request-Timestamp": {itoa(now)}, "X-Slack-Signature": {sign(signing, now, good)}}, 401, "rejected", "bad-signature", 2},
+		{"stale timestamp", "events", good, signing, now.Add(-6 * time.Minute), nil, 401, "rejected", "stale-timestamp", 1},
+		{"future timestamp", "events", good, signing, now.Add(6 * time.Minute), nil, 401, "rejected", "stale-timestamp", 2},
+		{"missing headers", "events", good, "", now, nil, 401, "rejected", "unsigned", 1},
+		{"missing signature", "events", good, "", now, http.Header{"X-Slack-Request-Timestamp": {itoa(now)}}, 401, "rejected", "unsigned", 2},
+		{"signature without v0=", "events", good, "", now,
+			http.Header{"X-Slack-Request-Timestamp": {itoa(now)}, "X-Slack-Signature": {strings.TrimPrefix(sign(signing, now, good), "v0=")}}, 401, "rejected", "bad-signature", 3},
+		{"timestamp not a number", "events", good, "", now,
+			http.Header{"X-Slack-Request-Timestamp": {"yesterday"}, "X-Slack-Signature": {sign(signing, now, good)}}, 401, "rejected", "bad-timestamp", 1},
+		{"interactive with a bad signature", "interactive", body("interactive", blockAction("C1", "1.2", "1.2", "tr1", "channels_choice:0", `{"v":"x"}`)),
+			"another-signing-secret", now, nil, 401, "rejected", "bad-signature", 4},
+		{"oversize", "events", append([]byte(`{"pad":"`), bytes.Repeat([]byte("x"), slacksrc.DefaultMaxBody)...), signing, now, nil, 413, "rejected", "oversize", 1},
+		{"signed but not JSON", "events", []byte(`{"type": "event_callback", `), signing, now, nil, 200, "malformed-envelope", "invalid JSON", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, msg := d.post(t, tc.endpoint, tc.body, tc.secret, tc.ts, tc.header)
+			if code != tc.code {
+				t.Fatalf("answer %d %q, want %d", code, msg, tc.code)
+			}
+			if got := h.counted(tc.kind)[tc.reason]; got != tc.count {
+				t.Fatalf("%s evidence %q = %d, want %d", tc.kind, tc.reason, got, tc.count)
+			}
+		})
+	}
+	if n := len(h.tasks()); n != 0 {
+		t.Fatalf("tasks = %d after refused requests, want 0", n)
+	}
+	if n := len(h.evidence(sources.EvidenceAccepted)); n != 0 {
+		t.Fatalf("accepted evidence = %d, want 0", n)
+	}
+	// The endpoint check: a signed url_verification is answered with its challenge, an unsigned
+	// one is refused.
+	challenge := []byte(`{"token":"legacy","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	if code, msg := d.post(t, "events", challenge, signing, time.Now(), nil); code != 200 || !strings.Contains(msg, `"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"`) {
+		t.Fatalf("url_verification: %d %s", code, msg)
+	}
+	if code, _ := d.post(t, "events", challenge, "", time.Now(), nil); code != 401 {
+		t.Fatalf("unsigned url_verification: %d, want 401", code)
+	}
+	// The same endpoint still accepts Slack's requests.
+	h.work("events", callback("Ev1", mention("ops", "Ev1", "deploy")))
+}
+
+func itoa(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+func TestSlackRetryOfAnAcceptedEventReturnsThePriorTask(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		h := newHarness(t, mode, nil)
+		ev := callback("Ev0RETRY", mention("ops", "Ev0RETRY", "deploy the api"))
+		first := h.work("events", ev)
+		if first.Outcome != taskplane.Created {
+			t.Fatalf("first delivery: %s", first.Outcome)
+		}
+		retry := http.Header{"X-Slack-Retry-Num": {"1"}, "X-Slack-Retry-Reason": {"http_timeout"}}
+		h.deliver("events", ev, sourcetest.Acked, retry)
+		h.mu.Lock()
+		again := h.accepted[len(h.accepted)-1]
+		h.mu.Unlock()
+		if again.Outcome != taskplane.Duplicate || again.Task.ID != first.Task.ID {
+			t.Fatalf("retry: %s task %s, want duplicate of %s", again.Outcome, again.Task.ID, first.Task.ID)
+		}
+		// Slack's retry at 3 s fires while the first request may still run: concurrent copies
+		// of one event make one Task.
+		var wg sync.WaitGroup
+		ev2 := callback("Ev0BURST", mention("ops", "Ev0BURST", "and the web"))
+		for i := range 4 {
+			wg.Go(func() {
+				hd := http.Header{}
+				if i > 0 {
+					hd.Set("X-Slack-Retry-Num", "1")
+				}
+				if got := h.tr.deliver(t, "events", ev2, hd); got != sourcetest.Acked {
+					t.Errorf("copy %d answered %s", i, got)
+				}
+			})
+		}
+		wg.Wait()
+		if n := len(h.tasks()); n != 2 {
+			t.Fatalf("tasks = %d, want 2 (one per event)", n)
+		}
+		if n := len(h.evidence(sources.EvidenceDuplicate)); n != 4 {
+			t.Fatalf("duplicate evidence = %d, want 4", n)
+		}
+		// The task keeps what the mention said, without the mention itself.
+		if got := text(h.task(first.Task.ID).History[0]); got != "deploy the api" {
+			t.Fatalf("task text %q", got)
+		}
+	})
+}
+
+func TestSlackOwnMessageIsNeverATask(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		allowed := channelOf("ops")
+		h := newHarness(t, mode, func(o map[string]any) { o["channels"] = []any{allowed, channelOf("dm")} })
+		edit := threadReply("ops", "ev-edit", "typo")
+		edit["subtype"], edit["message"] = "message_changed", obj{"text": "fixed", "ts": tsOf("x")}
+		botMsg := ownMessage("ops", "ev-botmsg", "beep")
+		botMsg["subtype"] = "bot_message"
+		mentionByUs := mention("ops", "ev-self-mention", "loop?")
+		mentionByUs["user"], mentionByUs["bot_id"] = botUser, botID
+		other := ownMessage("ops", "ev-other", "I am another app")
+		other["user"], other["bot_id"], other["subtype"] = "U0OTHERBOT", otherBot, "bot_message"
+		otherAsUser := threadReply("ops", "ev-other-user", "I post as a user but am a bot")
+		otherAsUser["bot_id"] = otherBot
+		deleted := threadReply("ops", "ev-del", "")
+		deleted["subtype"] = "message_deleted"
+		join := threadReply("ops", "ev-join", "<@U0HUMAN> has joined the channel")
+		join["subtype"] = "channel_join"
+		topLevel := threadReply("ops", "ev-top", "lunch?")
+		delete(topLevel, "thread_ts")
+		withMention := threadReply("ops", "ev-msg-mention", "<@"+botUser+"> deploy")
+		for _, tc := range []struct {
+			name   string
+			inner  obj
+			reason string
+		}{
+			{"our own message in the thread", ownMessage("ops", "ev-own", "on it"), "own-bot"},
+			{"our own bot_message", botMsg, "own-bot"},
+			{"a mention posted by us", mentionByUs, "own-bot"},
+			{"another bot", other, "other-bot"},
+			{"another bot posting as a user", otherAsUser, "other-bot"},
+			{"an edit", edit, "edit"},
+			{"a deletion", deleted, "delete"},
+			{"a join message", join, "join"},
+			{"member_joined_channel", obj{"type": "member_joined_channel", "user": human, "channel": allowed, "event_ts": "1.1"}, "join"},
+			{"a mention outside the allow-list", mention("elsewhere", "ev-outside", "deploy"), "channel-not-allowed"},
+			{"a top-level channel message", topLevel, "top-level-channel-message"},
+			{"the message event of a mention", withMention, "mention-in-message"},
+			{"a reaction", obj{"type": "reaction_added", "user": human, "reaction": "eyes", "item": obj{"type": "message", "channel": allowed, "ts": "1.1"}}, "event:reaction_added"},
+			{"an event type nobody knows", obj{"type": "x_future_event", "channel": allowed}, "event:x_future_event"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				id := "Ev-" + strings.ReplaceAll(tc.name, " ", "-")
+				before := h.counted(sources.EvidenceNonWork)[tc.reason]
+				h.deliver("events", callback(id, tc.inner), sourcetest.Acked, nil)
+				if got := h.counted(sources.EvidenceNonWork)[tc.reason]; got != before+1 {
+					t.Fatalf("non-work %q = %d, want %d", tc.reason, got, before+1)
+				}
+			})
+		}
+		if n := len(h.tasks()); n != 0 {
+			t.Fatalf("tasks = %d, want 0", n)
+		}
+		// The message Slack echoes after our reply, exactly as we posted it, is not a Task either.
+		acc := h.work("events", callback("Ev-work", mention("ops", "Ev-work", "status?")))
+		if _, err := h.src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Principal: principal, TaskID: acc.Task.ID,
+			Operation: slacksrc.OpReply, State: taskplane.StateCompleted, Locator: acc.Task.Origin.Locator,
+			Message: taskplane.Message{ID: "a1", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("all green")}}}); err != nil {
+			t.Fatal(err)
+		}
+		posted := h.w.posted(allowed)
+		if len(posted) != 1 {
+			t.Fatalf("posted %d messages, want 1", len(posted))
+		}
+		echo := obj{"type": "message", "channel": allowed, "channel_type": "channel", "ts": posted[0].TS, "thread_ts": posted[0].ThreadTS,
+			"user": posted[0].User, "bot_id": posted[0].BotID, "text": posted[0].Text, "event_ts": posted[0].TS}
+		h.deliver("events", callback("Ev-echo", echo), sourcetest.Acked, nil)
+		if n := len(h.tasks()); n != 1 {
+			t.Fatalf("tasks = %d after our reply was echoed, want 1", n)
+		}
+		// A direct message to the bot is work, also from a DM channel outside the allow-list.
+		dm := obj{"type": "message", "channel": "D0DIRECT", "channel_type": "im", "user": human, "text": "hello", "ts": tsOf("dm1"), "event_ts": tsOf("dm1")}
+		if acc := h.work("events", callback("Ev-dm", dm)); acc.Outcome != taskplane.Created {
+			t.Fatalf("direct message: %s", acc.Outcome)
+		}
+	})
+}
+
+func TestSlackDirectMessagesCanBeTurnedOff(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, func(o map[string]any) { o["direct_messages"] = false; o["channel_messages"] = "none" })
+	dm := obj{"type": "message", "channel": "D0DIRECT", "channel_type": "im", "user": human, "text": "hello", "ts": tsOf("dm1")}
+	h.deliver("events", callback("Ev-dm", dm), sourcetest.Acked, nil)
+	h.deliver("events", callback("Ev-reply", threadReply("ops", "r1", "plain reply")), sourcetest.Acked, nil)
+	c := h.counted(sources.EvidenceNonWork)
+	if c["direct-messages-off"] != 1 || c["channel-message"] != 1 || len(h.tasks()) != 0 {
+		t.Fatalf("non-work %v, tasks %d", c, len(h.tasks()))
+	}
+	// A mention is still work.
+	h.work("events", callback("Ev-m", mention("ops", "m1", "hi")))
+}
+
+func TestSlackButtonAnswerContinuesTheInputRequiredTask(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		h := newHarness(t, mode, nil)
+		first := h.work("events", callback("Ev-deploy", mention("ops", "Ev-deploy", "deploy")))
+		q := taskplane.Message{ID: "q1", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("Which **colour**?")},
+			Metadata: map[string]any{"https://channels.dev/a2a/ext/elicitation/v1": map[string]any{"requestedSchema": map[string]any{
+				"type": "object", "properties": map[string]any{"colour": map[string]any{"type": "string", "enum": []any{"red", "blue"}}}}}}}
+		rc, posted := h.ask(first.Task.ID, q)
+		if posted.ThreadTS != rootOf("ops") {
+			t.Fatalf("question posted in thread %q, want %q", posted.ThreadTS, rootOf("ops"))
+		}
+		buttons := buttonsOf(t, posted)
+		if len(buttons) != 3 || buttons[0].Text.Text != "red" || buttons[1].Text.Text != "blue" || buttons[2].ActionID != "channels_answer" {
+			t.Fatalf("buttons %+v, want red, blue, Answer", buttons)
+		}
+		// A click on "blue", as Slack sends it: the button's own action id and value, and the
+		// message it sits on.
+		click := blockAction(channelOf("ops"), posted.TS, posted.ThreadTS, "trig-blue", buttons[1].ActionID, buttons[1].Value)
+		acc := h.work("interactive", click)
+		if acc.Outcome != taskplane.Continued || acc.Task.ID != first.Task.ID {
+			t.Fatalf("button answer: %s task %s, want continued %s (anchor %s)", acc.Outcome, acc.Task.ID, first.Task.ID, rc.ProviderID)
+		}
+		task := h.task(first.Task.ID)
+		last := task.History[len(task.History)-1]
+		if task.Status.State != taskplane.StateSubmitted || text(last) != "blue" || len(last.Parts) != 2 || string(last.Parts[1].Data) != `{"colour":"blue"}` {
+			t.Fatalf("continued task: %s, last message %+v", task.Status.State, last)
+		}
+		// A second click on the answered question is new work in the same context.
+		again := h.work("interactive", blockAction(channelOf("ops"), posted.TS, posted.ThreadTS, "trig-red", buttons[0].ActionID, buttons[0].Value))
+		if again.Outcome != taskplane.Created || again.ContextID != first.ContextID {
+			t.Fatalf("second click: %s in %s", again.Outcome, again.ContextID)
+		}
+
+		// The Answer button opens a dialog; its submission names the question and continues.
+		q2 := taskplane.Message{ID: "q2", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("Anything else?")}}
+		_, posted2 := h.ask(first.Task.ID, q2)
+		b2 := buttonsOf(t, posted2)
+		if len(b2) != 1 || b2[0].ActionID != "channels_answer" {
+			t.Fatalf("buttons of a question without a schema: %+v", b2)
+		}
+		accepted := h.acceptances()
+		h.deliver("interactive", blockAction(channelOf("ops"), posted2.TS, posted2.ThreadTS, "trig-open", "channels_answer", "answer"), sourcetest.Acked, nil)
+		if h.acceptances() != accepted {
+			t.Fatal("opening the answer dialog was accepted as work")
+		}
+		views := h.w.openedViews()
+		if len(views) != 1 || views[0].TriggerID != "trig-open" {
+			t.Fatalf("views.open calls %+v", views)
+		}
+		var v struct {
+			CallbackID      string `json:"callback_id"`
+			PrivateMetadata string `json:"private_metadata"`
+		}
+		mustUnmarshal(t, views[0].View, &v)
+		acc2 := h.work("interactive", viewSubmission("trig-submit", v.PrivateMetadata, "  ship it  "))
+		if acc2.Outcome != taskplane.Continued || acc2.Task.ID != first.Task.ID || text(acc2.Task.History[len(acc2.Task.History)-1]) != "ship it" {
+			t.Fatalf("dialog answer: %s task %s", acc2.Outcome, acc2.Task.ID)
+		}
+		if c := h.counted(sources.EvidenceNonWork); c["answer-dialog-opened"] != 1 {
+			t.Fatalf("non-work %v, want one answer-dialog-opened", c)
+		}
+	})
+}
+
+type button struct {
+	ActionID string `json:"action_id"`
+	Value    string `json:"value"`
+	Text     struct {
+		Text string `json:"text"`
+	} `json:"text"`
+}
+
+// buttonsOf returns the buttons of a posted message's actions block.
+func buttonsOf(t testing.TB, m message) []button {
+	t.Helper()
+	var blocks []struct {
+		Type     string   `json:"type"`
+		Elements []button `json:"elements"`
+	}
+	mustUnmarshal(t, m.Blocks, &blocks)
+	for _, b := range blocks {
+		if b.Type == "actions" {
+			return b.Elements
+		}
+	}
+	return nil
+}
+
+func TestSlackPlainThreadReplyIsANewTaskInTheSameContext(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		h := newHarness(t, mode, nil)
+		first := h.work("events", callback("Ev-1", mention("ops", "Ev-1", "deploy")))
+		h.ask(first.Task.ID, taskplane.Message{ID: "q1", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("which env?")}})
+		reply := h.work("events", callback("Ev-2", threadReply("ops", "Ev-2", "prod")))
+		if reply.Outcome != taskplane.Created || reply.Task.ID == first.Task.ID || reply.ContextID != first.ContextID {
+			t.Fatalf("thread reply: %s task %s context %s, want a new task in %s", reply.Outcome, reply.Task.ID, reply.ContextID, first.ContextID)
+		}
+		if st := h.task(first.Task.ID).Status.State; st != taskplane.StateInputRequired {
+			t.Fatalf("the waiting task is %s, want still input-required", st)
+		}
+		// Another thread of the same channel is another context.
+		other := h.work("events", callback("Ev-3", mention("ops-2", "Ev-3", "and this")))
+		if other.ContextID == first.ContextID {
+			t.Fatal("another thread shares the context")
+		}
+	})
+}
+
+func TestSlackSocketModeReconnectsOnDisconnect(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeSocket, nil)
+	h.work("events", callback("Ev-1", mention("ops", "Ev-1", "one")))
+	h.w.ws.disconnect()
+	// The client opens a new connection (apps.connections.open again) and carries on.
+	h.work("events", callback("Ev-2", mention("ops", "Ev-2", "two")))
+	if n := h.w.ws.opens.Load(); n != 2 {
+		t.Fatalf("connections = %d, want 2", n)
+	}
+	h.waitHealthy()
+	if n := len(h.tasks()); n != 2 {
+		t.Fatalf("tasks = %d, want 2", n)
+	}
+}
+
+func TestSlackSocketModeRecordsAndAcksMalformedEnvelopes(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeSocket, nil)
+	// A payload that is not an object, and interactive payloads without what they answer.
+	h.deliver("events", obj{"raw": json.RawMessage(`"garbage"`)}, sourcetest.Acked, nil)
+	h.deliver("interactive", obj{"raw": json.RawMessage(`[1,2]`)}, sourcetest.Acked, nil)
+	noContainer := blockAction("", "", "", "trig-x", "channels_choice:0", `{"v":"x"}`)
+	delete(noContainer, "container")
+	delete(noContainer, "message")
+	h.deliver("interactive", noContainer, sourcetest.Acked, nil)
+	h.deliver("interactive", viewSubmission("trig-y", "not json", "an answer"), sourcetest.Acked, nil)
+	c := h.counted(sources.EvidenceMalformed)
+	want := map[string]int64{"invalid JSON": 1, "invalid interactive payload": 1,
+		"block_actions without the message it answers": 1, "answer dialog without the message it answers": 1}
+	for k, n := range want {
+		if c[k] != n {
+			t.Errorf("malformed %q = %d, want %d (all: %v)", k, c[k], n, c)
+		}
+	}
+	// Slash commands and other interactions are counted, not tasked.
+	h.deliver("interactive", obj{"type": "shortcut", "team": obj{"id": team}, "trigger_id": "t"}, sourcetest.Acked, nil)
+	if c := h.counted(sources.EvidenceNonWork); c["interactive:shortcut"] != 1 {
+		t.Fatalf("non-work %v", c)
+	}
+	if n := len(h.tasks()); n != 0 {
+		t.Fatalf("tasks = %d, want 0", n)
+	}
+}

@@ -1,0 +1,250 @@
+package slack
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/channels-dev/channels/taskplane"
+)
+
+// Rendering an agent's message as Slack mrkdwn. Agents write Markdown; Slack's mrkdwn differs
+// (*bold*, _italic_, ~strike~, <url|text>, no headings) and reads <…> as mentions and links, so
+// text is escaped except for the user and channel mentions and links an answer may carry.
+
+var (
+	reHeading = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
+	reBullet  = regexp.MustCompile(`^(\s*)[-*+]\s+`)
+	reLink    = regexp.MustCompile(`\[([^\]\n]+)\]\((https?://[^)\s]+)\)`)
+	reBold    = regexp.MustCompile(`\*\*([^*\n]+)\*\*|__([^_\n]+)__`)
+	reItalic  = regexp.MustCompile(`(^|[^*\w])\*([^*\s][^*\n]*?)\*($|[^*\w])`)
+	reStrike  = regexp.MustCompile(`~~([^~\n]+)~~`)
+	// Slack tokens kept as they are: user and channel mentions, and links. Special mentions
+	// (<!channel>, <!here>) are escaped: an answer never pings a whole channel.
+	reToken = regexp.MustCompile(`<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+(?:\|[^<>\n]*)?|https?://[^<>\s|]+(?:\|[^<>\n]*)?)>`)
+)
+
+// escape escapes the three characters Slack requires escaped in message text.
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// escapeKeepingTokens escapes s but keeps Slack mention and link tokens.
+func escapeKeepingTokens(s string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range reToken.FindAllStringIndex(s, -1) {
+		b.WriteString(escape(s[last:m[0]]))
+		b.WriteString(s[m[0]:m[1]])
+		last = m[1]
+	}
+	b.WriteString(escape(s[last:]))
+	return b.String()
+}
+
+// Mrkdwn converts Markdown text to Slack mrkdwn: code blocks and inline code are kept verbatim
+// (escaped), headings become bold lines, list markers become bullets, and bold, italic, strike
+// and links take Slack's syntax.
+func Mrkdwn(md string) string {
+	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
+	inFence := false
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inFence = !inFence
+			lines[i] = "```" + escape(strings.TrimPrefix(strings.TrimSpace(line), "```"))
+			if !inFence {
+				lines[i] = "```"
+			}
+			continue
+		}
+		if inFence {
+			lines[i] = escape(line)
+			continue
+		}
+		if m := reHeading.FindStringSubmatch(line); m != nil {
+			lines[i] = "*" + inline(m[1]) + "*"
+			continue
+		}
+		if m := reBullet.FindStringSubmatch(line); m != nil {
+			lines[i] = m[1] + "• " + inline(line[len(m[0]):])
+			continue
+		}
+		lines[i] = inline(line)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// inline converts one line outside code blocks; spans in backticks are kept verbatim.
+func inline(line string) string {
+	segs := strings.Split(line, "`")
+	for i := range segs {
+		if i%2 == 1 && i < len(segs)-1 {
+			segs[i] = escape(segs[i]) // inside `code`
+			continue
+		}
+		segs[i] = inlineText(segs[i])
+	}
+	return strings.Join(segs, "`")
+}
+
+func inlineText(s string) string {
+	// Links first, so their text and URL are not touched by the other rules.
+	var b strings.Builder
+	last := 0
+	for _, m := range reLink.FindAllStringSubmatchIndex(s, -1) {
+		b.WriteString(emphasis(escapeKeepingTokens(s[last:m[0]])))
+		url, text := s[m[4]:m[5]], s[m[2]:m[3]]
+		b.WriteString("<" + linkURL(url) + "|" + strings.ReplaceAll(escape(text), "|", "¦") + ">")
+		last = m[1]
+	}
+	b.WriteString(emphasis(escapeKeepingTokens(s[last:])))
+	return b.String()
+}
+
+// linkURL makes a URL safe inside <url|text>: the characters that would end the link are
+// percent-encoded.
+func linkURL(u string) string {
+	return strings.NewReplacer("|", "%7C", "<", "%3C", ">", "%3E").Replace(u)
+}
+
+func emphasis(s string) string {
+	const boldMark = "\x00"
+	s = reBold.ReplaceAllStringFunc(s, func(m string) string {
+		sub := reBold.FindStringSubmatch(m)
+		return boldMark + sub[1] + sub[2] + boldMark
+	})
+	s = reItalic.ReplaceAllString(s, "${1}_${2}_${3}")
+	s = reStrike.ReplaceAllString(s, "~${1}~")
+	return strings.ReplaceAll(s, boldMark, "*")
+}
+
+// statusLine heads an answer whose task did not complete normally.
+func statusLine(st taskplane.State) string {
+	switch st {
+	case taskplane.StateFailed:
+		return ":x: *The work failed.*"
+	case taskplane.StateRejected:
+		return ":no_entry: *Declined.*"
+	case taskplane.StateCanceled:
+		return ":heavy_multiplication_x: *Canceled.*"
+	case taskplane.StateAuthRequired:
+		return ":lock: *Sign-in needed.*"
+	}
+	return ""
+}
+
+// renderMessage renders every part of an agent's message (text, data, links, files) as mrkdwn.
+func renderMessage(st taskplane.State, msg taskplane.Message) string {
+	var out []string
+	if h := statusLine(st); h != "" {
+		out = append(out, h)
+	}
+	for _, p := range msg.Parts {
+		if r := renderPart(p); r != "" {
+			out = append(out, r)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+func renderPart(p taskplane.Part) string {
+	name := p.Filename
+	switch {
+	case p.Text != "":
+		return Mrkdwn(p.Text)
+	case p.Data != nil:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(p.Data, &obj) == nil && len(obj) == 1 && obj["requestedSchema"] != nil {
+			return "" // a question's schema: shown as buttons, not as text
+		}
+		var pretty bytes.Buffer
+		if json.Indent(&pretty, p.Data, "", "  ") != nil {
+			pretty.Reset()
+			pretty.Write(p.Data)
+		}
+		return titled(name, "```\n"+escape(pretty.String())+"\n```")
+	case p.URL != "":
+		if name != "" {
+			return "<" + linkURL(p.URL) + "|" + escape(name) + ">"
+		}
+		return "<" + linkURL(p.URL) + ">"
+	case p.Raw != nil:
+		if isText(p.MediaType) && utf8.Valid(p.Raw) {
+			return titled(name, "```\n"+escape(strings.TrimRight(string(p.Raw), "\n"))+"\n```")
+		}
+		if name == "" {
+			name = "file"
+		}
+		return fmt.Sprintf("_(%s: %d bytes of %s, not shown in Slack)_", escape(name), len(p.Raw), escape(firstOf(p.MediaType, "binary data")))
+	}
+	return ""
+}
+
+func titled(name, body string) string {
+	if name == "" {
+		return body
+	}
+	return "*" + escape(name) + "*\n" + body
+}
+
+func isText(mediaType string) bool {
+	mt := strings.ToLower(strings.TrimSpace(strings.SplitN(mediaType, ";", 2)[0]))
+	switch {
+	case mt == "", strings.HasPrefix(mt, "text/"), mt == "application/json", mt == "application/yaml",
+		mt == "application/x-yaml", mt == "application/xml", mt == "application/x-sh", strings.HasSuffix(mt, "+json"):
+		return true
+	}
+	return false
+}
+
+// fenceReserve is the room a chunk keeps for closing and reopening a code block.
+const fenceReserve = len("\n```")
+
+// Split cuts rendered mrkdwn into chunks of at most limit bytes, at a paragraph, line or word
+// boundary where one is near, never inside a UTF-8 sequence. A code block cut in two is closed
+// at the end of one chunk and reopened at the start of the next.
+func Split(text string, limit int) []string {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return nil
+	}
+	var out []string
+	reopen := false
+	for text != "" {
+		if reopen {
+			text = "```\n" + text
+		}
+		if len(text) <= limit {
+			out = append(out, text)
+			break
+		}
+		room := limit - fenceReserve
+		cut := cutPoint(text, room)
+		chunk := strings.TrimRight(text[:cut], " \n")
+		text = strings.TrimLeft(text[cut:], " \n")
+		reopen = strings.Count(chunk, "```")%2 == 1
+		if reopen {
+			chunk += "\n```"
+		}
+		out = append(out, chunk)
+	}
+	return out
+}
+
+// cutPoint finds where to cut s to at most room bytes: the last paragraph break in the second
+// half, else the last line break, else the last space, else the last rune boundary.
+func cutPoint(s string, room int) int {
+	head := s[:room]
+	for _, sep := range []string{"\n\n", "\n", " "} {
+		if i := strings.LastIndex(head, sep); i > room/2 {
+			return i + len(sep)
+		}
+	}
+	for room > 0 && !utf8.RuneStart(s[room]) {
+		room--
+	}
+	return room
+}

@@ -1,0 +1,81 @@
+package slack_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	slacksrc "github.com/channels-dev/channels/sources/slack"
+)
+
+func TestSlackMrkdwnRendersMarkdown(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"**bold** and __bold__", "*bold* and *bold*"},
+		{"*italic* and _italic_", "_italic_ and _italic_"},
+		{"~~gone~~", "~gone~"},
+		{"# Title", "*Title*"},
+		{"### Sub ###", "*Sub*"},
+		{"- one\n* two\n  + nested", "• one\n• two\n  • nested"},
+		{"see [the docs](https://example.com/a?b=1&c=2)", "see <https://example.com/a?b=1&c=2|the docs>"},
+		{"a < b && c > d", "a &lt; b &amp;&amp; c &gt; d"},
+		{"ping <!channel> and <!here>", "ping &lt;!channel&gt; and &lt;!here&gt;"},
+		{"thanks <@U0HUMAN>, see <#C0OPS|ops> and <https://x.io|x>", "thanks <@U0HUMAN>, see <#C0OPS|ops> and <https://x.io|x>"},
+		{"use `**not bold** <x>` here", "use `**not bold** &lt;x&gt;` here"},
+		{"```go\nif a < b && **x** {\n```\nafter **b**", "```go\nif a &lt; b &amp;&amp; **x** {\n```\nafter *b*"},
+		{"2 * 3 * 4", "2 * 3 * 4"},
+	} {
+		if got := slacksrc.Mrkdwn(tc.in); got != tc.want {
+			t.Errorf("Mrkdwn(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSlackSplitKeepsPartsWithinTheLimit(t *testing.T) {
+	var b strings.Builder
+	for i := range 200 {
+		b.WriteString("Paragraph with some words, ünïcödé and more words to fill the line. ")
+		if i%5 == 4 {
+			b.WriteString("\n\n")
+		}
+	}
+	b.WriteString("\n```\n")
+	for range 120 {
+		b.WriteString("code line that must stay inside a fence\n")
+	}
+	b.WriteString("```\ntail")
+	text := b.String()
+	parts := slacksrc.Split(text, 1000)
+	if len(parts) < 10 {
+		t.Fatalf("%d parts, want many", len(parts))
+	}
+	for i, p := range parts {
+		if len(p) > 1000 || !utf8.ValidString(p) {
+			t.Fatalf("part %d: %d bytes, valid UTF-8 %v", i, len(p), utf8.ValidString(p))
+		}
+		if strings.Count(p, "```")%2 != 0 {
+			t.Fatalf("part %d leaves a code block open:\n%s", i, p)
+		}
+	}
+	joined := strings.Join(parts, "")
+	for _, want := range []string{"Paragraph with some words", "code line that must stay inside a fence", "tail"} {
+		if !strings.Contains(joined, want) {
+			t.Fatalf("the parts lost %q", want)
+		}
+	}
+	if got := strings.Count(joined, "code line that must stay inside a fence"); got != 120 {
+		t.Fatalf("code lines = %d, want 120", got)
+	}
+	if got := slacksrc.Split("short", 1000); len(got) != 1 || got[0] != "short" {
+		t.Fatalf("Split(short) = %q", got)
+	}
+	word := strings.Repeat("é", 600)
+	got := slacksrc.Split(word, 200)
+	for _, p := range got {
+		if len(p) > 200 || !utf8.ValidString(p) {
+			t.Fatalf("a long word cut into %q", p)
+		}
+	}
+	if strings.Join(got, "") != word {
+		t.Fatal("a long word lost characters")
+	}
+}

@@ -1,0 +1,180 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/channels-dev/channels/sources"
+)
+
+// maxInFlight bounds the envelopes handled at once; past it the websocket reader waits, and
+// Slack holds (and later redelivers) what it could not hand over.
+const maxInFlight = 32
+
+// SocketSource is a Slack instance in Socket Mode: it opens a websocket with the app-level
+// token (apps.connections.open), acknowledges each envelope only after acceptance, and
+// reconnects when Slack asks it to (disconnect) or the connection dies.
+type SocketSource struct {
+	*Source
+	// settled, when set (tests), is told after each envelope is handled whether it was acked.
+	settled func(envelopeID string, acked bool)
+}
+
+// Run implements sources.Source: it learns the bot's identity, then receives envelopes until ctx
+// ends. It returns an error only when Slack refuses the tokens.
+func (s *SocketSource) Run(ctx context.Context, sink *sources.Sink) error {
+	defer s.setProblem("not running")
+	if err := s.identify(ctx); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	s.sink.Store(sink)
+	defer s.sink.Store(nil)
+	s.setProblem("connecting")
+
+	smc := socketmode.New(s.api, socketmode.OptionLog(slogOutput{s.log}))
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	clientDone := make(chan error, 1)
+	go func() { clientDone <- s.runClient(runCtx, smc) }()
+
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxInFlight)
+	stop := func(err error) error {
+		cancel()
+		wg.Wait()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			<-clientDone
+			return stop(nil)
+		case err := <-clientDone:
+			return stop(err)
+		case evt := <-smc.Events:
+			req := s.observe(evt)
+			if req == nil || req.EnvelopeID == "" {
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				s.handle(ctx, smc, sink, req)
+			}()
+		}
+	}
+}
+
+// observe follows the client's lifecycle events for Health and returns the request of an
+// envelope to handle, if evt carries one.
+func (s *SocketSource) observe(evt socketmode.Event) *socketmode.Request {
+	switch evt.Type {
+	case socketmode.EventTypeConnecting:
+		s.setProblem("connecting")
+	case socketmode.EventTypeConnectionError:
+		s.setProblem(fmt.Sprintf("connection failed: %v", evt.Data))
+	case socketmode.EventTypeInvalidAuth:
+		s.setProblem("the app token was refused")
+	case socketmode.EventTypeConnected:
+		s.setProblem("connected; waiting for hello")
+	case socketmode.EventTypeHello:
+		s.setProblem("")
+	case socketmode.EventTypeErrorWriteFailed:
+		// A lost ack: Slack redelivers the envelope and the redelivery is deduplicated.
+		s.log.Warn("slack socket mode write failed", "data", fmt.Sprint(evt.Data))
+	case socketmode.EventTypeIncomingError:
+		s.log.Debug("slack socket mode read error", "data", fmt.Sprint(evt.Data))
+	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
+		return evt.Request
+	case socketmode.EventTypeErrorBadMessage:
+		// The library could not parse the envelope (an inner event type it does not know, or a
+		// broken payload). If it has an envelope id it is Slack's, and is classified from the
+		// raw payload like any other: counted, or recorded as malformed, then acked.
+		if bad, ok := evt.Data.(*socketmode.ErrorBadMessage); ok {
+			var req socketmode.Request
+			if json.Unmarshal(bad.Message, &req) == nil && req.EnvelopeID != "" {
+				return &req
+			}
+			s.log.Warn("slack socket mode message without an envelope id", "err", bad.Cause)
+		}
+	}
+	return nil
+}
+
+// handle classifies one envelope, settles it with the sink, and acks it only if it settled.
+func (s *SocketSource) handle(ctx context.Context, smc *socketmode.Client, sink *sources.Sink, req *socketmode.Request) {
+	var v verdict
+	switch req.Type {
+	case socketmode.RequestTypeEventsAPI:
+		v = s.classifyCallback(req.Payload)
+	case socketmode.RequestTypeInteractive:
+		v = s.classifyInteraction(req.Payload)
+	case socketmode.RequestTypeSlashCommands:
+		v = nonWork("slash-command")
+	default:
+		v = nonWork("envelope:" + req.Type)
+	}
+	acked := s.settle(ctx, sink, v)
+	if acked {
+		if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil {
+			s.log.Warn("slack socket mode ack", "envelope", req.EnvelopeID, "err", err)
+		}
+	}
+	if s.settled != nil {
+		s.settled(req.EnvelopeID, acked)
+	}
+}
+
+// runClient runs the socket mode client until ctx ends. The client reconnects by itself on a
+// disconnect request or a dead connection; when it gives up (a refused connection attempt) it is
+// started again after a pause, unless Slack refused the token.
+func (s *SocketSource) runClient(ctx context.Context, smc *socketmode.Client) error {
+	wait := time.Second
+	for {
+		err := smc.RunContext(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) && fatalAuth(se.Err) || err != nil && fatalAuth(err.Error()) {
+			s.setProblem("the app token was refused")
+			return fmt.Errorf("slack %s: socket mode: %w", s.instance, err)
+		}
+		s.setProblem(fmt.Sprintf("socket mode stopped: %v", err))
+		s.log.Warn("slack socket mode stopped; restarting", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+	}
+}
+
+// slogOutput lets the socket mode client log through slog, at debug level.
+type slogOutput struct{ l *slog.Logger }
+
+func (o slogOutput) Output(_ int, msg string) error {
+	o.l.Debug(msg)
+	return nil
+}
