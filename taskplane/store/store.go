@@ -65,6 +65,7 @@ type Store interface {
 // Reader holds the read operations, available on the Store and inside a transaction.
 type Reader interface {
 	DeliveryReader
+	WakeReader
 
 	GetTask(ctx context.Context, principal, id string) (Task, error)
 	// ListTasks returns the principal's tasks matching f, ordered by StatusTime descending then ID
@@ -87,6 +88,7 @@ type Reader interface {
 type Tx interface {
 	Reader
 	DeliveryTx
+	WakeTx
 
 	// InsertClaim inserts c unless a claim with the same (Principal, Source, Identity) exists, in
 	// which case it returns the existing claim and inserted=false. On Postgres a concurrent
@@ -276,6 +278,12 @@ type Wake struct {
 	State      WakeState
 	Attempts   int
 	Detail     string
+	// LeaseOwner and LeaseUntil: who holds the wake (its turn) until when; zero LeaseUntil means
+	// not leased. DueAt is when a pending wake may next be claimed (a re-offer waits). They are
+	// written by ClaimWakes and SaveWake (wakes.go); InsertWake writes them zero.
+	LeaseOwner string
+	LeaseUntil time.Time
+	DueAt      time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }

@@ -240,19 +240,12 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 }
 
 func (r reader) ListWakes(ctx context.Context, state store.WakeState, limit int) ([]store.Wake, error) {
-	query := `SELECT id, principal, task_id, activation, state, attempts, detail, created_at, updated_at
-		FROM wakes WHERE state = $1 ORDER BY created_at, id`
+	query := `SELECT ` + wakeColumns + ` FROM wakes WHERE state = $1 ORDER BY created_at, id`
 	if limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(limit)
 	}
 	rows, _ := r.q.Query(ctx, query, string(state))
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Wake, error) {
-		var w store.Wake
-		err := row.Scan(&w.ID, &w.Principal, &w.TaskID, &w.Activation, &w.State, &w.Attempts, &w.Detail,
-			&w.CreatedAt, &w.UpdatedAt)
-		w.CreatedAt, w.UpdatedAt = utc(w.CreatedAt), utc(w.UpdatedAt)
-		return w, err
-	})
+	out, err := pgx.CollectRows(rows, scanWake)
 	if err != nil {
 		return nil, fmt.Errorf("list wakes: %w", err)
 	}

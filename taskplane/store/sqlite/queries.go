@@ -469,28 +469,9 @@ func updateWake(ctx context.Context, q querier, w store.Wake) error {
 }
 
 func listWakes(ctx context.Context, q querier, state store.WakeState, limit int) ([]store.Wake, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, principal, task_id, activation, state, attempts, detail, created_at, updated_at
+	rows, err := q.QueryContext(ctx, `SELECT `+wakeCols+`
 		FROM wakes WHERE state = ? ORDER BY created_at, seq LIMIT ?`, string(state), limitArg(limit))
-	if err != nil {
-		return nil, fmt.Errorf("list wakes: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Wake
-	for rows.Next() {
-		var w store.Wake
-		var st string
-		var created, updated int64
-		if err := rows.Scan(&w.ID, &w.Principal, &w.TaskID, &w.Activation, &st, &w.Attempts, &w.Detail, &created, &updated); err != nil {
-			return nil, fmt.Errorf("list wakes: %w", err)
-		}
-		w.State = store.WakeState(st)
-		w.CreatedAt, w.UpdatedAt = fromMicros(created), fromMicros(updated)
-		out = append(out, w)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list wakes: %w", err)
-	}
-	return out, nil
+	return collectWakes(rows, err, "list wakes")
 }
 
 // ---- retention ----

@@ -111,6 +111,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"ListIsFIFOByCreatedAtWithinState", testWakesFIFO},
 			{"UpdateMovesWakeBetweenStates", testWakesUpdate},
 		}},
+		{"WakeQueue", wakeQueueCases()},
 		{"Prune", []testCase{
 			{"DeletesOldTerminalWorkKeepsLiveWorkAndRecentContexts", testPrune},
 			{"RespectsLimitAcrossCalls", testPruneLimit},

@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// The wake queue (store.WakeReader, store.WakeTx). Leases are plain columns updated under row
+// locks, never advisory locks, so a Postgres-wire engine without advisory locks runs the same SQL
+// (DESIGN.md §6). Claimers in several processes skip each other's rows (FOR UPDATE SKIP LOCKED).
+
+const wakeColumns = `principal, id, task_id, activation, state, attempts, detail, lease_owner, lease_until, due_at,
+	created_at, updated_at`
+
+// wakeColumnsOf is wakeColumns qualified by a table alias, for RETURNING after a join.
+func wakeColumnsOf(alias string) string {
+	out := ""
+	for i, c := range []string{"principal", "id", "task_id", "activation", "state", "attempts", "detail",
+		"lease_owner", "lease_until", "due_at", "created_at", "updated_at"} {
+		if i > 0 {
+			out += ", "
+		}
+		out += alias + "." + c
+	}
+	return out
+}
+
+func scanWake(row pgx.CollectableRow) (store.Wake, error) {
+	var w store.Wake
+	err := row.Scan(&w.Principal, &w.ID, &w.TaskID, &w.Activation, &w.State, &w.Attempts, &w.Detail, &w.LeaseOwner,
+		&w.LeaseUntil, &w.DueAt, &w.CreatedAt, &w.UpdatedAt)
+	w.LeaseUntil, w.DueAt, w.CreatedAt, w.UpdatedAt = utc(w.LeaseUntil), utc(w.DueAt), utc(w.CreatedAt), utc(w.UpdatedAt)
+	return w, err
+}
+
+func (r reader) GetWake(ctx context.Context, principal, id string) (store.Wake, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+wakeColumns+` FROM wakes WHERE principal = $1 AND id = $2`, principal, id)
+	w, err := pgx.CollectExactlyOneRow(rows, scanWake)
+	if err != nil {
+		return store.Wake{}, fmt.Errorf("get wake %s: %w", id, notFound(err))
+	}
+	return w, nil
+}
+
+func (r reader) ListTaskWakes(ctx context.Context, principal, taskID string) ([]store.Wake, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+wakeColumns+` FROM wakes WHERE principal = $1 AND task_id = $2
+		ORDER BY created_at, id`, principal, taskID)
+	out, err := pgx.CollectRows(rows, scanWake)
+	if err != nil {
+		return nil, fmt.Errorf("list wakes of task %s: %w", taskID, err)
+	}
+	return out, nil
+}
+
+func (r reader) CountWakes(ctx context.Context, state store.WakeState, upTo int) (int, error) {
+	query := `SELECT count(*) FROM wakes WHERE state = $1`
+	if upTo > 0 {
+		query = `SELECT count(*) FROM (SELECT 1 FROM wakes WHERE state = $1 LIMIT ` + strconv.Itoa(upTo) + `) w`
+	}
+	var n int
+	if err := r.q.QueryRow(ctx, query, string(state)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count %s wakes: %w", state, err)
+	}
+	return n, nil
+}
+
+func (r reader) ListStaleTasks(ctx context.Context, states []string, cutoff time.Time, limit int) ([]store.Task, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	query := `SELECT ` + taskColumns + ` FROM tasks WHERE state = ANY($1) AND status_time < $2
+		ORDER BY status_time, principal, id`
+	if limit > 0 {
+		query += ` LIMIT ` + strconv.Itoa(limit)
+	}
+	rows, _ := r.q.Query(ctx, query, states, cutoff)
+	out, err := pgx.CollectRows(rows, scanTask)
+	if err != nil {
+		return nil, fmt.Errorf("list stale tasks: %w", err)
+	}
+	return out, nil
+}
+
+// wakeDue selects the rows of alias w a claimer may take at $1 (now): pending, due and not leased,
+// or active with a lease that ran out.
+const wakeDue = `((w.state = 'pending' AND w.due_at <= $1 AND w.lease_until <= $1)
+	OR (w.state = 'active' AND w.lease_until <= $1))`
+
+func (t *tx) ClaimWakes(ctx context.Context, c store.WakeClaim) ([]store.Wake, error) {
+	args := []any{c.Now, c.Owner, c.LeaseUntil, max(c.Limit, 1)}
+	principals := ""
+	if len(c.Principals) > 0 {
+		args = append(args, c.Principals)
+		principals = ` AND w.principal = ANY($5)`
+	}
+	// heads keeps the oldest due wake of each task (one turn per task); a task with a live turn (an
+	// active wake whose lease holds) has none. The locking select evaluates the due condition again
+	// on the row version it locks, and skips rows other claimers hold.
+	query := `WITH heads AS (
+			SELECT principal, id FROM (
+				SELECT w.principal, w.id,
+					row_number() OVER (PARTITION BY w.principal, w.task_id ORDER BY w.created_at, w.id) AS rn
+				FROM wakes w
+				WHERE w.state IN ('pending', 'active') AND ` + wakeDue + principals + `
+				AND NOT EXISTS (SELECT 1 FROM wakes a WHERE a.principal = w.principal AND a.task_id = w.task_id
+					AND a.id <> w.id AND a.state IN ('pending', 'active') AND a.lease_until > $1)) r
+			WHERE rn = 1
+		), c AS (
+			SELECT w.principal, w.id FROM wakes w JOIN heads h ON w.principal = h.principal AND w.id = h.id
+			WHERE ` + wakeDue + `
+			ORDER BY w.created_at, w.id
+			LIMIT $4
+			FOR UPDATE OF w SKIP LOCKED)
+		UPDATE wakes w SET lease_owner = $2, lease_until = $3
+		FROM c WHERE w.principal = c.principal AND w.id = c.id
+		RETURNING ` + wakeColumnsOf("w")
+	rows, _ := t.q.Query(ctx, query, args...)
+	out, err := pgx.CollectRows(rows, scanWake)
+	if err != nil {
+		return nil, fmt.Errorf("claim wakes: %w", err)
+	}
+	// RETURNING has no order.
+	slices.SortFunc(out, func(a, b store.Wake) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+func (t *tx) SaveWake(ctx context.Context, w store.Wake) error {
+	tag, err := t.q.Exec(ctx, `UPDATE wakes SET state = $3, attempts = $4, detail = $5, activation = $6, lease_owner = $7,
+		lease_until = $8, due_at = $9, updated_at = $10 WHERE principal = $1 AND id = $2`,
+		w.Principal, w.ID, string(w.State), w.Attempts, w.Detail, w.Activation, w.LeaseOwner, w.LeaseUntil, w.DueAt,
+		w.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("save wake %s: %w", w.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("save wake %s: %w", w.ID, store.ErrNotFound)
+	}
+	return nil
+}

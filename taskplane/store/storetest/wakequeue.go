@@ -1,0 +1,285 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// wakeQueueCases prove store.WakeReader and store.WakeTx: leases (one claimer per wake and one
+// turn per task, across processes), FIFO claims, due times, the bounded count the admission limit
+// reads, and the stale-task listing of the timeout sweep.
+func wakeQueueCases() []testCase {
+	return []testCase{
+		{"ClaimIsFIFOAndLeasesTheRows", testWakeClaimFIFO},
+		{"ClaimTakesOneWakePerTask", testWakeClaimOnePerTask},
+		{"LiveLeaseHoldsTheWholeTaskOff", testWakeClaimLiveTurn},
+		{"ExpiredLeaseOfActiveWakeIsClaimable", testWakeClaimExpired},
+		{"PendingWakeWaitsForItsDueTime", testWakeClaimDue},
+		{"ClaimSkipsDoneAndFailedAndRestrictsToPrincipals", testWakeClaimFilters},
+		{"SaveStoresQueueFieldsAndGetReadsThem", testWakeSaveGet},
+		{"SaveOrGetOfMissingWakeIsNotFound", testWakeMissing},
+		{"ListTaskWakesIsOldestFirstAndScoped", testWakeListTask},
+		{"CountStopsAtUpTo", testWakeCount},
+		{"ListStaleTasksFiltersByStateAndAge", testStaleTasks},
+		{"20ConcurrentClaimersNeverShareAWakeOrATask", testWakeClaimConcurrent},
+	}
+}
+
+func taskWake(principal, id, taskID string, created time.Time) store.Wake {
+	return store.Wake{ID: id, Principal: principal, TaskID: taskID, Activation: 1, State: store.WakePending,
+		CreatedAt: created, UpdatedAt: created}
+}
+
+func claimWakes(t *testing.T, s store.Store, c store.WakeClaim) []store.Wake {
+	t.Helper()
+	var out []store.Wake
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		out, err = tx.ClaimWakes(ctx, c)
+		return err
+	})
+	return out
+}
+
+func saveWake(t *testing.T, s store.Store, w store.Wake) {
+	t.Helper()
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.SaveWake(ctx, w) })
+}
+
+func wakeIDs(ws []store.Wake) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.ID
+	}
+	return out
+}
+
+func claim(owner string, now time.Duration, limit int) store.WakeClaim {
+	return store.WakeClaim{Owner: owner, Now: at(now), LeaseUntil: at(now + time.Minute), Limit: limit}
+}
+
+func testWakeClaimFIFO(t *testing.T, s store.Store) {
+	// Inserted out of order: FIFO is by CreatedAt.
+	insertWakes(t, s, taskWake("alice", "w3", "t3", at(3*time.Second)), taskWake("alice", "w1", "t1", t0),
+		taskWake("alice", "w2", "t2", at(time.Second)))
+	got := claimWakes(t, s, claim("p1", 10*time.Second, 2))
+	diff(t, "first claim", []string{"w1", "w2"}, wakeIDs(got))
+	for _, w := range got {
+		if w.LeaseOwner != "p1" || !w.LeaseUntil.Equal(at(10*time.Second+time.Minute)) || w.State != store.WakePending {
+			t.Errorf("claimed %s: owner %q until %v state %s, want p1, the lease, pending", w.ID, w.LeaseOwner, w.LeaseUntil, w.State)
+		}
+	}
+	stored, err := s.GetWake(context.Background(), "alice", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stored claimed wake", got[0], stored)
+	// The leased rows are not due for anyone else; the third is.
+	diff(t, "second claim", []string{"w3"}, wakeIDs(claimWakes(t, s, claim("p2", 11*time.Second, 5))))
+	diff(t, "third claim", []string{}, wakeIDs(claimWakes(t, s, claim("p3", 12*time.Second, 5))))
+}
+
+func testWakeClaimOnePerTask(t *testing.T, s store.Store) {
+	insertWakes(t, s, taskWake("alice", "a1", "ta", t0), taskWake("alice", "a2", "ta", at(time.Second)),
+		taskWake("alice", "b1", "tb", at(2*time.Second)))
+	diff(t, "claim", []string{"a1", "b1"}, wakeIDs(claimWakes(t, s, claim("p1", time.Minute, 10))))
+	// a1 is leased: a2 of the same task waits for it.
+	diff(t, "claim while a1 is leased", []string{}, wakeIDs(claimWakes(t, s, claim("p2", time.Minute, 10))))
+}
+
+func testWakeClaimLiveTurn(t *testing.T, s store.Store) {
+	insertWakes(t, s, taskWake("alice", "a1", "ta", t0), taskWake("alice", "a2", "ta", at(time.Second)))
+	a1 := claimWakes(t, s, claim("p1", time.Minute, 1))[0]
+	a1.State, a1.Attempts, a1.UpdatedAt = store.WakeActive, 1, at(time.Minute)
+	saveWake(t, s, a1)
+	// The turn holds its lease: no wake of the task is due, not even a newer one.
+	diff(t, "claim mid-turn", []string{}, wakeIDs(claimWakes(t, s, claim("p2", 90*time.Second, 10))))
+	// The turn ends and releases its lease: the newer wake is due.
+	a1.State, a1.LeaseOwner, a1.LeaseUntil = store.WakeDone, "", time.Time{}
+	saveWake(t, s, a1)
+	diff(t, "claim after the turn", []string{"a2"}, wakeIDs(claimWakes(t, s, claim("p2", 91*time.Second, 10))))
+}
+
+func testWakeClaimExpired(t *testing.T, s store.Store) {
+	insertWakes(t, s, taskWake("alice", "a1", "ta", t0))
+	a1 := claimWakes(t, s, claim("p1", 0, 1))[0]
+	a1.State, a1.Attempts = store.WakeActive, 1
+	saveWake(t, s, a1)
+	diff(t, "claim before expiry", []string{}, wakeIDs(claimWakes(t, s, claim("p2", 59*time.Second, 1))))
+	got := claimWakes(t, s, claim("p2", time.Minute, 1))
+	diff(t, "claim at expiry", []string{"a1"}, wakeIDs(got))
+	if got[0].State != store.WakeActive || got[0].Attempts != 1 || got[0].LeaseOwner != "p2" {
+		t.Errorf("reclaimed wake %+v: want active, 1 attempt, leased to p2", got[0])
+	}
+}
+
+func testWakeClaimDue(t *testing.T, s store.Store) {
+	w := taskWake("alice", "a1", "ta", t0)
+	insertWakes(t, s, w)
+	w.DueAt, w.Attempts, w.Detail, w.UpdatedAt = at(time.Hour), 2, "re-offer", at(time.Second)
+	saveWake(t, s, w)
+	diff(t, "claim before due", []string{}, wakeIDs(claimWakes(t, s, claim("p1", time.Hour-time.Second, 1))))
+	diff(t, "claim when due", []string{"a1"}, wakeIDs(claimWakes(t, s, claim("p1", time.Hour, 1))))
+}
+
+func testWakeClaimFilters(t *testing.T, s store.Store) {
+	done, failed := taskWake("alice", "d", "td", t0), taskWake("alice", "f", "tf", t0)
+	done.State, failed.State = store.WakeDone, store.WakeFailed
+	insertWakes(t, s, done, failed, taskWake("alice", "a", "ta", at(time.Second)),
+		taskWake("bob", "b", "tb", at(2*time.Second)), taskWake("carol", "c", "tc", at(3*time.Second)))
+	c := claim("p1", time.Minute, 10)
+	c.Principals = []string{"bob", "carol"}
+	diff(t, "claim for bob and carol", []string{"b", "c"}, wakeIDs(claimWakes(t, s, c)))
+	diff(t, "claim for anyone", []string{"a"}, wakeIDs(claimWakes(t, s, claim("p2", time.Minute, 10))))
+}
+
+func testWakeSaveGet(t *testing.T, s store.Store) {
+	w := taskWake("alice", "w1", "t1", t0)
+	insertWakes(t, s, w)
+	got, err := s.GetWake(context.Background(), "alice", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "inserted wake (queue fields zero)", w, got)
+
+	saved := w
+	saved.State, saved.Attempts, saved.Detail, saved.Activation = store.WakeActive, 3, "offer 3", 7
+	saved.LeaseOwner, saved.LeaseUntil, saved.DueAt, saved.UpdatedAt = "p1", at(time.Hour), at(time.Minute), at(time.Second)
+	// TaskID and CreatedAt are not SaveWake's to write.
+	arg := saved
+	arg.TaskID, arg.CreatedAt = "other", at(48*time.Hour)
+	saveWake(t, s, arg)
+	got, err = s.GetWake(context.Background(), "alice", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "saved wake", saved, got)
+	listed, err := s.ListWakes(context.Background(), store.WakeActive, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ListWakes reads the queue fields", []store.Wake{saved}, listed)
+}
+
+func testWakeMissing(t *testing.T, s store.Store) {
+	insertWakes(t, s, taskWake("alice", "w1", "t1", t0))
+	_, err := s.GetWake(context.Background(), "bob", "w1")
+	wantNotFound(t, "GetWake of another principal's wake", err)
+	err = s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return tx.SaveWake(ctx, taskWake("bob", "w1", "t1", t0))
+	})
+	wantNotFound(t, "SaveWake of another principal's wake", err)
+}
+
+func testWakeListTask(t *testing.T, s store.Store) {
+	insertWakes(t, s, taskWake("alice", "w2", "t1", at(time.Second)), taskWake("alice", "w1", "t1", t0),
+		taskWake("alice", "x", "t2", t0), taskWake("bob", "y", "t1", t0))
+	got, err := s.ListTaskWakes(context.Background(), "alice", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ListTaskWakes(alice, t1)", []string{"w1", "w2"}, wakeIDs(got))
+}
+
+func testWakeCount(t *testing.T, s store.Store) {
+	var ws []store.Wake
+	for i := range 5 {
+		ws = append(ws, taskWake("alice", fmt.Sprintf("w%d", i), fmt.Sprintf("t%d", i), at(time.Duration(i)*time.Second)))
+	}
+	ws[4].State = store.WakeDone
+	insertWakes(t, s, ws...)
+	for _, c := range []struct {
+		state      store.WakeState
+		upTo, want int
+	}{{store.WakePending, 0, 4}, {store.WakePending, 2, 2}, {store.WakePending, 10, 4}, {store.WakeDone, 0, 1}, {store.WakeActive, 3, 0}} {
+		n, err := s.CountWakes(context.Background(), c.state, c.upTo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != c.want {
+			t.Errorf("CountWakes(%s, %d) = %d, want %d", c.state, c.upTo, n, c.want)
+		}
+	}
+}
+
+func testStaleTasks(t *testing.T, s store.Store) {
+	insertTasks(t, s,
+		newTask("alice", "old-working", "c1", "working", t0),
+		newTask("bob", "old-input", "c2", "input-required", at(time.Minute)),
+		newTask("alice", "new-working", "c1", "working", at(time.Hour)),
+		newTask("alice", "old-done", "c1", "completed", t0),
+		newTask("alice", "old-submitted", "c1", "submitted", t0))
+	states := []string{"working", "input-required"}
+	got, err := s.ListStaleTasks(context.Background(), states, at(30*time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stale before +30m", []string{"old-working", "old-input"}, ids(got))
+	got, err = s.ListStaleTasks(context.Background(), states, at(2*time.Hour), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stale before +2h, limit 2", []string{"old-working", "old-input"}, ids(got))
+	if got[1].Principal != "bob" || got[1].State != "input-required" {
+		t.Errorf("stale task row %+v: want bob's input-required row", got[1])
+	}
+}
+
+func testWakeClaimConcurrent(t *testing.T, s store.Store) {
+	// Ten tasks with two pending wakes each: twenty claimers of one wake each get at most one wake
+	// of every task, and never a wake someone else got.
+	const tasks, claimers = 10, 20
+	var ws []store.Wake
+	for i := range tasks {
+		ws = append(ws, taskWake("alice", fmt.Sprintf("w-%02d-a", i), fmt.Sprintf("t-%02d", i), at(time.Duration(i)*time.Millisecond)),
+			taskWake("alice", fmt.Sprintf("w-%02d-b", i), fmt.Sprintf("t-%02d", i), at(time.Second+time.Duration(i)*time.Millisecond)))
+	}
+	insertWakes(t, s, ws...)
+	var (
+		mu      sync.Mutex
+		byWake  = map[string]string{}
+		perTask = map[string]int{}
+		wg      sync.WaitGroup
+		errs    = make([]error, claimers)
+	)
+	for i := range claimers {
+		wg.Go(func() {
+			owner := fmt.Sprintf("claimer-%d", i)
+			errs[i] = s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+				got, err := tx.ClaimWakes(ctx, claim(owner, time.Minute, 1))
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, w := range got {
+					if prev, ok := byWake[w.ID]; ok && prev != owner {
+						return fmt.Errorf("%s claimed by %s and %s", w.ID, prev, owner)
+					}
+					byWake[w.ID] = owner
+					perTask[w.TaskID]++
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("claimer %d: %v", i, err)
+		}
+	}
+	if len(perTask) != tasks {
+		t.Errorf("%d of %d tasks claimed", len(perTask), tasks)
+	}
+	for task, n := range perTask {
+		if n != 1 {
+			t.Errorf("task %s: %d wakes claimed at once, want 1", task, n)
+		}
+	}
+}
