@@ -93,6 +93,8 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 	common := url.Values{}
 	common.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
 	common.Set("_synchronous", "FULL")
+	// Savepoint sub-journals (one per fn of a group commit) stay in memory, not in temp files.
+	common.Add("_pragma", "temp_store(memory)")
 
 	wq := url.Values{}
 	for k, v := range common {

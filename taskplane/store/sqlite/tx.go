@@ -84,7 +84,7 @@ var errTxDone = errors.New("sqlite store: Tx used after its Update fn returned")
 // operation instead, so a cancelled caller stops at the next operation without disturbing the
 // other fns sharing the transaction.
 type txn struct {
-	q *sql.Tx
+	q querier
 
 	mu   sync.Mutex // held during each operation, so finish waits for one in flight
 	done bool

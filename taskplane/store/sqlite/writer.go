@@ -36,6 +36,7 @@ type request struct {
 type writer struct {
 	s       *Store
 	db      *sql.DB
+	stmts   *stmtCache
 	queue   chan *request
 	closing chan struct{}
 	stopped chan struct{}
@@ -51,6 +52,7 @@ type writerKey struct{}
 func (w *writer) start(s *Store, db *sql.DB) {
 	w.s = s
 	w.db = db
+	w.stmts = newStmtCache(db)
 	w.queue = make(chan *request, maxBatch)
 	w.closing = make(chan struct{})
 	w.stopped = make(chan struct{})
@@ -107,6 +109,7 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx stor
 
 func (w *writer) loop() {
 	defer close(w.stopped)
+	defer w.stmts.close()
 	batch := make([]*request, 0, maxBatch)
 	for {
 		// Closing wins over queued work: Close promises that pending Updates fail.
@@ -142,6 +145,7 @@ func (w *writer) loop() {
 		for len(live) > 0 {
 			live = w.runBatch(live)
 		}
+		w.stmts.warm(context.Background())
 		clear(batch) // drop references to finished requests and their fns
 	}
 }
@@ -220,7 +224,7 @@ func (w *writer) runBatch(batch []*request) (retry []*request) {
 
 // call runs r.fn on tx and turns a panic into an error for r's caller alone.
 func (w *writer) call(r *request, tx *sql.Tx) (err error) {
-	t := &txn{q: tx}
+	t := &txn{q: cachedTx{tx: tx, c: w.stmts}}
 	defer func() {
 		// A Tx kept by fn must not write into the next fn's savepoint.
 		t.finish()

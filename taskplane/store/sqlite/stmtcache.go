@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// maxCachedStmts bounds the statement cache: queries built from filters come in a few shapes,
+// and anything beyond the bound is simply prepared per use, as without a cache.
+const maxCachedStmts = 256
+
+// stmtCache keeps the writer's statements prepared across transactions. Parsing SQL was a large
+// share of an Update's CPU time. A statement is prepared on the writer's single connection, which
+// a running transaction holds, so a query first seen inside a transaction is only noted there and
+// prepared by warm, which the writer calls between transactions.
+type stmtCache struct {
+	db *sql.DB
+
+	mu     sync.Mutex
+	stmts  map[string]*sql.Stmt
+	missed map[string]struct{}
+}
+
+func newStmtCache(db *sql.DB) *stmtCache {
+	return &stmtCache{db: db, stmts: map[string]*sql.Stmt{}, missed: map[string]struct{}{}}
+}
+
+// lookup returns the prepared statement for query, or nil after noting the miss.
+func (c *stmtCache) lookup(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stmts[query]
+	if st == nil && len(c.stmts)+len(c.missed) < maxCachedStmts {
+		c.missed[query] = struct{}{}
+	}
+	return st
+}
+
+// warm prepares the queries missed since the last call. It must run while no transaction holds
+// the writer's connection. A query that fails to prepare (it has several statements, say) is
+// left to run unprepared.
+func (c *stmtCache) warm(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q := range c.missed {
+		delete(c.missed, q)
+		if st, err := c.db.PrepareContext(ctx, q); err == nil {
+			c.stmts[q] = st
+		}
+	}
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for q, st := range c.stmts {
+		st.Close()
+		delete(c.stmts, q)
+	}
+}
+
+// cachedTx runs queries on a transaction through the cache.
+type cachedTx struct {
+	tx *sql.Tx
+	c  *stmtCache
+}
+
+func (t cachedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.c.lookup(query); st != nil {
+		return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+func (t cachedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.c.lookup(query); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+func (t cachedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.c.lookup(query); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
