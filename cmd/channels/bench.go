@@ -29,7 +29,7 @@ func (a *app) benchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure Channels on this machine",
 	}
-	cmd.AddCommand(a.benchAcceptCmd(), a.benchDeliveriesCmd())
+	cmd.AddCommand(a.benchAcceptCmd(), a.benchDeliveriesCmd(), a.benchA2ACmd())
 	return cmd
 }
 

@@ -1,0 +1,469 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/executor/echo"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// a2aLoad is the figures of one load run against one server.
+type a2aLoad struct {
+	Server     string  `json:"server"` // "channels" or "a2a-go"
+	Target     string  `json:"target"`
+	ReqPerSec  float64 `json:"req_per_sec"`
+	P50Ms      float64 `json:"p50_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	Requests   int     `json:"requests"`
+	Errors     int     `json:"errors"`
+	FirstError string  `json:"first_error,omitempty"`
+	Seconds    float64 `json:"seconds"`
+}
+
+// benchA2AResult is the one JSON line bench a2a prints: the figures of the target, and with
+// --peer those of the a2a-go reference and the ratio target/reference of requests per second.
+type benchA2AResult struct {
+	a2aLoad
+	Binding     string   `json:"binding"`
+	Mode        string   `json:"mode"`
+	Concurrency int      `json:"concurrency"`
+	Store       string   `json:"store,omitempty"` // of the in-process Channels server
+	Peer        *a2aLoad `json:"peer,omitempty"`
+	Ratio       float64  `json:"ratio,omitempty"`
+	GOMAXPROCS  int      `json:"gomaxprocs"`
+	LoadAvg     string   `json:"loadavg,omitempty"` // /proc/loadavg when the run began
+}
+
+// a2aBenchOptions are the settings of one bench a2a run.
+type a2aBenchOptions struct {
+	target, binding, mode, peer, token, cpuProfile string
+	duration, warmup                               time.Duration
+	concurrency, maxRequests                       int
+}
+
+func (a *app) benchA2ACmd() *cobra.Command {
+	var o a2aBenchOptions
+	cmd := &cobra.Command{
+		Use:   "a2a",
+		Short: "Send unique A2A messages for a fixed time and print req/s, p50 and p99 as one JSON line",
+		Long: `Send SendMessage requests, each with a unique messageId, from --concurrency connections for
+--duration (after --warmup, not counted; at most --max-requests in all), over one binding, and print
+one JSON line: req_per_sec, p50_ms, p99_ms, requests, errors.
+
+--mode blocking waits for each task to finish (the default A2A send); --mode immediate sets
+returnImmediately. A blocking reply must be a COMPLETED task, an immediate one a task; anything
+else counts as an error.
+
+Without --target the bench starts Channels in this process: a fresh SQLite store (durable, fsync
+on commit) in a temporary directory, the echo executor, anonymous loopback access. With --target
+it loads that server (a "channels serve"; --token for its credentials).
+
+--peer a2a-go also starts the reference server of a2a-go v2.4.0 (its a2asrv package with the
+in-memory task store and an echo agent that answers like Channels' echo: a task, completed with an
+agent message repeating the text) on loopback in this process, runs the same load against it right
+after, and reports its figures under "peer" with "ratio" = target req/s / reference req/s.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case o.binding != "rest" && o.binding != "jsonrpc":
+				return usageError{errors.New("--binding must be rest or jsonrpc")}
+			case o.mode != "blocking" && o.mode != "immediate":
+				return usageError{errors.New("--mode must be blocking or immediate")}
+			case o.peer != "" && o.peer != "a2a-go":
+				return usageError{errors.New("--peer must be a2a-go")}
+			case o.duration <= 0 || o.duration > time.Hour || o.warmup < 0:
+				return usageError{errors.New("--duration must be in (0, 1h] and --warmup not negative")}
+			case o.concurrency < 1 || o.concurrency > 4096 || o.maxRequests < 1:
+				return usageError{errors.New("--concurrency must be in 1..4096 and --max-requests at least 1")}
+			}
+			r, err := a.benchA2A(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(a.stdout).Encode(r)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.target, "target", "", "base URL of the server to load (default: an in-process Channels on a temporary SQLite store)")
+	f.StringVar(&o.binding, "binding", "rest", "rest (POST /message:send) or jsonrpc (SendMessage at /jsonrpc)")
+	f.StringVar(&o.mode, "mode", "blocking", "blocking or immediate (returnImmediately)")
+	f.StringVar(&o.peer, "peer", "", "a2a-go: also load an in-process a2a-go v2.4.0 reference server and print the ratio")
+	f.StringVar(&o.token, "token", "", "bearer token for --target")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long each server is measured")
+	f.DurationVar(&o.warmup, "warmup", time.Second, "load before measuring, not counted")
+	f.IntVar(&o.concurrency, "concurrency", 16, "requests in flight at once (one connection each)")
+	f.IntVar(&o.maxRequests, "max-requests", 2_000_000, "stop measuring after this many requests even before --duration")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the target's measured run to this file (go tool pprof)")
+	return cmd
+}
+
+// benchA2A runs the load against the target (starting an in-process Channels when there is
+// none) and, with a peer, against the a2a-go reference.
+func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, error) {
+	r := benchA2AResult{Binding: o.binding, Mode: o.mode, Concurrency: o.concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.LoadAvg = strings.TrimSpace(string(b))
+	}
+	target := strings.TrimRight(o.target, "/")
+	if target == "" {
+		srv, err := startBenchChannels(ctx, a.cfg.Config)
+		if err != nil {
+			return r, err
+		}
+		defer srv.stop()
+		target, r.Store = srv.url, redactedStore(srv.storeURL)
+	}
+	load, err := runA2ALoad(ctx, "channels", target, o, o.cpuProfile)
+	if err != nil {
+		return r, err
+	}
+	r.a2aLoad = load
+	if o.peer == "a2a-go" {
+		peer, err := startBenchA2AGo()
+		if err != nil {
+			return r, err
+		}
+		defer peer.stop()
+		pl, err := runA2ALoad(ctx, "a2a-go", peer.url, a2aBenchOptions{
+			binding: o.binding, mode: o.mode, duration: o.duration, warmup: o.warmup,
+			concurrency: o.concurrency, maxRequests: o.maxRequests,
+		}, "")
+		if err != nil {
+			return r, err
+		}
+		r.Peer = &pl
+		if pl.ReqPerSec > 0 {
+			r.Ratio = round(load.ReqPerSec/pl.ReqPerSec, 3)
+		}
+	}
+	if load.Requests == load.Errors {
+		return r, fmt.Errorf("bench a2a: every request to %s failed: %s", target, load.FirstError)
+	}
+	return r, nil
+}
+
+// benchServer is a server the bench started in this process.
+type benchServer struct {
+	url, storeURL string
+	stop          func()
+}
+
+// startBenchChannels starts Channels as serve wires it — the A2A handler over the task plane and
+// a dispatcher running the echo executor — on a fresh SQLite store in a temporary directory and a
+// loopback port, with anonymous access. cfg supplies the other settings (limits, concurrency).
+func startBenchChannels(ctx context.Context, cfg config.Config) (*benchServer, error) {
+	dir, err := os.MkdirTemp("", "channels-bench-a2a-")
+	if err != nil {
+		return nil, fmt.Errorf("bench a2a: temporary store directory: %w", err)
+	}
+	cleanup := []func(){func() { os.RemoveAll(dir) }}
+	undo := func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}
+	storeURL := "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db"))
+	openCtx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	st, err := store.Open(openCtx, storeURL)
+	cancel()
+	if err != nil {
+		undo()
+		return nil, fmt.Errorf("bench a2a: %w", err)
+	}
+	cleanup = append(cleanup, func() { st.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		undo()
+		return nil, fmt.Errorf("bench a2a: listen: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Listen, cfg.PublicURL, cfg.Store, cfg.Executor = ln.Addr().String(), "", storeURL, "echo"
+	cfg.Credentials, cfg.AllowAnonymous = "", false // loopback without credentials: anonymous
+	exec := echo.New()
+	plane := taskplane.New(st, taskplane.WithLogger(log))
+	disp := &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
+	h, err := a2aHandler(plane, disp, exec, cfg, log)
+	if err != nil {
+		ln.Close()
+		undo()
+		return nil, err
+	}
+	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	var workers sync.WaitGroup
+	workers.Go(func() { _ = disp.Run(bg) })
+	workers.Go(func() { runListener(bg, plane, log) })
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &benchServer{url: "http://" + cfg.Listen, storeURL: storeURL, stop: func() {
+		if sc, ok := h.(streamCloser); ok {
+			sc.CloseStreams()
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		stopBg()
+		workers.Wait()
+		undo()
+	}}, nil
+}
+
+// refEcho is the a2a-go agent of the reference server: like Channels' echo executor, it creates a
+// task and completes it with an agent message holding the text parts of the user's message.
+type refEcho struct{}
+
+// Execute emits the submitted task, then its COMPLETED status with the echo.
+func (refEcho) Execute(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if ec.StoredTask == nil {
+			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+				return
+			}
+		}
+		var parts []*a2a.Part
+		if ec.Message != nil {
+			for _, p := range ec.Message.Parts {
+				if t := p.Text(); t != "" {
+					parts = append(parts, a2a.NewTextPart(t))
+				}
+			}
+		}
+		if len(parts) == 0 {
+			parts = append(parts, a2a.NewTextPart("(the message had no text to echo)"))
+		}
+		reply := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, parts...)
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, reply), nil)
+	}
+}
+
+// Cancel moves the task to CANCELED.
+func (refEcho) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// startBenchA2AGo starts the a2a-go v2.4.0 reference server on a loopback port: its default
+// request handler (in-memory task store) with the echo agent, HTTP+JSON at the root and JSON-RPC
+// at /jsonrpc, as Channels mounts them.
+func startBenchA2AGo() (*benchServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench a2a: listen: %w", err)
+	}
+	handler := a2asrv.NewHandler(refEcho{}, a2asrv.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	mux := http.NewServeMux()
+	mux.Handle("/jsonrpc", a2asrv.NewJSONRPCHandler(handler))
+	mux.Handle("/", a2asrv.NewRESTHandler(handler))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &benchServer{url: "http://" + ln.Addr().String(), stop: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}}, nil
+}
+
+// runA2ALoad loads the server at base: warm-up, then the measured run. A CPU profile, if asked
+// for, covers the measured run only.
+func runA2ALoad(ctx context.Context, name, base string, o a2aBenchOptions, cpuProfile string) (a2aLoad, error) {
+	tr := &http.Transport{MaxIdleConns: o.concurrency * 2, MaxIdleConnsPerHost: o.concurrency * 2,
+		IdleConnTimeout: time.Minute, DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	l := &a2aLoader{
+		client: &http.Client{Transport: tr, Timeout: 2 * time.Minute},
+		base:   base, binding: o.binding, immediate: o.mode == "immediate", token: o.token,
+		run: uuid.NewString()[:8],
+	}
+	if o.warmup > 0 {
+		l.phase(ctx, o.concurrency, o.warmup, o.maxRequests)
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return a2aLoad{}, fmt.Errorf("bench a2a: cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return a2aLoad{}, fmt.Errorf("bench a2a: cpu profile: %w", err)
+		}
+	}
+	lat, errs, first, elapsed := l.phase(ctx, o.concurrency, o.duration, o.maxRequests)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err := ctx.Err(); err != nil {
+		return a2aLoad{}, fmt.Errorf("bench a2a interrupted: %w", err)
+	}
+	slices.Sort(lat)
+	n := len(lat) + errs
+	r := a2aLoad{Server: name, Target: base, Requests: n, Errors: errs, FirstError: first,
+		Seconds: round(elapsed.Seconds(), 3)}
+	if elapsed > 0 {
+		r.ReqPerSec = round(float64(len(lat))/elapsed.Seconds(), 1)
+	}
+	r.P50Ms = round(ms(percentile(lat, 0.50)), 3)
+	r.P99Ms = round(ms(percentile(lat, 0.99)), 3)
+	return r, nil
+}
+
+// a2aLoader sends SendMessage requests with unique messageIds over one binding.
+type a2aLoader struct {
+	client    *http.Client
+	base      string
+	binding   string
+	immediate bool
+	token     string
+	run       string
+	seq       atomic.Int64
+}
+
+// phase runs conc workers for d (at most limit requests) and returns the latencies of the
+// successful requests, the number of failures, the first failure and the elapsed time.
+func (l *a2aLoader) phase(ctx context.Context, conc int, d time.Duration, limit int) ([]time.Duration, int, string, time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		all      []time.Duration
+		errs     int
+		first    string
+		started  atomic.Int64
+		wg       sync.WaitGroup
+		deadline = time.Now().Add(d)
+	)
+	start := time.Now()
+	for w := range conc {
+		wg.Go(func() {
+			var lat []time.Duration
+			var nerr int
+			var ferr string
+			var buf bytes.Buffer
+			for time.Now().Before(deadline) && started.Add(1) <= int64(limit) {
+				t0 := time.Now()
+				err := l.send(ctx, &buf, w)
+				if ctx.Err() != nil {
+					break // cut off by the end of the phase: neither a result nor a failure
+				}
+				if err != nil {
+					nerr++
+					if ferr == "" {
+						ferr = err.Error()
+					}
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			errs += nerr
+			if first == "" {
+				first = ferr
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return all, errs, first, min(time.Since(start), d)
+}
+
+// benchText is the user message of every request: the size of a chat message.
+const benchText = "Hi @agent, can you look at the failing deploy for service-7? The last three runs of " +
+	"the pipeline timed out in the integration stage after the dependency bump; logs are in the thread above."
+
+// send performs one SendMessage and checks its answer: a COMPLETED task (blocking) or a task
+// (immediate).
+func (l *a2aLoader) send(ctx context.Context, buf *bytes.Buffer, worker int) error {
+	n := l.seq.Add(1)
+	id := "bench-" + l.run + "-" + strconv.Itoa(worker) + "-" + strconv.FormatInt(n, 10)
+	buf.Reset()
+	path := "/message:send"
+	if l.binding == "jsonrpc" {
+		path = "/jsonrpc"
+		buf.WriteString(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(n, 10) + `,"method":"SendMessage","params":`)
+	}
+	buf.WriteString(`{"message":{"messageId":"` + id + `","role":"ROLE_USER","parts":[{"text":"` + benchText + `"}]}`)
+	if l.immediate {
+		buf.WriteString(`,"configuration":{"returnImmediately":true}`)
+	}
+	buf.WriteByte('}')
+	if l.binding == "jsonrpc" {
+		buf.WriteByte('}')
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.base+path, bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	if l.token != "" {
+		req.Header.Set("Authorization", "Bearer "+l.token)
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, body)
+	}
+	var out struct {
+		Task *struct {
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"task"`
+	}
+	if l.binding == "jsonrpc" {
+		var env struct {
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			return fmt.Errorf("response: %w", err)
+		}
+		if env.Error != nil {
+			return fmt.Errorf("JSON-RPC error: %.200s", env.Error)
+		}
+		body = env.Result
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return fmt.Errorf("response: %w", err)
+	}
+	switch {
+	case out.Task == nil:
+		return fmt.Errorf("the answer is not a task: %.200s", body)
+	case !l.immediate && out.Task.Status.State != string(a2a.TaskStateCompleted):
+		return fmt.Errorf("blocking send answered in state %s", out.Task.Status.State)
+	}
+	return nil
+}
