@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane"
@@ -86,6 +88,8 @@ func (e *Engine) claimBatch(ctx context.Context, limit int) ([]step, error) {
 		if err != nil {
 			return err
 		}
+		// Lane rows are locked in key order, so two claimers never wait on each other's lanes.
+		slices.SortStableFunc(rows, func(a, b store.Delivery) int { return strings.Compare(a.Lane, b.Lane) })
 		for _, row := range rows {
 			st, err := e.begin(ctx, tx, row, now)
 			if err != nil {
@@ -202,55 +206,62 @@ func (e *Engine) send(ctx context.Context, st step) {
 	rc, serr := callSender(sctx, st.route.Sender, d)
 	cancel()
 	e.finish(ctx, st, func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error {
-		if cur.Lane != "" {
-			// The slot was measured from the claim; the provider sees the call's start, which the
-			// claim's commit delayed by a little. Measuring the next slot from the start as well
-			// keeps the calls the provider sees an interval apart.
-			if err := tx.DelayLane(ctx, cur.Principal, cur.Lane, started.Add(st.route.LaneInterval)); err != nil {
-				return err
-			}
+		if err := e.sent(ctx, tx, cur, st.route, rc, serr, now); err != nil {
+			return err
 		}
-		if serr == nil {
-			return e.markDelivered(ctx, tx, cur, rc.ProviderID, kindSend, "", "", now)
+		if cur.Lane == "" {
+			return nil
 		}
-		if !e.owns(cur) {
-			// Someone else took over (our lease ran out); leave the row to them, keep the evidence.
-			return e.attempt(ctx, tx, cur, kindSend, "superseded", serr, now)
-		}
-		kind, wait, _ := Classify(serr)
-		cur.LastError = serr.Error()
-		switch kind {
-		case KindPermanent:
-			return e.settleFailed(ctx, tx, cur, kindSend, serr, now)
-		case KindRetryAfter:
-			wait = e.policy.retryAfter(wait)
-			cur.Attempts-- // a snooze spends nothing
-			cur.State = store.DeliveryPrepared
-			release(&cur, now.Add(wait), now)
-			if cur.Lane != "" {
-				if err := tx.DelayLane(ctx, cur.Principal, cur.Lane, now.Add(wait)); err != nil {
-					return err
-				}
-			}
-			if err := tx.UpdateDelivery(ctx, cur); err != nil {
-				return err
-			}
-			return e.attemptWait(ctx, tx, cur, kindSend, "retry-after", serr, wait, now)
-		case KindRetryable:
-			delay, ok := e.policy.next(cur.Attempts)
-			if !ok {
-				return e.settleFailed(ctx, tx, cur, kindSend, fmt.Errorf("attempts exhausted (%d): %w", cur.Attempts, serr), now)
-			}
-			cur.State = store.DeliveryPrepared
-			release(&cur, now.Add(delay), now)
-			if err := tx.UpdateDelivery(ctx, cur); err != nil {
-				return err
-			}
-			return e.attempt(ctx, tx, cur, kindSend, "retry", serr, now)
-		default:
-			return e.unknownOutcome(ctx, tx, cur, st.route, serr, now)
-		}
+		// The slot was measured from the claim; the provider sees the call's start, which the
+		// claim's commit delayed by a little. Measuring the next slot from the start as well
+		// keeps the calls the provider sees an interval apart. (Lane rows are locked after
+		// delivery rows, in every transaction, so no two transactions wait on each other.)
+		return tx.DelayLane(ctx, cur.Principal, cur.Lane, started.Add(st.route.LaneInterval))
 	})
+}
+
+// sent records the outcome of a provider call on cur.
+func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, route Route, rc Receipt, serr error, now time.Time) error {
+	if serr == nil {
+		return e.markDelivered(ctx, tx, cur, rc.ProviderID, kindSend, "", "", now)
+	}
+	if !e.owns(cur) {
+		// Someone else took over (our lease ran out); leave the row to them, keep the evidence.
+		return e.attempt(ctx, tx, cur, kindSend, "superseded", serr, now)
+	}
+	kind, wait, _ := Classify(serr)
+	cur.LastError = serr.Error()
+	switch kind {
+	case KindPermanent:
+		return e.settleFailed(ctx, tx, cur, kindSend, serr, now)
+	case KindRetryAfter:
+		wait = e.policy.retryAfter(wait)
+		cur.Attempts-- // a snooze spends nothing
+		cur.State = store.DeliveryPrepared
+		release(&cur, now.Add(wait), now)
+		if err := tx.UpdateDelivery(ctx, cur); err != nil {
+			return err
+		}
+		if cur.Lane != "" {
+			if err := tx.DelayLane(ctx, cur.Principal, cur.Lane, now.Add(wait)); err != nil {
+				return err
+			}
+		}
+		return e.attemptWait(ctx, tx, cur, kindSend, "retry-after", serr, wait, now)
+	case KindRetryable:
+		delay, ok := e.policy.next(cur.Attempts)
+		if !ok {
+			return e.settleFailed(ctx, tx, cur, kindSend, fmt.Errorf("attempts exhausted (%d): %w", cur.Attempts, serr), now)
+		}
+		cur.State = store.DeliveryPrepared
+		release(&cur, now.Add(delay), now)
+		if err := tx.UpdateDelivery(ctx, cur); err != nil {
+			return err
+		}
+		return e.attempt(ctx, tx, cur, kindSend, "retry", serr, now)
+	default:
+		return e.unknownOutcome(ctx, tx, cur, route, serr, now)
+	}
 }
 
 // unknownOutcome handles a send whose outcome is unknown, by recovery class: repeat later
