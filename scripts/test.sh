@@ -17,6 +17,7 @@ set -euo pipefail
 # twice). Extend this list when a package grows goroutines.
 RACE_PKGS=(
 	./taskplane/...
+	./delivery/...
 )
 STATICCHECK_VERSION=v0.8.2
 DB_NAME=channels_test
