@@ -7,3 +7,6 @@ import "github.com/channels-dev/channels/sources"
 func OnSettle(src sources.Source, fn func(envelopeID string, acked bool)) {
 	src.(*SocketSource).settled = fn
 }
+
+// Classify is classify, for the table test of Send's typed failures.
+var Classify = classify

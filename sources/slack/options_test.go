@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/channels-dev/channels/sources"
 	slacksrc "github.com/channels-dev/channels/sources/slack"
@@ -90,6 +91,15 @@ func TestSlackRefusedTokenStopsTheSource(t *testing.T) {
 	}
 	if herr := src.(sources.HealthChecker).Health(context.Background()); herr == nil {
 		t.Fatal("healthy after the token was refused")
+	}
+	// So does a refused app token, once the bot token was fine.
+	o = options(t, w, slacksrc.ModeSocket)
+	o["app_token_file"] = secretFile(t, "revoked-app", "xapp-revoked")
+	src = newInstance(t, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := sources.Run(ctx, src, sink); err == nil || !strings.Contains(err.Error(), "invalid_auth") || ctx.Err() != nil {
+		t.Fatalf("Run with a refused app token = %v, want invalid_auth before the deadline", err)
 	}
 	// An events instance that is not running answers 503, so Slack retries.
 	ev := newInstance(t, options(t, w, slacksrc.ModeEvents))

@@ -11,15 +11,16 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
 )
 
-// Operations Send knows; any other operation is sent like a reply.
+// Operations Send knows (the delivery package's); any other operation is sent like a reply.
 const (
-	OpReply    = "reply"
-	OpQuestion = "question"
-	OpHandled  = "handled"
+	OpReply    = delivery.OpReply
+	OpQuestion = delivery.OpQuestion
+	OpHandled  = delivery.OpHandled
 )
 
 // MetadataEventType is the event_type of the message metadata every posted part carries; its
@@ -32,24 +33,29 @@ const MetadataEventType = "channels_delivery"
 // button, and a choice button per value when its requestedSchema is an enum; the receipt is that
 // part's AnchorID, which becomes the question's reply anchor. "handled" adds the configured
 // reaction to the message the task came from ("already_reacted" is success).
+//
+// Failures are typed for the delivery engine (see classify): a 429 is delivery.RetryAfter with
+// Slack's Retry-After, an error response Slack gives for a request it refused is
+// delivery.Permanent, and anything after which Slack may have posted stays indeterminate, so the
+// engine asks Lookup rather than posting again.
 func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt, error) {
 	loc, err := decodeLocator(d.Locator)
 	if err != nil {
-		return sources.Receipt{}, fmt.Errorf("slack delivery %s: %w", d.ID, err)
+		return sources.Receipt{}, delivery.Permanent(fmt.Errorf("slack delivery %s: %w", d.ID, err))
 	}
 	if d.Operation == OpHandled {
 		return s.react(ctx, d, loc)
 	}
 	chunks := Split(renderMessage(d.State, d.Message), s.opt.MaxMessageChars)
 	if len(chunks) == 0 {
-		return sources.Receipt{}, fmt.Errorf("slack delivery %s: the message has nothing to show in Slack", d.ID)
+		return sources.Receipt{}, delivery.Permanent(fmt.Errorf("slack delivery %s: the message has nothing to show in Slack", d.ID))
 	}
 	question := d.Operation == OpQuestion || d.State.Interrupted()
 	// A split answer resumes: parts an earlier, interrupted Send posted are not posted again.
 	posted := map[int]string{}
 	if len(chunks) > 1 {
 		if posted, err = s.findParts(ctx, loc, d.ID); err != nil {
-			return sources.Receipt{}, fmt.Errorf("slack delivery %s: look for parts already posted: %w", d.ID, err)
+			return sources.Receipt{}, delivery.Retryable(fmt.Errorf("slack delivery %s: look for parts already posted: %w", d.ID, err))
 		}
 	}
 	var last string
@@ -63,7 +69,7 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 		if sent && s.opt.partInterval > 0 {
 			select {
 			case <-ctx.Done():
-				return sources.Receipt{}, ctx.Err()
+				return sources.Receipt{}, delivery.Retryable(fmt.Errorf("slack delivery %s: part %d/%d: %w", d.ID, part, len(chunks), ctx.Err()))
 			case <-time.After(s.opt.partInterval):
 			}
 		}
@@ -78,7 +84,7 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 		}
 		_, ts, err := s.api.PostMessageContext(ctx, loc.Channel, opts...)
 		if err != nil {
-			return sources.Receipt{}, fmt.Errorf("slack delivery %s: chat.postMessage part %d/%d: %w", d.ID, part, len(chunks), err)
+			return sources.Receipt{}, fmt.Errorf("slack delivery %s: chat.postMessage part %d/%d: %w", d.ID, part, len(chunks), classify(err))
 		}
 		last, sent = ts, true
 	}
@@ -89,7 +95,7 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 func (s *Source) react(ctx context.Context, d sources.Delivery, loc Locator) (sources.Receipt, error) {
 	err := s.api.AddReactionContext(ctx, s.opt.HandledReaction, slack.NewRefToMessage(loc.Channel, loc.TS))
 	if err != nil && slackCode(err) != "already_reacted" {
-		return sources.Receipt{}, fmt.Errorf("slack delivery %s: reactions.add: %w", d.ID, err)
+		return sources.Receipt{}, fmt.Errorf("slack delivery %s: reactions.add: %w", d.ID, classify(err))
 	}
 	return sources.Receipt{ProviderID: reactionID(loc, s.opt.HandledReaction)}, nil
 }

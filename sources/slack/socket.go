@@ -155,8 +155,8 @@ func (s *SocketSource) runClient(ctx context.Context, smc *socketmode.Client) er
 		if ctx.Err() != nil {
 			return nil
 		}
-		var se slack.SlackErrorResponse
-		if errors.As(err, &se) && fatalAuth(se.Err) || err != nil && fatalAuth(err.Error()) {
+		// The client returns the token refusals of apps.connections.open as bare codes.
+		if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok && fatalAuth(se.Err) || fatalAuth(err.Error()) {
 			s.setProblem("the app token was refused")
 			return fmt.Errorf("slack %s: socket mode: %w", s.instance, err)
 		}

@@ -1,0 +1,90 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/sources"
+)
+
+// Route returns this instance's route for the delivery engine: Send and Lookup, the recovery
+// class of the source's matrix row (lookup), and one rate lane per channel (Slack allows about
+// one message per second per channel; the engine's default Slack lane interval).
+//
+//	eng := delivery.New(st, delivery.Routes{slack.Name: src.(*slack.SocketSource).Route()},
+//		delivery.WithAnchorRecorder(sources.RecordAnchorTx))
+func (s *Source) Route() delivery.Route {
+	rec := delivery.Lookup
+	if row, err := sources.Declaration(Name); err == nil {
+		rec = delivery.Recovery(row.DeliveryRecovery)
+	}
+	return delivery.Route{Sender: engineSender{s}, Recovery: rec}
+}
+
+// engineSender is the Source as the delivery engine sees it: the two packages' Delivery and
+// Receipt have one shape, so each call is a conversion.
+type engineSender struct{ s *Source }
+
+// Send implements delivery.Sender.
+func (e engineSender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receipt, error) {
+	r, err := e.s.Send(ctx, sources.Delivery(d))
+	return delivery.Receipt(r), err
+}
+
+// Lookup implements delivery.Reconciler.
+func (e engineSender) Lookup(ctx context.Context, d delivery.Delivery) (delivery.Receipt, bool, error) {
+	r, found, err := e.s.Lookup(ctx, sources.Delivery(d))
+	return delivery.Receipt(r), found, err
+}
+
+// Lane implements delivery.Laner: one lane per workspace channel.
+func (e engineSender) Lane(d delivery.Delivery) string {
+	loc, err := decodeLocator(d.Locator)
+	if err != nil {
+		return ""
+	}
+	return loc.Team + ":" + loc.Channel
+}
+
+// classify turns a Web API error into the delivery engine's typed result. An error response
+// (ok: false) means Slack did not act: permanent for the codes retrying cannot fix, retryable
+// for a passing outage; internal_error and fatal_error may have acted and stay indeterminate, as
+// does anything that went wrong after the request was written (a timeout, a reset).
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if rl, ok := errors.AsType[*slack.RateLimitedError](err); ok {
+		return delivery.WithStatus(delivery.RetryAfter(rl.RetryAfter, err), "429")
+	}
+	if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok {
+		switch se.Err {
+		case "internal_error", "fatal_error":
+			return delivery.WithStatus(delivery.Indeterminate(err), se.Err)
+		case "service_unavailable", "ratelimited", "team_added_to_org":
+			return delivery.WithStatus(delivery.Retryable(err), se.Err)
+		}
+		return delivery.WithStatus(delivery.Permanent(err), se.Err)
+	}
+	if sc, ok := errors.AsType[slack.StatusCodeError](err); ok {
+		switch {
+		case sc.Code == http.StatusTooManyRequests: // without a Retry-After
+			return delivery.WithStatus(delivery.RetryAfter(time.Second, err), "429")
+		case sc.Code == http.StatusServiceUnavailable:
+			return delivery.WithStatus(delivery.Retryable(err), sc.Status)
+		case sc.Code >= 500:
+			return delivery.WithStatus(delivery.Indeterminate(err), sc.Status)
+		}
+		return delivery.WithStatus(delivery.Permanent(err), sc.Status)
+	}
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "dial" {
+		return delivery.Retryable(err) // nothing reached Slack
+	}
+	return err // indeterminate: Slack may have acted
+}
