@@ -66,6 +66,7 @@ type Store interface {
 type Reader interface {
 	DeliveryReader
 	WakeReader
+	SummaryReader
 
 	GetTask(ctx context.Context, principal, id string) (Task, error)
 	// ListTasks returns the principal's tasks matching f, ordered by StatusTime descending then ID

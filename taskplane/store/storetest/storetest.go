@@ -118,6 +118,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"LimitZeroMeansNoLimit", testPruneNoLimit},
 		}},
 		{"Deliveries", deliveryCases()},
+		{"Summary", summaryCases()},
 		{"Update", []testCase{
 			{"FnErrorWritesNothingAndIsReturned", testUpdateFnError},
 			{"CanceledContextFailsWithoutRunningFn", testUpdateCanceled},
