@@ -24,6 +24,7 @@ import (
 	"net/http"
 
 	"github.com/channels-dev/channels/checkpoint"
+	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/taskplane"
 )
 
@@ -48,17 +49,17 @@ type Endpoint interface {
 
 // Sender is implemented by sources that answer on their provider (a reply, a question, a handled
 // marker). One Send is one provider mutation; the delivery engine makes sure it is asked at most
-// once per delivery ID, and asks a Reconciler, or fails closed, after a crash.
-type Sender interface {
-	Send(ctx context.Context, d Delivery) (Receipt, error)
-}
+// once per delivery ID, and asks a Reconciler, or fails closed, after a crash. It is the delivery
+// package's interface: a source's Sender plugs into the engine as it is.
+type Sender = delivery.Sender
 
 // Reconciler is implemented by sources whose delivery recovery class is "lookup": after a crash
 // left a delivery in "sending", Lookup asks the provider whether it already happened.
-type Reconciler interface {
-	// Lookup returns the receipt of d if the provider has it, found=false if it certainly does not.
-	Lookup(ctx context.Context, d Delivery) (r Receipt, found bool, err error)
-}
+type Reconciler = delivery.Reconciler
+
+// Laner is implemented by Senders that name the rate lane of a delivery (a Slack channel, a
+// GitHub token, a mail account).
+type Laner = delivery.Laner
 
 // Checkpointer is implemented by sources that resume from a stored position (pull sources: an
 // IMAP mailbox, a notifications API) rather than relying on provider redelivery.
@@ -106,30 +107,10 @@ type Event struct {
 }
 
 // Delivery is one outbound provider mutation asked of a Sender.
-type Delivery struct {
-	// ID is the delivery ID: hash(task, source, operation, payload digest). A Sender passes it to
-	// the provider where the provider can keep it (an idempotency key, message metadata, a hidden
-	// marker) so a Reconciler can find it.
-	ID        string
-	Principal string
-	TaskID    string
-	ContextID string
-	// Operation is what to do: "reply", "question", "handled".
-	Operation string
-	// State is the task state the delivery reports.
-	State taskplane.State
-	// Locator is the task's origin locator (where to answer).
-	Locator json.RawMessage
-	// Message is the content to send.
-	Message taskplane.Message
-}
+type Delivery = delivery.Delivery
 
 // Receipt is what the provider returned for a Send.
-type Receipt struct {
-	// ProviderID is the provider's id of what was created (a Slack ts, a comment id, a
-	// Message-ID). For a question it becomes a reply anchor.
-	ProviderID string
-}
+type Receipt = delivery.Receipt
 
 // Config is one configured source instance.
 type Config struct {

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/sources"
 )
 
@@ -24,13 +27,16 @@ type Payload struct {
 	Text  string `json:"text"`
 }
 
+// callbackClient bounds a callback; a receiver that hangs is an unknown outcome, retried.
+var callbackClient = &http.Client{Timeout: 30 * time.Second}
+
 // Send implements sources.Sender: it POSTs the answer, signed like intake and carrying the
 // delivery ID in X-Channels-Delivery, to the configured callback. The receiver answers 2xx with
 // {"id": "..."}, the id a later event names in its reply_to path; it must treat the delivery ID
 // as an idempotency key (the matrix declares this source's recovery class idempotent).
 func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt, error) {
 	if s.opt.Callback == "" {
-		return sources.Receipt{}, fmt.Errorf("webhook %s: no callback configured", s.instance)
+		return sources.Receipt{}, delivery.Permanent(fmt.Errorf("webhook %s: no callback configured", s.instance))
 	}
 	var loc struct {
 		ID string `json:"id"`
@@ -56,14 +62,24 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	req.Header.Set(HeaderTimestamp, fmt.Sprint(now.Unix()))
 	req.Header.Set(HeaderSignature, Sign(s.opt.secret, now, body))
 	req.Header.Set(HeaderDelivery, d.ID)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := callbackClient.Do(req)
 	if err != nil {
 		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
-		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status)
+		err := delivery.WithStatus(fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status), resp.Status)
+		switch {
+		case resp.StatusCode == http.StatusTooManyRequests:
+			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			return sources.Receipt{}, delivery.RetryAfter(time.Duration(max(secs, 1))*time.Second, err)
+		case resp.StatusCode/100 == 4:
+			// The receiver refused this delivery: repeating it cannot help.
+			return sources.Receipt{}, delivery.Permanent(err)
+		}
+		// A 5xx may come after the receiver acted; the class is idempotent, so the engine repeats.
+		return sources.Receipt{}, err
 	}
 	doc, err := parseJSON(raw)
 	id, ok := lookup(doc, "id")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/sources/sourcetest"
 	"github.com/channels-dev/channels/sources/webhook"
@@ -389,5 +390,37 @@ func TestHostMountsAndRunsConfiguredWebhooks(t *testing.T) {
 		if err != nil || page.TotalSize != 1 {
 			t.Fatalf("%s tasks = %d, %v; want 1 each (the instance's principal)", p, page.TotalSize, err)
 		}
+	}
+}
+
+func TestWebhookSenderClassifiesRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		status     int
+		retryAfter string
+		want       delivery.Kind
+		wantWait   time.Duration
+	}{
+		{http.StatusBadRequest, "", delivery.KindPermanent, 0},
+		{http.StatusTooManyRequests, "7", delivery.KindRetryAfter, 7 * time.Second},
+		{http.StatusBadGateway, "", delivery.KindIndeterminate, 0},
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				w.WriteHeader(tc.status)
+			}))
+			defer srv.Close()
+			src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(srv.URL)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
+			kind, wait, _ := delivery.Classify(err)
+			if kind != tc.want || wait != tc.wantWait {
+				t.Fatalf("Classify(%v) = %v, %v; want %v, %v", err, kind, wait, tc.want, tc.wantWait)
+			}
+		})
 	}
 }
