@@ -69,6 +69,16 @@ type Config struct {
 	MaxDataDepth     int `yaml:"max_data_depth" usage:"deepest nesting of a data part or metadata object"`
 	MaxMetadataBytes int `yaml:"max_metadata_bytes" usage:"largest metadata object, JSON-encoded"`
 	MaxHistoryLength int `yaml:"max_history_length" usage:"most history messages a task in a response carries"`
+
+	// Operator surface (/admin, /readyz).
+	AdminToken          string        `yaml:"admin_token" secret:"true" usage:"operator token for /admin and /admin/api (a Bearer token, or the password of HTTP Basic)"`
+	AdminRefresh        time.Duration `yaml:"admin_refresh" usage:"how often the /admin page reloads itself (0 = never)"`
+	HealthInterval      time.Duration `yaml:"health_interval" usage:"how often each configured source's health is checked"`
+	SourceFailureWindow time.Duration `yaml:"source_failure_window" usage:"how long a source may keep failing its health check before /readyz answers 503"`
+
+	// Sources are the configured source instances. They are set only in the config file (the
+	// sources list): a list has no flag or environment variable.
+	Sources []SourceConfig `yaml:"-"`
 }
 
 // Default returns the built-in defaults. The store is SQLite under $XDG_DATA_HOME.
@@ -96,6 +106,10 @@ func Default() Config {
 		MaxDataDepth:     32,
 		MaxMetadataBytes: 64 << 10,
 		MaxHistoryLength: 100,
+
+		AdminRefresh:        30 * time.Second,
+		HealthInterval:      10 * time.Second,
+		SourceFailureWindow: time.Minute,
 	}
 }
 
@@ -288,6 +302,12 @@ func (l *Loaded) loadFile(path string, getenv func(string) string) error {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("parse config file %s: %w", path, err)
 	}
+	if node, ok := doc[SourcesKey]; ok {
+		if err := l.loadSources(path, &node, getenv); err != nil {
+			return err
+		}
+		delete(doc, SourcesKey)
+	}
 	var unknown []string
 	for key := range doc {
 		if _, ok := resolveKey(key); !ok {
@@ -296,8 +316,8 @@ func (l *Loaded) loadFile(path string, getenv func(string) string) error {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return fmt.Errorf("config file %s: unknown keys %s (known keys: %s; a secret is given as KEY_env or KEY_file)",
-			path, strings.Join(unknown, ", "), strings.Join(Keys(), ", "))
+		return fmt.Errorf("config file %s: unknown keys %s (known keys: %s, %s; a secret is given as KEY_env or KEY_file)",
+			path, strings.Join(unknown, ", "), strings.Join(Keys(), ", "), SourcesKey)
 	}
 	cfg := reflect.ValueOf(&l.Config).Elem()
 	set := map[string]string{} // field key → the file key that set it
@@ -518,7 +538,8 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"blocking_timeout", c.BlockingTimeout}, {"retention", c.Retention}, {"retention_interval", c.RetentionEvery}, {"shutdown_timeout", c.ShutdownTimeout}} {
+	}{{"blocking_timeout", c.BlockingTimeout}, {"retention", c.Retention}, {"retention_interval", c.RetentionEvery}, {"shutdown_timeout", c.ShutdownTimeout},
+		{"health_interval", c.HealthInterval}, {"source_failure_window", c.SourceFailureWindow}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.key, d.v))
 		}
@@ -533,6 +554,10 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.key, n.v))
 		}
 	}
+	if c.AdminRefresh < 0 {
+		errs = append(errs, fmt.Errorf("admin_refresh must not be negative, got %s (0 turns the refresh off)", c.AdminRefresh))
+	}
+	errs = append(errs, validateSources(c.Sources)...)
 	if c.KeepAlive <= 0 {
 		errs = append(errs, fmt.Errorf("keep_alive must be positive, got %s", c.KeepAlive))
 	}
