@@ -21,6 +21,7 @@ type Instance struct {
 type Host struct {
 	sinks     map[string]*Sink
 	instances []Source
+	configs   []Instance // configs[i] configured instances[i]
 
 	wg   sync.WaitGroup
 	mu   sync.Mutex
@@ -52,6 +53,7 @@ func NewHost(plane *taskplane.Plane, mux *http.ServeMux, instances []Instance, o
 			mux.Handle(ep.Pattern(), ep)
 		}
 		h.instances = append(h.instances, src)
+		h.configs = append(h.configs, in)
 	}
 	return h, nil
 }
@@ -97,6 +99,30 @@ func Configured(instances []Instance) map[string][]string {
 	out := map[string][]string{}
 	for _, in := range instances {
 		out[in.Source] = append(out[in.Source], in.Instance)
+	}
+	return out
+}
+
+// InstanceHealth is the health of one configured instance.
+type InstanceHealth struct {
+	Source   string
+	Instance string
+	// Checks is false for a source that cannot tell (no HealthChecker); it counts as healthy.
+	Checks bool
+	// Err is the instance's Health error (nil when healthy).
+	Err error
+}
+
+// Healths checks every instance and reports each one, in configuration order (the admin page and
+// /readyz track them one by one).
+func (h *Host) Healths(ctx context.Context) []InstanceHealth {
+	out := make([]InstanceHealth, len(h.instances))
+	for i, src := range h.instances {
+		out[i] = InstanceHealth{Source: h.configs[i].Source, Instance: h.configs[i].Instance}
+		if hc, ok := src.(HealthChecker); ok {
+			out[i].Checks = true
+			out[i].Err = hc.Health(ctx)
+		}
 	}
 	return out
 }
