@@ -169,9 +169,9 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	}
 	if acc.Task != nil && acc.Outcome != Duplicate {
 		p.broker.publish(ev.Principal, acc.Task.ID)
-		select {
-		case p.wakeSignal <- struct{}{}:
-		default:
+		p.pokeWakes()
+		if acc.Task.Status.State.Terminal() {
+			p.sendHome(ctx, acc.Task) // refused by the admission bound: the failure notice goes home
 		}
 	}
 	return acc, nil
@@ -304,11 +304,9 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		return acc, err
 	}
 	if acc.Task != nil {
-		if err := tx.InsertWake(ctx, store.Wake{
-			ID: p.newID(), Principal: ev.Principal, TaskID: acc.Task.ID, Activation: acc.Task.LastSeq,
-			State: store.WakePending, CreatedAt: now, UpdatedAt: now,
-		}); err != nil {
-			return acc, fmt.Errorf("enqueue wake: %w", err)
+		// Past the admission bound the task comes back FAILED (reason overflow), with evidence.
+		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now); err != nil {
+			return acc, err
 		}
 	}
 	if ev.Checkpoint != nil {

@@ -7,16 +7,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+	"github.com/google/uuid"
+
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // Executor is the agent side of a task: it is woken for one turn of a task and records what it
 // produces through the Turn. Channels does no inference itself.
+//
+// Execute should leave the task terminal or interrupted (INPUT_REQUIRED, AUTH_REQUIRED) through
+// the Turn. Returning an error fails the task with the error's text; an error wrapping
+// ErrTransport (the executor could not reach its agent) is retried TransportRetries times with
+// backoff first. Returning nil with the task still WORKING ends the turn unsettled: the task is
+// offered again, at most MaxReoffers times.
 type Executor interface {
-	// Execute runs one turn. It should move the task to a terminal or interrupted state through
-	// turn.Update; returning an error fails the task with the error's text.
 	Execute(ctx context.Context, turn *Turn) error
 }
+
+// ExecutorFunc adapts a function to Executor: the in-process executor of library users.
+type ExecutorFunc func(ctx context.Context, turn *Turn) error
+
+// Execute calls f.
+func (f ExecutorFunc) Execute(ctx context.Context, turn *Turn) error { return f(ctx, turn) }
 
 // Canceler is implemented by executors that must hear about a cancel (a remote agent).
 type Canceler interface {
@@ -29,19 +42,46 @@ type DirectResponder interface {
 	RespondDirectly(ctx context.Context, principal string, msg Message) (reply *Message, ok bool)
 }
 
-// Turn is one executor turn of one task: it holds the authority to change that task.
+// ErrTransport marks an executor error as a transport failure (the agent could not be reached, or
+// answered with a transient error): the Dispatcher retries the turn TransportRetries times with
+// backoff before failing the task.
+var ErrTransport = errors.New("executor transport failure")
+
+// Transport wraps err as a transport failure (errors.Is(err, ErrTransport)).
+func Transport(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrTransport, err)
+}
+
+// Turn is one executor turn of one task: it holds the authority to change that task, granted when
+// the task was offered to the executor and cleared when the turn ends.
 type Turn struct {
 	plane *Plane
+	grant *Grant
 	// Task is the task as it was when the turn began; Update refreshes it.
 	Task *Task
 }
 
+// NewTurn returns the Turn of a grant from ClaimTurn (for consumers other than the Dispatcher,
+// such as the worker API).
+func (p *Plane) NewTurn(g *Grant) *Turn { return &Turn{plane: p, grant: g, Task: g.Task} }
+
 // Principal returns the owner of the turn's task.
 func (t *Turn) Principal() string { return t.Task.Origin.Principal }
 
-// Update applies changes to the turn's task and refreshes t.Task.
+// Grant returns the turn's authority.
+func (t *Turn) Grant() *Grant { return t.grant }
+
+// Plane returns the plane the turn belongs to.
+func (t *Turn) Plane() *Plane { return t.plane }
+
+// Update applies changes to the turn's task and refreshes t.Task. It fails with ErrNoTurn when the
+// turn no longer holds the task's authority (its lease ran out and another consumer took the
+// task), and with ErrTaskTerminal when the task finished (a cancel, a timeout).
 func (t *Turn) Update(ctx context.Context, changes ...Change) error {
-	nt, err := t.plane.Apply(ctx, t.Principal(), t.Task.ID, AnyVersion, changes...)
+	nt, err := t.plane.applyTurn(ctx, t.grant, t.Task.Origin.Principal, t.Task.ID, changes...)
 	if err != nil {
 		return err
 	}
@@ -49,21 +89,88 @@ func (t *Turn) Update(ctx context.Context, changes ...Change) error {
 	return nil
 }
 
-// Dispatcher takes pending wakes from the store and runs the executor for each, at most
-// Concurrency at a time, oldest first.
+// Refresh re-reads the turn's task.
+func (t *Turn) Refresh(ctx context.Context) error {
+	nt, err := t.plane.GetTask(ctx, t.Principal(), t.Task.ID)
+	if err != nil {
+		return err
+	}
+	t.Task = nt
+	return nil
+}
+
+// applyTurn is Apply under a turn's authority: the grant is checked in the same transaction.
+func (p *Plane) applyTurn(ctx context.Context, g *Grant, principal, taskID string, changes ...Change) (*Task, error) {
+	var t *Task
+	err := p.retryConcurrent(ctx, true, func() error {
+		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			now := p.clock()
+			if g != nil {
+				if g.TaskID != taskID || g.Principal != principal {
+					return ErrNoTurn
+				}
+				if _, err := p.checkGrant(ctx, tx, g, now); err != nil {
+					return err
+				}
+			}
+			var err error
+			t, err = ApplyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update task %s: %w", taskID, err)
+	}
+	p.broker.publish(principal, taskID)
+	return t, nil
+}
+
+// Dispatcher defaults.
+const (
+	// DefaultTurnLease is how long a turn's authority lasts without renewal; the Dispatcher
+	// renews it every third of that while the executor runs.
+	DefaultTurnLease = time.Minute
+	// DefaultRetryBackoff is the first wait before a transport failure is retried; it doubles.
+	DefaultRetryBackoff = time.Second
+)
+
+// Dispatcher takes wakes from the queue and runs the executor for each, at most Concurrency turns
+// at a time, oldest first, one turn per task. Several Dispatchers (in several processes sharing a
+// Postgres store) may run at once: a wake is claimed by exactly one of them.
 type Dispatcher struct {
 	Plane       *Plane
 	Executor    Executor
 	Concurrency int
 	// Poll is how often the store is re-read when nothing pokes the dispatcher (wakes left by a
-	// previous run, or accepted by another process). Default 1s.
+	// previous run, re-offers falling due, wakes accepted by another process). Default 1s.
 	Poll time.Duration
+	// Lease is how long a turn's authority lasts without renewal (default DefaultTurnLease). A
+	// turn whose process died is offered again once its lease runs out.
+	Lease time.Duration
+	// Owner names this dispatcher in leases and evidence (default: a random id per Run).
+	Owner string
+	// RetryBackoff is the first wait before a transport failure is retried (default
+	// DefaultRetryBackoff, doubling).
+	RetryBackoff time.Duration
 
 	mu      sync.Mutex
-	running map[string]context.CancelFunc // task id → cancel of its turn
+	running map[string]*liveTurn // task id → its running turn
 }
 
-// Run dispatches until ctx ends, then waits for running turns to return.
+type liveTurn struct {
+	cancel   context.CancelFunc
+	canceled bool // CancelTurn was called: the cancel came through this process
+}
+
+func (d *Dispatcher) lease() time.Duration {
+	if d.Lease <= 0 {
+		return DefaultTurnLease
+	}
+	return d.Lease
+}
+
+// Run dispatches until ctx ends, then waits for running turns to return. Turns interrupted by the
+// shutdown go back to the queue.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	conc := d.Concurrency
 	if conc <= 0 {
@@ -73,52 +180,60 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if poll <= 0 {
 		poll = time.Second
 	}
+	owner := d.Owner
+	if owner == "" {
+		owner = "dispatcher-" + uuid.NewString()
+	}
 	d.mu.Lock()
-	d.running = map[string]context.CancelFunc{}
+	d.running = map[string]*liveTurn{}
 	d.mu.Unlock()
 	sem := make(chan struct{}, conc)
+	freed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
-		wakes, err := d.Plane.store.ListWakes(ctx, store.WakePending, conc*2)
-		if err != nil && ctx.Err() == nil {
-			d.Plane.log.Error("list wakes", "err", err)
-		}
-		for _, w := range wakes {
-			d.mu.Lock()
-			_, busy := d.running[w.TaskID]
-			d.mu.Unlock()
-			if busy {
-				continue // one turn per task at a time; the wake stays pending
-			}
+		changed := d.Plane.WakesChanged()
+	claim:
+		for {
 			select {
 			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return nil
+			default:
+				break claim // every slot is busy
+			}
+			g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
+			if err != nil || g == nil {
+				<-sem
+				if err != nil && ctx.Err() == nil {
+					d.Plane.log.Error("claim wake", "err", err)
+				}
+				break
 			}
 			turnCtx, cancel := context.WithCancel(ctx)
 			d.mu.Lock()
-			d.running[w.TaskID] = cancel
+			d.running[g.TaskID] = &liveTurn{cancel: cancel}
 			d.mu.Unlock()
-			if err := d.markWake(ctx, w, store.WakeActive, ""); err != nil {
-				d.finish(w.TaskID)
-				<-sem
-				continue
-			}
 			wg.Add(1)
-			go func(w store.Wake) {
+			go func() {
 				defer wg.Done()
-				defer func() { <-sem }()
-				defer d.finish(w.TaskID)
-				d.runTurn(ctx, turnCtx, w)
-			}(w)
+				defer func() {
+					<-sem
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				}()
+				defer d.finish(g.TaskID)
+				d.runTurn(ctx, turnCtx, g)
+			}()
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-d.Plane.wakeSignal:
+		case <-changed:
+		case <-freed:
 		case <-tick.C:
 		}
 	}
@@ -126,56 +241,165 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 func (d *Dispatcher) finish(taskID string) {
 	d.mu.Lock()
-	if c := d.running[taskID]; c != nil {
-		c()
+	if lt := d.running[taskID]; lt != nil {
+		lt.cancel()
 	}
 	delete(d.running, taskID)
 	d.mu.Unlock()
 }
 
-// CancelTurn stops the running turn of a task, if any.
+// CancelTurn stops the running turn of a task in this process, if any (after a cancel).
 func (d *Dispatcher) CancelTurn(taskID string) {
 	d.mu.Lock()
-	if c := d.running[taskID]; c != nil {
-		c()
+	if lt := d.running[taskID]; lt != nil {
+		lt.canceled = true
+		lt.cancel()
 	}
 	d.mu.Unlock()
 }
 
-func (d *Dispatcher) markWake(ctx context.Context, w store.Wake, st store.WakeState, detail string) error {
-	w.State, w.Detail, w.UpdatedAt = st, detail, d.Plane.clock()
-	if st == store.WakeActive {
-		w.Attempts++
-	}
-	return d.Plane.store.Update(ctx, func(ctx context.Context, tx store.Tx) error { return tx.UpdateWake(ctx, w) })
+func (d *Dispatcher) canceledHere(taskID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lt := d.running[taskID]
+	return lt != nil && lt.canceled
 }
 
-// runTurn runs one turn on ctx (a child of the dispatcher's run context).
-func (d *Dispatcher) runTurn(run, ctx context.Context, w store.Wake) {
-	t, err := d.Plane.GetTask(ctx, w.Principal, w.TaskID)
-	if err != nil || t.Status.State.Terminal() {
-		_ = d.markWake(context.WithoutCancel(ctx), w, store.WakeDone, "task gone or terminal")
-		return
-	}
-	turn := &Turn{plane: d.Plane, Task: t}
-	err = d.Executor.Execute(ctx, turn)
+// runTurn runs one granted turn on ctx (a child of the dispatcher's run context).
+func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant) {
+	log := d.Plane.log.With("task", g.TaskID, "wake", g.WakeID, "offer", g.Offer)
+	turn := d.Plane.NewTurn(g)
+	stopBeat := d.heartbeat(ctx, g)
+	err := d.execute(ctx, turn)
+	stopBeat()
 	bg := context.WithoutCancel(ctx)
-	if err != nil && !errors.Is(err, ErrTaskTerminal) && run.Err() != nil {
+	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) && run.Err() != nil {
 		// The dispatcher is stopping (shutdown): the turn was interrupted, not failed. Its wake
-		// goes back to pending, so the next start runs the turn again from durable state.
-		_ = d.markWake(bg, w, store.WakePending, "turn interrupted by shutdown")
+		// goes back to the queue, so the next start runs the turn again from durable state.
+		if eerr := d.Plane.EndTurn(bg, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
+			log.Error("end interrupted turn", "err", eerr)
+		}
 		return
 	}
-	if err != nil && !errors.Is(err, ErrTaskTerminal) {
-		cur, gerr := d.Plane.GetTask(bg, w.Principal, w.TaskID)
-		if gerr == nil && !cur.Status.State.Terminal() {
-			msg := &Message{ID: d.Plane.newID(), Role: RoleAgent, Parts: []Part{TextPart(err.Error())}}
-			if _, aerr := d.Plane.Apply(bg, w.Principal, w.TaskID, AnyVersion, SetStatus{State: StateFailed, Message: msg}); aerr != nil {
-				d.Plane.log.Error("fail task after executor error", "task", w.TaskID, "err", aerr)
+	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) {
+		d.failTurn(bg, turn, err)
+	}
+	if err := d.Plane.EndTurn(bg, g, TurnEnd{}); err != nil && !errors.Is(err, ErrNoTurn) {
+		log.Error("end turn", "err", err)
+	}
+}
+
+// execute runs the executor, retrying transport failures with backoff.
+func (d *Dispatcher) execute(ctx context.Context, turn *Turn) error {
+	first := d.RetryBackoff
+	if first <= 0 {
+		first = DefaultRetryBackoff
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = first, 30*first, 0
+	attempt := 0
+	return backoff.RetryNotify(func() error {
+		attempt++
+		if attempt > 1 {
+			if err := turn.Refresh(ctx); err != nil {
+				return backoff.Permanent(err)
+			}
+			if turn.Task.Status.State.Terminal() {
+				return backoff.Permanent(ErrTaskTerminal)
 			}
 		}
-		_ = d.markWake(bg, w, store.WakeDone, fmt.Sprintf("executor error: %v", err))
+		err := d.Executor.Execute(ctx, turn)
+		if err == nil || (errors.Is(err, ErrTransport) && ctx.Err() == nil) {
+			return err
+		}
+		return backoff.Permanent(err)
+	}, backoff.WithContext(backoff.WithMaxRetries(b, TransportRetries), ctx), func(err error, wait time.Duration) {
+		d.Plane.log.Warn("executor transport failure; retrying", "task", turn.Task.ID, "attempt", attempt,
+			"wait", wait.String(), "err", err)
+	})
+}
+
+// failTurn fails the task of a turn whose executor returned an error, unless it already finished.
+func (d *Dispatcher) failTurn(ctx context.Context, turn *Turn, cause error) {
+	reason := ReasonExecutor
+	if errors.Is(cause, ErrTransport) {
+		reason = ReasonTransport
+	}
+	err := turn.Update(ctx, failStatus(reason, cause.Error(), d.Plane.newID()))
+	if errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrNoTurn) {
 		return
 	}
-	_ = d.markWake(bg, w, store.WakeDone, "")
+	if err != nil {
+		d.Plane.log.Error("fail task after executor error", "task", turn.Task.ID, "err", err)
+		return
+	}
+	if reason == ReasonTransport {
+		t := turn.Task
+		_ = d.Plane.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceWakeFailed, t.ID, map[string]any{
+				"reason": ReasonTransport, "wake": turn.grant.WakeID, "attempts": 1 + TransportRetries,
+				"error": cause.Error()}, d.Plane.clock())
+		})
+	}
+}
+
+// heartbeat renews the turn's lease every third of it until stopped. When the authority is lost,
+// or the task finished under the turn (a cancel or timeout in any process), it stops the turn; a
+// finish that did not come through CancelTurn here is passed on to a Canceler executor.
+func (d *Dispatcher) heartbeat(ctx context.Context, g *Grant) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.lease() / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			task, err := d.Plane.RenewTurn(ctx, g, d.lease())
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, ErrNoTurn):
+				d.Plane.log.Warn("turn lost its authority; stopping it", "task", g.TaskID, "wake", g.WakeID)
+				d.stopTurn(g.TaskID)
+				return
+			case err != nil:
+				d.Plane.log.Warn("renew turn", "task", g.TaskID, "err", err)
+			case task.Status.State.Terminal():
+				if c, ok := d.Executor.(Canceler); ok && !d.canceledHere(g.TaskID) && stoppedFromOutside(task) {
+					if err := c.Cancel(context.WithoutCancel(ctx), task); err != nil {
+						d.Plane.log.Warn("executor cancel failed", "task", g.TaskID, "err", err)
+					}
+				}
+				d.stopTurn(g.TaskID)
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (d *Dispatcher) stopTurn(taskID string) {
+	d.mu.Lock()
+	if lt := d.running[taskID]; lt != nil {
+		lt.cancel()
+	}
+	d.mu.Unlock()
+}
+
+// stoppedFromOutside reports whether a finished task was stopped by someone other than its
+// executor: canceled, or failed by the task timeout.
+func stoppedFromOutside(t *Task) bool {
+	if t.Status.State == StateCanceled {
+		return true
+	}
+	if t.Status.State != StateFailed || t.Status.Message == nil {
+		return false
+	}
+	r, _ := t.Status.Message.Metadata[MetaReason].(string)
+	return r == ReasonTimeout || r == ReasonNoResponse
 }

@@ -28,6 +28,8 @@ type Plane struct {
 	retention time.Duration
 	// wakeSignal pokes a Dispatcher in this process after an acceptance enqueued a wake.
 	wakeSignal chan struct{}
+	// queue holds the wake queue's settings and its change signal (wakequeue.go).
+	queue queueConfig
 }
 
 // Option configures a Plane.

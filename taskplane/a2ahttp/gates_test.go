@@ -335,7 +335,8 @@ func TestGateSubscribeUsesGETStreamsRejectsTerminal(t *testing.T) {
 			states = append(states, st)
 		}
 	}
-	if diff := cmp.Diff([]string{"TASK_STATE_SUBMITTED", "TASK_STATE_COMPLETED"}, states); diff != "" {
+	// The continuation returns the task to SUBMITTED; the wake queue's grant makes it WORKING.
+	if diff := cmp.Diff([]string{"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"}, states); diff != "" {
 		t.Fatalf("streamed states (-want +got):\n%s", diff)
 	}
 	// Terminal now: an ordinary HTTP error, not a stream.

@@ -204,11 +204,13 @@ func TestInterop(t *testing.T) {
 					t.Fatalf("unexpected event %T", ev)
 				}
 			}
-			want := []string{"task", "status", "status", "artifact", "status"}
+			// The first status is the wake queue's grant (WORKING), then the executor's steps.
+			want := []string{"task", "status", "status", "status", "artifact", "status"}
 			if diff := cmp.Diff(want, kinds); diff != "" {
 				t.Fatalf("stream events (-want +got):\n%s", diff)
 			}
-			wantStates := []a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateWorking, a2a.TaskStateCompleted}
+			wantStates := []a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateWorking, a2a.TaskStateWorking,
+				a2a.TaskStateWorking, a2a.TaskStateCompleted}
 			if diff := cmp.Diff(wantStates, states); diff != "" {
 				t.Fatalf("stream states (-want +got):\n%s", diff)
 			}

@@ -196,10 +196,19 @@ func artifactThenComplete(part func() taskplane.Part) step {
 	}
 }
 
-// stream is WORKING, one artifact, COMPLETED: three updates, three events.
+// working puts the task in WORKING unless the turn's grant already did (it always does when the
+// wake queue offered the task), so a stream shows one WORKING event.
+func working(ctx context.Context, turn *taskplane.Turn) error {
+	if turn.Task.Status.State == taskplane.StateWorking {
+		return nil
+	}
+	return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking})
+}
+
+// stream is WORKING, one artifact, COMPLETED.
 func stream(part func() taskplane.Part) step {
 	return func(ctx context.Context, _ *Executor, turn *taskplane.Turn) error {
-		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+		if err := working(ctx, turn); err != nil {
 			return err
 		}
 		if err := turn.Update(ctx, taskplane.AddArtifact{Artifact: newArtifact(part())}); err != nil {
@@ -211,7 +220,7 @@ func stream(part func() taskplane.Part) step {
 
 // chunked is WORKING, two appended chunks of one artifact (the second the last), COMPLETED.
 func chunked(ctx context.Context, _ *Executor, turn *taskplane.Turn) error {
-	if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+	if err := working(ctx, turn); err != nil {
 		return err
 	}
 	id := uuid.NewString()
@@ -226,7 +235,7 @@ func chunked(ctx context.Context, _ *Executor, turn *taskplane.Turn) error {
 
 // holdThenComplete stays WORKING for e.Hold, then completes. A cancel (or shutdown) ends the wait.
 func holdThenComplete(ctx context.Context, e *Executor, turn *taskplane.Turn) error {
-	if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+	if err := working(ctx, turn); err != nil {
 		return err
 	}
 	hold := e.Hold

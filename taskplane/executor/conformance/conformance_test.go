@@ -32,25 +32,25 @@ func TestConformancePrefixes(t *testing.T) {
 	)
 	tests := []struct {
 		prefix    string
-		steps     []string           // events after the task event, in order
+		steps     []string           // events after the task event, in order (the turn begins WORKING)
 		artifacts [][]taskplane.Part // parts of each artifact event, in order
 		status    string             // text of the final status message ("" = none)
 		final     taskplane.State
 	}{
-		{prefix: "tck-complete-task", steps: []string{completed}, status: "Hello from TCK", final: taskplane.StateCompleted},
-		{prefix: "tck-artifact-text", steps: []string{artifact, completed},
+		{prefix: "tck-complete-task", steps: []string{working, completed}, status: "Hello from TCK", final: taskplane.StateCompleted},
+		{prefix: "tck-artifact-text", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{text("Generated text content")}}, final: taskplane.StateCompleted},
-		{prefix: "tck-artifact-file-url", steps: []string{artifact, completed},
+		{prefix: "tck-artifact-file-url", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{urlFile}}, final: taskplane.StateCompleted},
-		{prefix: "tck-artifact-file", steps: []string{artifact, completed},
+		{prefix: "tck-artifact-file", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{rawFile}}, final: taskplane.StateCompleted},
-		{prefix: "tck-artifact-data", steps: []string{artifact, completed},
+		{prefix: "tck-artifact-data", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{{Data: json.RawMessage(`{"key":"value","count":42}`)}}}, final: taskplane.StateCompleted},
-		{prefix: "tck-input-required", steps: []string{"status:input-required"}, final: taskplane.StateInputRequired},
-		{prefix: "tck-reject-task", steps: []string{"status:failed"}, status: "rejected", final: taskplane.StateFailed},
+		{prefix: "tck-input-required", steps: []string{working, "status:input-required"}, final: taskplane.StateInputRequired},
+		{prefix: "tck-reject-task", steps: []string{working, "status:failed"}, status: "rejected", final: taskplane.StateFailed},
 		{prefix: "tck-stream-001", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{text("Stream hello from TCK")}}, final: taskplane.StateCompleted},
-		{prefix: "tck-stream-002", steps: []string{completed}, final: taskplane.StateCompleted},
+		{prefix: "tck-stream-002", steps: []string{working, completed}, final: taskplane.StateCompleted},
 		{prefix: "tck-stream-003", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{text("Stream task lifecycle")}}, final: taskplane.StateCompleted},
 		{prefix: "tck-stream-ordering-001", steps: []string{working, artifact, completed},
@@ -62,10 +62,10 @@ func TestConformancePrefixes(t *testing.T) {
 		{prefix: "tck-stream-artifact-chunked", steps: []string{working, artifact, artifact, completed},
 			artifacts: [][]taskplane.Part{{text("chunk-1 ")}, {text("chunk-2")}}, final: taskplane.StateCompleted},
 		{prefix: "test-resubscribe-message-id", steps: []string{working, completed}, final: taskplane.StateCompleted},
-		{prefix: "tck-send-001", steps: []string{completed},
+		{prefix: "tck-send-001", steps: []string{working, completed},
 			status: "Unhandled messageId prefix: " + id("tck-send-001"), final: taskplane.StateCompleted},
 		// Reached only when the binding did not take the direct answer (a source's event).
-		{prefix: "tck-message-response", steps: []string{completed}, status: "Direct message response", final: taskplane.StateCompleted},
+		{prefix: "tck-message-response", steps: []string{working, completed}, status: "Direct message response", final: taskplane.StateCompleted},
 	}
 	h := executortest.New(t, &conformance.Executor{Hold: 200 * time.Millisecond})
 	for _, tc := range tests {

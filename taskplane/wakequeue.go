@@ -1,0 +1,519 @@
+package taskplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// The wake queue (DESIGN.md §4 invariant 7). Accept enqueues one body-free wake per accepted or
+// continued task, in its own transaction, so a wake exists only once its task is accepted. A
+// consumer (the Dispatcher for in-process and remote executors, the worker API for resident
+// agents) claims the oldest due wake with ClaimTurn: in one transaction the wake is leased, the
+// task moves to WORKING and `woken` evidence is written. That grant is the turn's authority: every
+// change a turn makes checks it, so a stale lease, another task or a finished task is refused.
+// EndTurn clears it before the task's next wake can be claimed.
+//
+// The rules, each proven by a test in wakequeue_test.go:
+//   - FIFO after acceptance: wakes are claimed oldest first; one turn per task at a time.
+//   - Canceled (any terminal) work is skipped: its wakes are retired unclaimed.
+//   - Bounded admission: at most MaxWaiting wakes wait behind the active ones; an acceptance
+//     beyond that fails its task with durable wake-failed evidence instead of queueing silently.
+//   - A task left unsettled (not terminal, not waiting for input) at the end of a turn, or whose
+//     holder died (its lease ran out), is re-offered at most MaxReoffers times; then the wake
+//     fails, with wake-failed and unhealthy evidence, and so does the task.
+//   - Only the newest activation of a task is worked: claiming one wake retires the task's older
+//     pending wakes (the turn reads the whole task anyway).
+//   - An INPUT_REQUIRED / AUTH_REQUIRED task is not re-offered until a continuation newer than its
+//     question arrives.
+
+// Wake-queue limits.
+const (
+	// DefaultMaxWaiting is how many wakes may wait behind the active ones (WithMaxWaiting).
+	DefaultMaxWaiting = 128
+	// MaxReoffers is how many times an unsettled task is offered again after its first offer.
+	MaxReoffers = 5
+	// TransportRetries is how many times the Dispatcher retries an executor call that failed in
+	// transport (ErrTransport) before it fails the task.
+	TransportRetries = 3
+	// DefaultReofferDelay is the first wait before an unsettled task is offered again; it doubles
+	// with every re-offer (WithReofferDelay).
+	DefaultReofferDelay = time.Second
+	// maxClaimRounds bounds how many settled tasks' wakes one ClaimTurn retires before it returns.
+	maxClaimRounds = 64
+)
+
+// Evidence kinds of the wake queue and the executors.
+const (
+	// EvidenceWoken: a task was offered to an executor; its turn began (detail: wake, offer, owner).
+	EvidenceWoken = "woken"
+	// EvidenceWakeFailed: a wake was given up (detail: reason overflow, reoffer-cap or transport).
+	EvidenceWakeFailed = "wake-failed"
+	// EvidenceUnhealthy: the executor keeps leaving tasks unsettled.
+	EvidenceUnhealthy = "unhealthy"
+	// EvidenceTimeout: a task was failed by task_timeout (detail: reason timeout or no-response).
+	EvidenceTimeout = "timeout"
+	// EvidenceSettled: the dispatcher recorded an outcome on a finished task.
+	EvidenceSettled = "settled"
+	// EvidenceResultFailed: a native task's question or outcome could not be handed to delivery.
+	EvidenceResultFailed = "result-failed"
+)
+
+// Failure reasons: the "reason" of wake-failed and timeout evidence, and of a FAILED status
+// message's metadata (MetaReason).
+const (
+	ReasonOverflow   = "overflow"
+	ReasonReofferCap = "reoffer-cap"
+	ReasonTransport  = "transport"
+	ReasonExecutor   = "executor-error"
+	ReasonTimeout    = "timeout"
+	ReasonNoResponse = "no-response"
+)
+
+// MetaReason is the metadata key of a failure's reason on the FAILED status message.
+const MetaReason = "https://channels.dev/a2a/ext/outfitter-task/v1/reason"
+
+// ErrNoTurn is returned for a change made without the task's active turn: the lease is stale or
+// held by someone else, the grant names another task, or the task is finished.
+var ErrNoTurn = errors.New("the task does not hold the active turn")
+
+// Results hands a native task's question or outcome to the delivery engine (package results wires
+// it). Settled is called at least once after a task whose origin is a provider source (not "a2a")
+// reaches INPUT_REQUIRED, AUTH_REQUIRED or a terminal state; it must be idempotent (the delivery ID
+// is a hash of the task, operation and payload).
+type Results interface {
+	Settled(ctx context.Context, t *Task) error
+}
+
+// WithMaxWaiting sets how many wakes may wait behind the active ones (default 128).
+func WithMaxWaiting(n int) Option { return func(p *Plane) { p.queue.maxWaiting = n } }
+
+// WithReofferDelay sets the first wait before an unsettled task is offered again (default 1s,
+// doubling per re-offer; tests use a tiny one).
+func WithReofferDelay(d time.Duration) Option { return func(p *Plane) { p.queue.reofferDelay = d } }
+
+// WithResults sets where native tasks' questions and outcomes go (default: nowhere).
+func WithResults(r Results) Option { return func(p *Plane) { p.queue.results = r } }
+
+// queueConfig is the Plane's wake-queue state; its zero value means the defaults.
+type queueConfig struct {
+	maxWaiting   int
+	reofferDelay time.Duration
+	results      Results
+	questions    func(source string) error
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when wakes may have become due
+}
+
+func (q *queueConfig) limit() int {
+	if q.maxWaiting <= 0 {
+		return DefaultMaxWaiting
+	}
+	return q.maxWaiting
+}
+
+func (q *queueConfig) delay(offer int) time.Duration {
+	d := q.reofferDelay
+	if d <= 0 {
+		d = DefaultReofferDelay
+	}
+	for i := 1; i < offer && d < time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, time.Minute)
+}
+
+// WakesChanged returns a channel closed the next time this process enqueues or releases a wake.
+// Consumers wait on it (and poll, for wakes of other processes).
+func (p *Plane) WakesChanged() <-chan struct{} {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	if p.queue.changed == nil {
+		p.queue.changed = make(chan struct{})
+	}
+	return p.queue.changed
+}
+
+func (p *Plane) pokeWakes() {
+	p.queue.mu.Lock()
+	if p.queue.changed != nil {
+		close(p.queue.changed)
+		p.queue.changed = nil
+	}
+	p.queue.mu.Unlock()
+	select {
+	case p.wakeSignal <- struct{}{}:
+	default:
+	}
+}
+
+// enqueueWake inserts the wake of an accepted or continued task in the acceptance transaction.
+// Past the admission bound the wake is recorded failed, the task FAILED (reason overflow) and
+// wake-failed evidence written: the caller sees the refusal, nothing is dropped silently.
+func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time) (*Task, error) {
+	w := store.Wake{ID: p.newID(), Principal: t.Origin.Principal, TaskID: t.ID, Activation: t.LastSeq,
+		State: store.WakePending, CreatedAt: now, UpdatedAt: now}
+	limit := p.queue.limit()
+	waiting, err := tx.CountWakes(ctx, store.WakePending, limit)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue wake: %w", err)
+	}
+	if waiting < limit {
+		if err := tx.InsertWake(ctx, w); err != nil {
+			return nil, fmt.Errorf("enqueue wake: %w", err)
+		}
+		return t, nil
+	}
+	w.State, w.Detail = store.WakeFailed, fmt.Sprintf("overflow: %d wakes waiting", waiting)
+	if err := tx.InsertWake(ctx, w); err != nil {
+		return nil, fmt.Errorf("enqueue wake: %w", err)
+	}
+	if err := evidence(ctx, tx, t.Origin.Principal, source, EvidenceWakeFailed, t.ID,
+		map[string]any{"reason": ReasonOverflow, "wake": w.ID, "waiting": waiting, "limit": limit}, now); err != nil {
+		return nil, err
+	}
+	return ApplyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonOverflow,
+		fmt.Sprintf("not started: %d tasks are already waiting for the executor", waiting), p.newID()))
+}
+
+// failStatus is the FAILED status change of a failure with a reason.
+func failStatus(reason, text, msgID string) SetStatus {
+	return SetStatus{State: StateFailed, Message: &Message{ID: msgID, Role: RoleAgent, Parts: []Part{TextPart(text)},
+		Metadata: map[string]any{MetaReason: reason}}}
+}
+
+// ClaimRequest asks ClaimTurn for the next turn.
+type ClaimRequest struct {
+	// Owner names the claimer in the lease and the woken evidence; it must be unique per live
+	// consumer (the Dispatcher and the worker API mint one).
+	Owner string
+	// Lease is how long the authority lasts without RenewTurn.
+	Lease time.Duration
+	// Principals, when set, restricts the claim to tasks of these principals.
+	Principals []string
+}
+
+// Grant is the authority of one turn: the claimed wake, leased to Owner until LeaseUntil, and the
+// task as it was when the turn began (WORKING).
+type Grant struct {
+	Principal  string
+	TaskID     string
+	WakeID     string
+	Owner      string
+	Activation int64
+	// Offer counts the offers of this wake: 1 for the first, up to 1+MaxReoffers.
+	Offer      int
+	LeaseUntil time.Time
+	Task       *Task
+}
+
+// claimOutcome is what one claim transaction did.
+type claimOutcome int
+
+const (
+	claimNone    claimOutcome = iota // nothing due
+	claimGranted                     // a turn was granted
+	claimRetired                     // a wake of a settled or vanished task was retired
+	claimSettled                     // a wake of a settled native task is held for its result
+	claimFailed                      // a wake ran out of re-offers; its task failed
+)
+
+// ClaimTurn claims the oldest due wake and grants its task a turn: WORKING, woken evidence, and
+// the lease. It returns nil and no error when nothing is due. Wakes of finished tasks, of tasks
+// waiting for an answer, and older wakes of the same task are retired on the way.
+func (p *Plane) ClaimTurn(ctx context.Context, req ClaimRequest) (*Grant, error) {
+	if req.Owner == "" || req.Lease <= 0 {
+		return nil, invalidf("claim needs an owner and a lease")
+	}
+	for range maxClaimRounds {
+		var (
+			g       *Grant
+			out     claimOutcome
+			settled *Task
+			held    store.Wake
+		)
+		err := p.retryConcurrent(ctx, true, func() error {
+			return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				var err error
+				g, out, settled, held, err = p.claimTx(ctx, tx, req)
+				return err
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claim turn: %w", err)
+		}
+		switch out {
+		case claimNone:
+			return nil, nil
+		case claimGranted:
+			p.broker.publish(g.Principal, g.TaskID)
+			return g, nil
+		case claimFailed:
+			p.broker.publish(settled.Origin.Principal, settled.ID)
+			p.sendHome(ctx, settled)
+		case claimSettled:
+			// The result goes home before the wake is retired: a crash in between leaves the wake
+			// leased, it falls due again, and the (idempotent) hand-off is repeated.
+			done := p.sendHome(ctx, settled)
+			p.releaseHeld(ctx, held, done)
+		}
+	}
+	return nil, nil
+}
+
+// claimTx is one claim transaction.
+func (p *Plane) claimTx(ctx context.Context, tx store.Tx, req ClaimRequest) (*Grant, claimOutcome, *Task, store.Wake, error) {
+	now := p.clock()
+	ws, err := tx.ClaimWakes(ctx, store.WakeClaim{Owner: req.Owner, Now: now, LeaseUntil: now.Add(req.Lease),
+		Principals: req.Principals, Limit: 1})
+	if err != nil || len(ws) == 0 {
+		return nil, claimNone, nil, store.Wake{}, err
+	}
+	w := ws[0]
+	t, err := getTask(ctx, tx, w.Principal, w.TaskID)
+	if errors.Is(err, ErrTaskNotFound) {
+		return nil, claimRetired, nil, w, retire(ctx, tx, w, store.WakeDone, "task gone", now)
+	}
+	if err != nil {
+		return nil, claimNone, nil, w, err
+	}
+	switch {
+	case t.Status.State.Terminal():
+		return p.retireSettled(ctx, tx, w, t, "task "+string(t.Status.State), now)
+	case t.Status.State.Interrupted() && t.InputRequest != 0 && w.Activation <= t.InputRequest:
+		return p.retireSettled(ctx, tx, w, t, "waiting for input", now)
+	}
+	if w.Attempts > MaxReoffers {
+		// Its last offer ended unsettled too (the holder died, or shut down): give up.
+		ft, err := p.giveUp(ctx, tx, w, t, now)
+		return nil, claimFailed, ft, w, err
+	}
+	// Retire the task's other due wakes: this turn reads the whole task, so it serves them.
+	others, err := tx.ListTaskWakes(ctx, w.Principal, w.TaskID)
+	if err != nil {
+		return nil, claimNone, nil, w, err
+	}
+	for _, o := range others {
+		if o.ID == w.ID || o.State != store.WakePending || o.LeaseUntil.After(now) {
+			continue
+		}
+		w.Activation = max(w.Activation, o.Activation)
+		if err := retire(ctx, tx, o, store.WakeDone, "served by wake "+w.ID, now); err != nil {
+			return nil, claimNone, nil, w, err
+		}
+	}
+	// The grant. The versioned update serializes claimers of one task across processes: a second
+	// claimer of the same task version gets ErrConcurrentModification and retries, and then sees
+	// the first one's live wake below.
+	nt, err := ApplyTx(ctx, tx, t.Origin.Principal, t.ID, t.Version, now, SetStatus{State: StateWorking})
+	if err != nil {
+		return nil, claimNone, nil, w, err
+	}
+	// Read again now that the task row is locked: a turn another process granted since the claim
+	// statement ran is visible here.
+	if others, err = tx.ListTaskWakes(ctx, w.Principal, w.TaskID); err != nil {
+		return nil, claimNone, nil, w, err
+	}
+	for _, o := range others {
+		if o.ID != w.ID && (o.State == store.WakeActive || o.State == store.WakePending) && o.LeaseUntil.After(now) {
+			return nil, claimNone, nil, w, ErrConcurrentModification // another turn is live
+		}
+	}
+	w.State, w.Attempts, w.UpdatedAt = store.WakeActive, w.Attempts+1, now
+	w.Detail = fmt.Sprintf("offer %d to %s", w.Attempts, req.Owner)
+	if err := tx.SaveWake(ctx, w); err != nil {
+		return nil, claimNone, nil, w, err
+	}
+	if err := evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceWoken, t.ID, map[string]any{
+		"wake": w.ID, "activation": w.Activation, "offer": w.Attempts, "owner": req.Owner,
+	}, now); err != nil {
+		return nil, claimNone, nil, w, err
+	}
+	return &Grant{Principal: w.Principal, TaskID: w.TaskID, WakeID: w.ID, Owner: req.Owner, Activation: w.Activation,
+		Offer: w.Attempts, LeaseUntil: w.LeaseUntil, Task: nt}, claimGranted, nil, w, nil
+}
+
+// retireSettled retires the wake of a task that needs no turn. A native task's result must go home
+// first, so with a Results hook the wake stays leased (claimSettled) until that is done.
+func (p *Plane) retireSettled(ctx context.Context, tx store.Tx, w store.Wake, t *Task, detail string, now time.Time) (*Grant, claimOutcome, *Task, store.Wake, error) {
+	if p.queue.results != nil && native(t) {
+		w.Detail = detail
+		return nil, claimSettled, t, w, nil
+	}
+	return nil, claimRetired, nil, w, retire(ctx, tx, w, store.WakeDone, detail, now)
+}
+
+// retire moves w to state with its lease cleared.
+func retire(ctx context.Context, tx store.Tx, w store.Wake, state store.WakeState, detail string, now time.Time) error {
+	w.State, w.Detail, w.LeaseOwner, w.LeaseUntil, w.UpdatedAt = state, detail, "", time.Time{}, now
+	return tx.SaveWake(ctx, w)
+}
+
+// releaseHeld retires a wake held for its task's result, or, when the hand-off failed, makes it
+// due again a little later.
+func (p *Plane) releaseHeld(ctx context.Context, w store.Wake, handedOff bool) {
+	err := p.store.Update(context.WithoutCancel(ctx), func(ctx context.Context, tx store.Tx) error {
+		cur, err := tx.GetWake(ctx, w.Principal, w.ID)
+		if err != nil || cur.LeaseOwner != w.LeaseOwner {
+			return err // someone else holds it now
+		}
+		now := p.clock()
+		if handedOff {
+			return retire(ctx, tx, cur, store.WakeDone, w.Detail, now)
+		}
+		cur.DueAt = now.Add(p.queue.delay(1))
+		return retire(ctx, tx, cur, store.WakePending, "result hand-off failed; retrying", now)
+	})
+	if err != nil {
+		p.log.Error("release wake", "wake", w.ID, "task", w.TaskID, "err", err)
+	}
+}
+
+// giveUp fails a wake that ran out of re-offers, and its task.
+func (p *Plane) giveUp(ctx context.Context, tx store.Tx, w store.Wake, t *Task, now time.Time) (*Task, error) {
+	if err := retire(ctx, tx, w, store.WakeFailed, fmt.Sprintf("unsettled after %d offers", w.Attempts), now); err != nil {
+		return nil, err
+	}
+	detail := map[string]any{"reason": ReasonReofferCap, "wake": w.ID, "offers": w.Attempts}
+	if err := evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceWakeFailed, t.ID, detail, now); err != nil {
+		return nil, err
+	}
+	if err := evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceUnhealthy, t.ID, detail, now); err != nil {
+		return nil, err
+	}
+	return ApplyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonReofferCap,
+		fmt.Sprintf("the executor left the task unfinished %d times", w.Attempts), p.newID()))
+}
+
+// RenewTurn extends the grant's lease by lease and returns the task as it is now. It returns
+// ErrNoTurn when the grant is no longer the task's active turn (its lease ran out and another
+// consumer took the wake, or the turn ended). A finished task is returned without error: the
+// caller stops its turn.
+func (p *Plane) RenewTurn(ctx context.Context, g *Grant, lease time.Duration) (*Task, error) {
+	var t *Task
+	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		now := p.clock()
+		w, err := p.checkGrant(ctx, tx, g, now)
+		if err != nil {
+			return err
+		}
+		w.LeaseUntil, w.UpdatedAt = now.Add(lease), now
+		if err := tx.SaveWake(ctx, w); err != nil {
+			return err
+		}
+		g.LeaseUntil = w.LeaseUntil
+		t, err = getTask(ctx, tx, g.Principal, g.TaskID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew turn of task %s: %w", g.TaskID, err)
+	}
+	return t, nil
+}
+
+// checkGrant returns the grant's wake if it is still the active turn at now.
+func (p *Plane) checkGrant(ctx context.Context, tx store.Tx, g *Grant, now time.Time) (store.Wake, error) {
+	w, err := tx.GetWake(ctx, g.Principal, g.WakeID)
+	if errors.Is(err, store.ErrNotFound) {
+		return w, ErrNoTurn
+	}
+	if err != nil {
+		return w, err
+	}
+	if w.State != store.WakeActive || w.LeaseOwner != g.Owner || !w.LeaseUntil.After(now) || w.TaskID != g.TaskID {
+		return w, ErrNoTurn
+	}
+	return w, nil
+}
+
+// TurnEnd says how a turn ended, for EndTurn.
+type TurnEnd struct {
+	// Shutdown: the consumer is stopping and interrupted the turn; the wake goes back to the queue
+	// at once (the offer still counts).
+	Shutdown bool
+}
+
+// EndTurn clears the grant's authority. A settled task's wake is done (a native task's result
+// goes home first); an unsettled one is offered again after a delay, or, past MaxReoffers, fails
+// with wake-failed and unhealthy evidence and fails its task. A grant that is no longer the
+// active turn is left alone (ErrNoTurn).
+func (p *Plane) EndTurn(ctx context.Context, g *Grant, end TurnEnd) error {
+	ctx = context.WithoutCancel(ctx)
+	t, err := p.GetTask(ctx, g.Principal, g.TaskID)
+	if err != nil && !errors.Is(err, ErrTaskNotFound) {
+		return fmt.Errorf("end turn of task %s: %w", g.TaskID, err)
+	}
+	handedOff := true
+	if t != nil && settledState(t) {
+		handedOff = p.sendHome(ctx, t)
+	}
+	var failed *Task
+	err = p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		failed = nil
+		now := p.clock()
+		w, err := p.checkGrant(ctx, tx, g, now)
+		if err != nil {
+			return err
+		}
+		cur, err := getTask(ctx, tx, g.Principal, g.TaskID)
+		switch {
+		case errors.Is(err, ErrTaskNotFound):
+			return retire(ctx, tx, w, store.WakeDone, "task gone", now)
+		case err != nil:
+			return err
+		case end.Shutdown && !settledState(cur):
+			w.DueAt = now
+			return retire(ctx, tx, w, store.WakePending, "turn interrupted by shutdown", now)
+		case settledState(cur) && handedOff:
+			return retire(ctx, tx, w, store.WakeDone, "settled: "+string(cur.Status.State), now)
+		case settledState(cur):
+			w.DueAt = now.Add(p.queue.delay(1))
+			return retire(ctx, tx, w, store.WakePending, "result hand-off failed; retrying", now)
+		case w.Attempts > MaxReoffers:
+			failed, err = p.giveUp(ctx, tx, w, cur, now)
+			return err
+		default:
+			w.DueAt = now.Add(p.queue.delay(w.Attempts))
+			return retire(ctx, tx, w, store.WakePending, fmt.Sprintf("unsettled after offer %d; re-offered", w.Attempts), now)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("end turn of task %s: %w", g.TaskID, err)
+	}
+	p.pokeWakes()
+	if failed != nil {
+		p.broker.publish(g.Principal, g.TaskID)
+		p.sendHome(ctx, failed)
+	}
+	return nil
+}
+
+// settledState reports whether a task needs no turn now: terminal, or waiting for an answer.
+func settledState(t *Task) bool { return t.Status.State.Terminal() || t.Status.State.Interrupted() }
+
+// native reports whether a task came from a provider source, whose answers go back through a
+// delivery (A2A callers read their tasks themselves).
+func native(t *Task) bool { return t.Origin.Source != "" && t.Origin.Source != SourceA2A }
+
+// sendHome hands a settled native task to the Results hook and reports whether that succeeded
+// (true when there is nothing to do). A failure is logged and recorded as evidence.
+func (p *Plane) sendHome(ctx context.Context, t *Task) bool {
+	if p.queue.results == nil || t == nil || !native(t) || !settledState(t) {
+		return true
+	}
+	err := p.queue.results.Settled(context.WithoutCancel(ctx), t)
+	if err == nil {
+		return true
+	}
+	p.log.Error("hand task result to delivery", "task", t.ID, "source", t.Origin.Source, "err", err)
+	_ = p.store.Update(context.WithoutCancel(ctx), func(ctx context.Context, tx store.Tx) error {
+		return evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceResultFailed, t.ID,
+			map[string]any{"state": t.Status.State, "error": err.Error()}, p.clock())
+	})
+	return false
+}

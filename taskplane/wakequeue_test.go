@@ -1,0 +1,505 @@
+package taskplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Microsecond) // every reading is later: FIFO by creation time holds
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// eachDriverWith runs fn per driver with a Plane built with opts.
+func eachDriverWith(t *testing.T, fn func(t *testing.T, p *taskplane.Plane), opts ...taskplane.Option) {
+	t.Helper()
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		fn(t, taskplane.New(open(t), opts...))
+	})
+}
+
+func a2aEvent(id, text string) taskplane.Event {
+	return taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: id, Message: textMsg(id, text)}
+}
+
+func claimAs(t *testing.T, p *taskplane.Plane, owner string) *taskplane.Grant {
+	t.Helper()
+	g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: owner, Lease: time.Minute})
+	if err != nil {
+		t.Fatalf("ClaimTurn(%s): %v", owner, err)
+	}
+	return g
+}
+
+func wantNoClaim(t *testing.T, p *taskplane.Plane, owner string) {
+	t.Helper()
+	if g := claimAs(t, p, owner); g != nil {
+		t.Fatalf("ClaimTurn(%s) granted task %s (offer %d); want nothing due", owner, g.TaskID, g.Offer)
+	}
+}
+
+func endTurn(t *testing.T, p *taskplane.Plane, g *taskplane.Grant) {
+	t.Helper()
+	if err := p.EndTurn(context.Background(), g, taskplane.TurnEnd{}); err != nil {
+		t.Fatalf("EndTurn: %v", err)
+	}
+}
+
+func evidenceDetails(t *testing.T, p *taskplane.Plane, kind, taskID string) []map[string]any {
+	t.Helper()
+	rows, err := p.Store().ListEvidence(context.Background(), store.EvidenceFilter{Kind: kind, TaskID: taskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for i := len(rows) - 1; i >= 0; i-- { // oldest first
+		var d map[string]any
+		if err := json.Unmarshal(rows[i].Detail, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func taskState(t *testing.T, p *taskplane.Plane, id string) *taskplane.Task {
+	t.Helper()
+	task, err := p.GetTask(context.Background(), "alice", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func reasonOf(task *taskplane.Task) string {
+	if task.Status.Message == nil {
+		return ""
+	}
+	r, _ := task.Status.Message.Metadata[taskplane.MetaReason].(string)
+	return r
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runDispatcher runs a Dispatcher over p until the test ends.
+func runDispatcher(t *testing.T, p *taskplane.Plane, exec taskplane.Executor, conc int) *taskplane.Dispatcher {
+	t.Helper()
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: conc, Poll: 10 * time.Millisecond,
+		RetryBackoff: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := d.Run(ctx); err != nil {
+			t.Errorf("dispatcher: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return d
+}
+
+func TestWakeFIFOAfterAcceptance(t *testing.T) {
+	c := newFakeClock()
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		var ids []string
+		for _, m := range []string{"m-a", "m-b", "m-c"} {
+			ids = append(ids, mustAccept(t, p, a2aEvent(m, "hello")).Task.ID)
+		}
+		// An acceptance that fails leaves no wake behind.
+		bad := a2aEvent("m-bad", "hello")
+		bad.TaskID = "no-such-task"
+		if _, err := p.Accept(context.Background(), bad); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("accept with a foreign taskId: %v", err)
+		}
+		var got []string
+		for i := range 3 {
+			g := claimAs(t, p, fmt.Sprintf("consumer-%d", i))
+			if g == nil {
+				t.Fatalf("claim %d: nothing due", i)
+			}
+			got = append(got, g.TaskID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(ids) {
+			t.Fatalf("claim order %v, want acceptance order %v", got, ids)
+		}
+		wantNoClaim(t, p, "consumer-x")
+	}, taskplane.WithClock(c.Now))
+}
+
+func TestWakeSkipsCanceledWork(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		canceled := mustAccept(t, p, a2aEvent("m-1", "never mind")).Task
+		live := mustAccept(t, p, a2aEvent("m-2", "do it")).Task
+		if _, err := p.Cancel(context.Background(), "alice", canceled.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		g := claimAs(t, p, "consumer")
+		if g == nil || g.TaskID != live.ID {
+			t.Fatalf("claimed %+v, want the live task %s", g, live.ID)
+		}
+		wakes, err := p.Store().ListTaskWakes(context.Background(), "alice", canceled.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wakes) != 1 || wakes[0].State != store.WakeDone || wakes[0].Attempts != 0 {
+			t.Fatalf("canceled task's wake %+v, want done without an offer", wakes)
+		}
+		if n := len(evidenceDetails(t, p, taskplane.EvidenceWoken, canceled.ID)); n != 0 {
+			t.Fatalf("canceled task was woken %d times", n)
+		}
+	})
+}
+
+func TestWakeAuthorityAtDelivery(t *testing.T) {
+	c := newFakeClock()
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
+		if task.Status.State != taskplane.StateSubmitted || len(evidenceDetails(t, p, taskplane.EvidenceWoken, task.ID)) != 0 {
+			t.Fatalf("before delivery: state %s, want SUBMITTED and no woken evidence", task.Status.State)
+		}
+		g := claimAs(t, p, "consumer-1")
+		if g.Task.Status.State != taskplane.StateWorking || taskState(t, p, task.ID).Status.State != taskplane.StateWorking {
+			t.Fatalf("at delivery: state %s, want WORKING", g.Task.Status.State)
+		}
+		woken := evidenceDetails(t, p, taskplane.EvidenceWoken, task.ID)
+		if len(woken) != 1 || woken[0]["owner"] != "consumer-1" || woken[0]["offer"] != float64(1) {
+			t.Fatalf("woken evidence %v, want one offer to consumer-1", woken)
+		}
+		turn := p.NewTurn(g)
+		artifact := taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a1", Parts: []taskplane.Part{taskplane.TextPart("x")}}}
+		if err := turn.Update(ctx, artifact); err != nil {
+			t.Fatalf("update during the turn: %v", err)
+		}
+
+		// The lease runs out and another consumer takes the task: the first turn's authority is gone.
+		c.Advance(2 * time.Minute)
+		g2 := claimAs(t, p, "consumer-2")
+		if g2 == nil || g2.TaskID != task.ID || g2.Offer != 2 {
+			t.Fatalf("re-claim after the lease ran out: %+v", g2)
+		}
+		if err := turn.Update(ctx, artifact); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("update with a stale lease: %v, want ErrNoTurn", err)
+		}
+		if err := p.EndTurn(ctx, g, taskplane.TurnEnd{}); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("EndTurn with a stale lease: %v, want ErrNoTurn", err)
+		}
+
+		// Held through the turn, cleared before the next: after EndTurn the grant is worthless.
+		turn2 := p.NewTurn(g2)
+		if err := turn2.Update(ctx, taskplane.SetStatus{State: taskplane.StateInputRequired,
+			Message: &taskplane.Message{ID: "q", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("?")}}}); err != nil {
+			t.Fatal(err)
+		}
+		endTurn(t, p, g2)
+		if err := turn2.Update(ctx, artifact); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("update after the turn ended: %v, want ErrNoTurn", err)
+		}
+	}, taskplane.WithClock(c.Now))
+}
+
+func TestWakeOneReofferAfterWoken(t *testing.T) {
+	c := newFakeClock()
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
+		// A process is woken for the task and dies mid-turn: no EndTurn, its lease runs out.
+		if g := claimAs(t, p, "dead-process"); g == nil {
+			t.Fatal("nothing to claim")
+		}
+		c.Advance(2 * time.Minute)
+		var calls atomic.Int32
+		runDispatcher(t, p, taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+			calls.Add(1)
+			return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted})
+		}), 4)
+		waitFor(t, "the task to complete", func() bool { return taskState(t, p, task.ID).Status.State == taskplane.StateCompleted })
+		time.Sleep(50 * time.Millisecond) // a second re-offer would show up here
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("executor called %d times after the restart, want exactly one re-offer", n)
+		}
+		woken := evidenceDetails(t, p, taskplane.EvidenceWoken, task.ID)
+		if len(woken) != 2 || woken[0]["offer"] != float64(1) || woken[1]["offer"] != float64(2) {
+			t.Fatalf("woken evidence %v, want offers 1 (the dead process) and 2", woken)
+		}
+	}, taskplane.WithClock(c.Now))
+}
+
+func TestWakeUnansweredInputRequiredNotReoffered(t *testing.T) {
+	c := newFakeClock()
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, a2aEvent("m-1", "book a table")).Task
+		// The turn asks a question, then its process dies before ending the turn.
+		g := claimAs(t, p, "dead-process")
+		q := &taskplane.Message{ID: "q-1", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("for how many?")}}
+		if err := p.NewTurn(g).Update(ctx, taskplane.SetStatus{State: taskplane.StateInputRequired, Message: q}); err != nil {
+			t.Fatal(err)
+		}
+		c.Advance(2 * time.Minute)
+		// After the restart the unanswered question is not re-offered.
+		wantNoClaim(t, p, "restarted")
+		if st := taskState(t, p, task.ID).Status.State; st != taskplane.StateInputRequired {
+			t.Fatalf("state %s, want INPUT_REQUIRED", st)
+		}
+		// A continuation newer than the question is.
+		answer := a2aEvent("m-2", "four")
+		answer.TaskID = task.ID
+		mustAccept(t, p, answer)
+		g2 := claimAs(t, p, "restarted")
+		if g2 == nil || g2.TaskID != task.ID || g2.Offer != 1 {
+			t.Fatalf("claim after the answer: %+v, want the first offer of the continuation's wake", g2)
+		}
+		if last := g2.Task.History[len(g2.Task.History)-1]; last.ID != "m-2" {
+			t.Fatalf("the turn's task ends with %s, want the answer m-2", last.ID)
+		}
+		if n := len(evidenceDetails(t, p, taskplane.EvidenceWoken, task.ID)); n != 2 {
+			t.Fatalf("woken %d times, want 2 (the question's turn and the answer's)", n)
+		}
+	}, taskplane.WithClock(c.Now))
+}
+
+func TestWakeBoundedRetries(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		var calls atomic.Int32
+		runDispatcher(t, p, taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+			calls.Add(1)
+			return taskplane.Transport(errors.New("dial tcp: connection refused"))
+		}), 2)
+		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
+		waitFor(t, "the task to fail", func() bool { return taskState(t, p, task.ID).Status.State == taskplane.StateFailed })
+		if n := calls.Load(); n != 1+taskplane.TransportRetries {
+			t.Fatalf("executor called %d times, want 1 + %d retries", n, taskplane.TransportRetries)
+		}
+		if r := reasonOf(taskState(t, p, task.ID)); r != taskplane.ReasonTransport {
+			t.Fatalf("failure reason %q, want %q", r, taskplane.ReasonTransport)
+		}
+		failed := evidenceDetails(t, p, taskplane.EvidenceWakeFailed, task.ID)
+		if len(failed) != 1 || failed[0]["reason"] != taskplane.ReasonTransport {
+			t.Fatalf("wake-failed evidence %v", failed)
+		}
+		// A transport failure is retried within the turn, not re-offered.
+		if n := len(evidenceDetails(t, p, taskplane.EvidenceWoken, task.ID)); n != 1 {
+			t.Fatalf("woken %d times, want 1", n)
+		}
+	})
+}
+
+func TestWakeReofferCap(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		var calls atomic.Int32
+		runDispatcher(t, p, taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+			calls.Add(1)
+			return nil // leaves the task WORKING: unsettled
+		}), 2)
+		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
+		waitFor(t, "the task to fail", func() bool { return taskState(t, p, task.ID).Status.State == taskplane.StateFailed })
+		if n := calls.Load(); n != 1+taskplane.MaxReoffers {
+			t.Fatalf("offered %d times, want 1 + %d re-offers", n, taskplane.MaxReoffers)
+		}
+		if r := reasonOf(taskState(t, p, task.ID)); r != taskplane.ReasonReofferCap {
+			t.Fatalf("failure reason %q", r)
+		}
+		failed := evidenceDetails(t, p, taskplane.EvidenceWakeFailed, task.ID)
+		if len(failed) != 1 || failed[0]["reason"] != taskplane.ReasonReofferCap {
+			t.Fatalf("wake-failed evidence %v", failed)
+		}
+		if n := len(evidenceDetails(t, p, taskplane.EvidenceUnhealthy, task.ID)); n != 1 {
+			t.Fatalf("%d unhealthy evidence rows, want 1", n)
+		}
+		wakes, err := p.Store().ListTaskWakes(context.Background(), "alice", task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wakes) != 1 || wakes[0].State != store.WakeFailed || wakes[0].Attempts != 1+taskplane.MaxReoffers {
+			t.Fatalf("wake %+v, want failed after 6 offers", wakes)
+		}
+	}, taskplane.WithReofferDelay(time.Millisecond))
+}
+
+func TestWakeOverflowEvidence(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		a := mustAccept(t, p, a2aEvent("m-a", "one")).Task
+		mustAccept(t, p, a2aEvent("m-b", "two"))
+		// Two wait: a third is refused, durably and visibly.
+		over := mustAccept(t, p, a2aEvent("m-c", "three"))
+		if over.Task.Status.State != taskplane.StateFailed || reasonOf(over.Task) != taskplane.ReasonOverflow {
+			t.Fatalf("third task %s (reason %q), want FAILED with reason overflow", over.Task.Status.State, reasonOf(over.Task))
+		}
+		failed := evidenceDetails(t, p, taskplane.EvidenceWakeFailed, over.Task.ID)
+		if len(failed) != 1 || failed[0]["reason"] != taskplane.ReasonOverflow || failed[0]["waiting"] != float64(2) {
+			t.Fatalf("wake-failed evidence %v", failed)
+		}
+		// The bound counts waiting wakes, not active ones: once a turn starts there is room.
+		if g := claimAs(t, p, "consumer"); g == nil || g.TaskID != a.ID {
+			t.Fatalf("claim %+v", g)
+		}
+		if d := mustAccept(t, p, a2aEvent("m-d", "four")).Task; d.Status.State != taskplane.StateSubmitted {
+			t.Fatalf("fourth task %s, want SUBMITTED", d.Status.State)
+		}
+	}, taskplane.WithMaxWaiting(2))
+}
+
+func TestWakeNoSecondWakeMidTurn(t *testing.T) {
+	c := newFakeClock()
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		task := mustAccept(t, p, a2aEvent("m-1", "first")).Task
+		g := claimAs(t, p, "consumer-1")
+		// A follow-up arrives mid-turn: it is queued, but not offered while the turn is live.
+		more := a2aEvent("m-2", "second")
+		more.TaskID = task.ID
+		mustAccept(t, p, more)
+		wantNoClaim(t, p, "consumer-2")
+		c.Advance(30 * time.Second)
+		wantNoClaim(t, p, "consumer-2")
+		// The turn ends unsettled: one re-offer serves both wakes, with both messages.
+		endTurn(t, p, g)
+		c.Advance(time.Minute)
+		g2 := claimAs(t, p, "consumer-2")
+		if g2 == nil || g2.TaskID != task.ID {
+			t.Fatalf("claim after the turn: %+v", g2)
+		}
+		if n := len(g2.Task.History); n != 2 {
+			t.Fatalf("the turn sees %d messages, want both", n)
+		}
+		wantNoClaim(t, p, "consumer-3")
+		wakes, err := p.Store().ListTaskWakes(context.Background(), "alice", task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		active := 0
+		for _, w := range wakes {
+			if w.State == store.WakeActive {
+				active++
+			}
+		}
+		if active != 1 {
+			t.Fatalf("%d active wakes of one task, want 1: %+v", active, wakes)
+		}
+	}, taskplane.WithClock(c.Now))
+}
+
+// TestWakeDispatcherRunsOneTurnPerTask drives a Dispatcher with follow-ups arriving during turns and
+// checks no task ever has two turns at once.
+func TestWakeDispatcherRunsOneTurnPerTask(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		var (
+			mu      sync.Mutex
+			inTurn  = map[string]bool{}
+			overlap atomic.Bool
+			turns   atomic.Int32
+		)
+		runDispatcher(t, p, taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+			mu.Lock()
+			if inTurn[turn.Task.ID] {
+				overlap.Store(true)
+			}
+			inTurn[turn.Task.ID] = true
+			mu.Unlock()
+			turns.Add(1)
+			time.Sleep(20 * time.Millisecond)
+			mu.Lock()
+			inTurn[turn.Task.ID] = false
+			mu.Unlock()
+			if len(turn.Task.History) >= 3 {
+				return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted})
+			}
+			return nil // unsettled: offered again, with whatever arrived meanwhile
+		}), 8)
+		task := mustAccept(t, p, a2aEvent("m-1", "one")).Task
+		for _, m := range []string{"m-2", "m-3"} {
+			time.Sleep(5 * time.Millisecond)
+			ev := a2aEvent(m, m)
+			ev.TaskID = task.ID
+			mustAccept(t, p, ev)
+		}
+		waitFor(t, "completion", func() bool { return taskState(t, p, task.ID).Status.State == taskplane.StateCompleted })
+		if overlap.Load() {
+			t.Fatal("two turns of one task ran at once")
+		}
+	}, taskplane.WithReofferDelay(time.Millisecond))
+}
+
+// TestWakeClaimsAcrossProcessesNeverShareATurn: four Planes on one Postgres schema stand in for
+// four Channels processes; every task gets exactly one grant.
+func TestWakeClaimsAcrossProcessesNeverShareATurn(t *testing.T) {
+	stores := storetest.OpenPostgresShared(t, 4)
+	planes := make([]*taskplane.Plane, len(stores))
+	for i, s := range stores {
+		planes[i] = taskplane.New(s)
+	}
+	const tasks = 20
+	for i := range tasks {
+		mustAccept(t, planes[0], a2aEvent(fmt.Sprintf("m-%02d", i), "work"))
+	}
+	var (
+		mu     sync.Mutex
+		grants = map[string]int{}
+		wg     sync.WaitGroup
+	)
+	for i, p := range planes {
+		for j := range 3 {
+			wg.Go(func() {
+				owner := fmt.Sprintf("process-%d-%d", i, j)
+				for {
+					g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: owner, Lease: time.Minute})
+					if err != nil {
+						t.Errorf("%s: %v", owner, err)
+						return
+					}
+					if g == nil {
+						return
+					}
+					mu.Lock()
+					grants[g.TaskID]++
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if len(grants) != tasks {
+		t.Fatalf("%d of %d tasks granted", len(grants), tasks)
+	}
+	for id, n := range grants {
+		if n != 1 {
+			t.Errorf("task %s granted %d times", id, n)
+		}
+	}
+}
