@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -13,38 +12,22 @@ import (
 	"github.com/channels-dev/channels/sources"
 )
 
-// Route returns this instance's route for the delivery engine: Send and Lookup, the recovery
-// class of the source's matrix row (lookup), and one rate lane per channel (Slack allows about
-// one message per second per channel; the engine's default Slack lane interval).
+// Route returns this instance's route for the delivery engine: the instance itself as Sender,
+// Reconciler and Laner, with the recovery class of the source's matrix row (lookup).
 //
-//	eng := delivery.New(st, delivery.Routes{slack.Name: src.(*slack.SocketSource).Route()},
+//	eng := delivery.New(st, delivery.Routes{slack.Name: src.(interface{ Route() delivery.Route }).Route()},
 //		delivery.WithAnchorRecorder(sources.RecordAnchorTx))
 func (s *Source) Route() delivery.Route {
 	rec := delivery.Lookup
 	if row, err := sources.Declaration(Name); err == nil {
 		rec = delivery.Recovery(row.DeliveryRecovery)
 	}
-	return delivery.Route{Sender: engineSender{s}, Recovery: rec}
+	return delivery.Route{Sender: s, Recovery: rec}
 }
 
-// engineSender is the Source as the delivery engine sees it: the two packages' Delivery and
-// Receipt have one shape, so each call is a conversion.
-type engineSender struct{ s *Source }
-
-// Send implements delivery.Sender.
-func (e engineSender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receipt, error) {
-	r, err := e.s.Send(ctx, sources.Delivery(d))
-	return delivery.Receipt(r), err
-}
-
-// Lookup implements delivery.Reconciler.
-func (e engineSender) Lookup(ctx context.Context, d delivery.Delivery) (delivery.Receipt, bool, error) {
-	r, found, err := e.s.Lookup(ctx, sources.Delivery(d))
-	return delivery.Receipt(r), found, err
-}
-
-// Lane implements delivery.Laner: one lane per workspace channel.
-func (e engineSender) Lane(d delivery.Delivery) string {
+// Lane implements sources.Laner: one rate lane per workspace channel (Slack allows about one
+// message per second per channel; the engine's default Slack lane interval).
+func (s *Source) Lane(d sources.Delivery) string {
 	loc, err := decodeLocator(d.Locator)
 	if err != nil {
 		return ""

@@ -122,6 +122,13 @@ func TestSlackReplyIsPostedInTheThreadWithTheDeliveryID(t *testing.T) {
 	if rec.Lane != "slack:"+team+":"+channelOf("ops") {
 		t.Fatalf("lane %q, want one per channel", rec.Lane)
 	}
+	// The instance itself is the engine's Sender, Reconciler and Laner.
+	if _, ok := h.src.(sources.Laner); !ok {
+		t.Fatal("the source is not a sources.Laner")
+	}
+	if _, ok := h.src.(sources.Reconciler); !ok {
+		t.Fatal("the source is not a sources.Reconciler")
+	}
 	// The same request again is the same delivery: nothing is posted twice.
 	again, err := eng.Deliver(context.Background(), delivery.RequestFor(acc.Task, delivery.OpReply,
 		agent("a1", "## Status\nAll **green**, see [the board](https://ci.example.com/b?x=1).\n- api: ok\n- web: ok")))
