@@ -337,7 +337,7 @@ func firstOf(vs ...string) string {
 	return ""
 }
 
-// describe names a verdict for logs and test failures.
+// String names a verdict for logs.
 func (v verdict) String() string {
 	switch {
 	case v.malformed != "":
