@@ -375,6 +375,9 @@ func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextI
 	}
 	msg.TaskID = t.ID
 	t.History = []Message{msg}
+	if err := linkRedo(ctx, tx, ev, t, now); err != nil {
+		return nil, err
+	}
 	row, err := encodeTask(t)
 	if err != nil {
 		return nil, err

@@ -101,6 +101,13 @@ func (t *Turn) Refresh(ctx context.Context) error {
 
 // applyTurn is Apply under a turn's authority: the grant is checked in the same transaction.
 func (p *Plane) applyTurn(ctx context.Context, g *Grant, principal, taskID string, changes ...Change) (*Task, error) {
+	return p.applyTurnWith(ctx, g, principal, taskID, nil, changes...)
+}
+
+// applyTurnWith is applyTurn that also runs also(tx, task after the changes, now) in the same
+// transaction (evidence of the change).
+func (p *Plane) applyTurnWith(ctx context.Context, g *Grant, principal, taskID string,
+	also func(ctx context.Context, tx store.Tx, t *Task, now time.Time) error, changes ...Change) (*Task, error) {
 	var t *Task
 	err := p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
@@ -114,8 +121,10 @@ func (p *Plane) applyTurn(ctx context.Context, g *Grant, principal, taskID strin
 				}
 			}
 			var err error
-			t, err = ApplyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...)
-			return err
+			if t, err = ApplyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil || also == nil {
+				return err
+			}
+			return also(ctx, tx, t, now)
 		})
 	})
 	if err != nil {
@@ -325,21 +334,22 @@ func (d *Dispatcher) failTurn(ctx context.Context, turn *Turn, cause error) {
 	if errors.Is(cause, ErrTransport) {
 		reason = ReasonTransport
 	}
-	err := turn.Update(ctx, failStatus(reason, cause.Error(), d.Plane.newID()))
-	if errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrNoTurn) {
-		return
-	}
-	if err != nil {
-		d.Plane.log.Error("fail task after executor error", "task", turn.Task.ID, "err", err)
-		return
-	}
+	var also func(ctx context.Context, tx store.Tx, t *Task, now time.Time) error
 	if reason == ReasonTransport {
-		t := turn.Task
-		_ = d.Plane.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		also = func(ctx context.Context, tx store.Tx, t *Task, now time.Time) error {
 			return evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceWakeFailed, t.ID, map[string]any{
 				"reason": ReasonTransport, "wake": turn.grant.WakeID, "attempts": 1 + TransportRetries,
-				"error": cause.Error()}, d.Plane.clock())
-		})
+				"error": cause.Error()}, now)
+		}
+	}
+	t, err := d.Plane.applyTurnWith(ctx, turn.grant, turn.Principal(), turn.Task.ID, also,
+		failStatus(reason, cause.Error(), d.Plane.newID()))
+	switch {
+	case errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrNoTurn):
+	case err != nil:
+		d.Plane.log.Error("fail task after executor error", "task", turn.Task.ID, "err", err)
+	default:
+		turn.Task = t
 	}
 }
 

@@ -30,6 +30,8 @@ type Plane struct {
 	wakeSignal chan struct{}
 	// queue holds the wake queue's settings and its change signal (wakequeue.go).
 	queue queueConfig
+	// manifest declares the workflow outputs executors may record (turn.go); nil allows any.
+	manifest *Manifest
 }
 
 // Option configures a Plane.

@@ -222,7 +222,19 @@ func FromTask(t *taskplane.Task, v View) *Task {
 		if out.Metadata == nil {
 			out.Metadata = map[string]any{}
 		}
-		out.Metadata[ExtOutfitterTask] = loc
+		if prior, ok := t.Metadata[ExtOutfitterTask].(map[string]any); ok {
+			// The task's own outfitter-task metadata (redo chain, settlement) keeps its keys;
+			// the locator's fields join them.
+			merged := maps.Clone(prior)
+			merged["interfaceUrl"], merged["protocolBinding"], merged["protocolVersion"] = loc.InterfaceURL, loc.ProtocolBinding, loc.ProtocolVersion
+			merged["taskId"] = loc.TaskID
+			if loc.Tenant != "" {
+				merged["tenant"] = loc.Tenant
+			}
+			out.Metadata[ExtOutfitterTask] = merged
+		} else {
+			out.Metadata[ExtOutfitterTask] = loc
+		}
 	}
 	return out
 }
