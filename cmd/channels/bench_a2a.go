@@ -131,12 +131,15 @@ func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, 
 		r.LoadAvg = strings.TrimSpace(string(b))
 	}
 	target := strings.TrimRight(o.target, "/")
+	stopTarget := func() {}
 	if target == "" {
 		srv, err := startBenchChannels(ctx, a.cfg.Config)
 		if err != nil {
 			return r, err
 		}
-		defer srv.stop()
+		var once sync.Once
+		stopTarget = func() { once.Do(srv.stop) }
+		defer stopTarget()
 		target, r.Store = srv.url, redactedStore(srv.storeURL)
 	}
 	load, err := runA2ALoad(ctx, "channels", target, o, o.cpuProfile)
@@ -144,6 +147,9 @@ func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, 
 		return r, err
 	}
 	r.a2aLoad = load
+	// The in-process Channels stops before the reference runs: its executor must not work off
+	// a backlog on the reference's time.
+	stopTarget()
 	if o.peer == "a2a-go" {
 		peer, err := startBenchA2AGo()
 		if err != nil {
