@@ -68,6 +68,31 @@ type Turn struct {
 // such as the worker API).
 func (p *Plane) NewTurn(g *Grant) *Turn { return &Turn{plane: p, grant: g, Task: g.Task} }
 
+// ResumeTurn returns the Turn of a grant a consumer keeps outside this process's memory (the
+// worker API rebuilds the grant from the lease a worker presents on every call). It fails with
+// ErrNoTurn unless g is the task's active turn now, and with ErrTaskTerminal when the task
+// finished under it (a cancel, a timeout). g.Task is loaded.
+func (p *Plane) ResumeTurn(ctx context.Context, g *Grant) (*Turn, error) {
+	var t *Task
+	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		w, err := p.checkGrant(ctx, tx, g, p.clock())
+		if err != nil {
+			return err
+		}
+		g.Activation, g.Offer, g.LeaseUntil = w.Activation, w.Attempts, w.LeaseUntil
+		t, err = getTask(ctx, tx, g.Principal, g.TaskID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resume turn of task %s: %w", g.TaskID, err)
+	}
+	g.Task = t
+	if t.Status.State.Terminal() {
+		return nil, fmt.Errorf("resume turn of task %s: %w", g.TaskID, ErrTaskTerminal)
+	}
+	return &Turn{plane: p, grant: g, Task: t}, nil
+}
+
 // Principal returns the owner of the turn's task.
 func (t *Turn) Principal() string { return t.Task.Origin.Principal }
 

@@ -1,0 +1,318 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/executor/worker"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+const (
+	tokenAll   = "worker-token-all-0123456789"
+	tokenBob   = "worker-token-bob-0123456789"
+	tokenOther = "worker-token-other-012345678"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Microsecond)
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+type env struct {
+	plane *taskplane.Plane
+	clock *clock
+	srv   *httptest.Server
+}
+
+func eachDriver(t *testing.T, fn func(t *testing.T, e *env), opts ...taskplane.Option) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+		p := taskplane.New(open(t), append([]taskplane.Option{taskplane.WithClock(c.Now)}, opts...)...)
+		api, err := worker.New(p, worker.Config{Lease: time.Minute, MaxWait: 2 * time.Second, Poll: 20 * time.Millisecond,
+			Tokens: []worker.Token{{Name: "all", Token: tokenAll}, {Name: "bob", Token: tokenBob, Principals: []string{"bob"}},
+				{Name: "other", Token: tokenOther}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(api.Pattern(), api)
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		fn(t, &env{plane: p, clock: c, srv: srv})
+	})
+}
+
+func (e *env) accept(t *testing.T, principal, source, id string) *taskplane.Task {
+	t.Helper()
+	ev := taskplane.Event{Principal: principal, Source: source, Identity: id, ConversationKey: id,
+		Message: taskplane.Message{ID: id, Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("please " + id)}}}
+	acc, err := e.plane.Accept(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc.Task
+}
+
+// call makes one API call and returns the status and decoded body.
+func (e *env) call(t *testing.T, method, path, token, lease string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if lease != "" {
+		req.Header.Set(worker.LeaseHeader, lease)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+func (e *env) claim(t *testing.T, token string) (taskID, lease string) {
+	t.Helper()
+	code, body := e.call(t, http.MethodPost, "/worker/v1/claim?wait=1s", token, "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("claim: %d %v", code, body)
+	}
+	return body["taskId"].(string), body["lease"].(string)
+}
+
+func errCode(body map[string]any) string {
+	e, _ := body["error"].(map[string]any)
+	s, _ := e["code"].(string)
+	return s
+}
+
+func TestWorkerAPIAuthority(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		if code, _ := e.call(t, http.MethodPost, "/worker/v1/claim", "", "", nil); code != http.StatusUnauthorized {
+			t.Fatalf("claim without a token: %d", code)
+		}
+		if code, _ := e.call(t, http.MethodPost, "/worker/v1/claim", "not-a-worker-token-at-all", "", nil); code != http.StatusUnauthorized {
+			t.Fatalf("claim with a wrong token: %d", code)
+		}
+		a := e.accept(t, "alice", taskplane.SourceA2A, "m-a")
+		b := e.accept(t, "alice", taskplane.SourceA2A, "m-b")
+		idA, leaseA := e.claim(t, tokenAll)
+		idB, leaseB := e.claim(t, tokenAll)
+		if idA != a.ID || idB != b.ID {
+			t.Fatalf("claimed %s, %s; want %s, %s", idA, idB, a.ID, b.ID)
+		}
+		// The claimed task reads back, WORKING, its history marked untrusted.
+		code, view := e.call(t, http.MethodGet, "/worker/v1/tasks/"+idA, tokenAll, leaseA, nil)
+		if code != http.StatusOK || view["state"] != string(taskplane.StateWorking) {
+			t.Fatalf("read: %d %v", code, view)
+		}
+		h := view["history"].([]any)[0].(map[string]any)
+		if h["untrusted"] != true || !strings.HasPrefix(h["parts"].([]any)[0].(map[string]any)["text"].(string), "<untrusted-content id=") {
+			t.Fatalf("history %v", h)
+		}
+
+		// Another task's ID with this lease: refused.
+		if code, body := e.call(t, http.MethodGet, "/worker/v1/tasks/"+idB, tokenAll, leaseA, nil); code != http.StatusConflict || errCode(body) != "no-turn" {
+			t.Fatalf("read of another task with A's lease: %d %v", code, body)
+		}
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+idB+"/complete", tokenAll, leaseA,
+			map[string]any{"response": "hijack"}); code != http.StatusConflict || errCode(body) != "no-turn" {
+			t.Fatalf("complete of another task with A's lease: %d %v", code, body)
+		}
+		// Another worker presenting A's lease: refused (the lease is bound to the worker).
+		if code, _ := e.call(t, http.MethodGet, "/worker/v1/tasks/"+idA, tokenOther, leaseA, nil); code != http.StatusConflict {
+			t.Fatalf("A's lease under another worker token: %d", code)
+		}
+		// A missing or forged lease: refused.
+		if code, _ := e.call(t, http.MethodGet, "/worker/v1/tasks/"+idA, tokenAll, "", nil); code != http.StatusConflict {
+			t.Fatalf("no lease: %d", code)
+		}
+
+		// Complete A; A is finished: every further call is refused.
+		code, done := e.call(t, http.MethodPost, "/worker/v1/tasks/"+idA+"/complete", tokenAll, leaseA,
+			map[string]any{"response": "all done"})
+		if code != http.StatusOK || done["state"] != string(taskplane.StateCompleted) {
+			t.Fatalf("complete: %d %v", code, done)
+		}
+		for _, c := range []struct{ method, path string }{
+			{http.MethodGet, ""}, {http.MethodPost, "/complete"}, {http.MethodPost, "/outputs"}, {http.MethodPost, "/heartbeat"},
+		} {
+			if code, body := e.call(t, c.method, "/worker/v1/tasks/"+idA+c.path, tokenAll, leaseA,
+				map[string]any{"name": "x", "value": map[string]any{}}); code != http.StatusConflict || errCode(body) != "no-turn" {
+				t.Fatalf("%s %s on a finished task: %d %v", c.method, c.path, code, body)
+			}
+		}
+
+		// B's lease goes stale; another worker takes B; the stale lease stays refused.
+		e.clock.Advance(2 * time.Minute)
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+idB+"/heartbeat", tokenAll, leaseB, nil); code != http.StatusConflict {
+			t.Fatalf("heartbeat with a stale lease: %d %v", code, body)
+		}
+		idB2, leaseB2 := e.claim(t, tokenOther)
+		if idB2 != idB {
+			t.Fatalf("re-claim got %s, want %s", idB2, idB)
+		}
+		if code, _ := e.call(t, http.MethodPost, "/worker/v1/tasks/"+idB+"/reject", tokenAll, leaseB, map[string]any{"reason": "late"}); code != http.StatusConflict {
+			t.Fatalf("reject with the stale lease: %d", code)
+		}
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+idB+"/reject", tokenOther, leaseB2,
+			map[string]any{"reason": "out of scope"}); code != http.StatusOK || body["state"] != string(taskplane.StateRejected) {
+			t.Fatalf("reject with the live lease: %d %v", code, body)
+		}
+		task, err := e.plane.GetTask(context.Background(), "alice", idB)
+		if err != nil || task.Status.State != taskplane.StateRejected || task.Status.Message.Parts[0].Text != "out of scope" {
+			t.Fatalf("task B %+v %v", task.Status, err)
+		}
+	})
+}
+
+func TestWorkerTokenServesItsPrincipalsOnly(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		e.accept(t, "alice", taskplane.SourceA2A, "m-a")
+		if code, _ := e.call(t, http.MethodPost, "/worker/v1/claim?wait=50ms", tokenBob, "", nil); code != http.StatusNoContent {
+			t.Fatalf("bob's worker claimed alice's task: %d", code)
+		}
+		b := e.accept(t, "bob", taskplane.SourceA2A, "m-b")
+		if id, _ := e.claim(t, tokenBob); id != b.ID {
+			t.Fatalf("claimed %s, want bob's %s", id, b.ID)
+		}
+	})
+}
+
+func TestWorkerClaimLongPolls(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		start := time.Now()
+		if code, _ := e.call(t, http.MethodPost, "/worker/v1/claim?wait=100ms", tokenAll, "", nil); code != http.StatusNoContent {
+			t.Fatalf("empty queue: %d, want 204", code)
+		}
+		if time.Since(start) < 100*time.Millisecond {
+			t.Fatal("the claim did not wait")
+		}
+		got := make(chan string, 1)
+		go func() {
+			code, body := e.call(t, http.MethodPost, "/worker/v1/claim?wait=2s", tokenAll, "", nil)
+			if code == http.StatusOK {
+				got <- body["taskId"].(string)
+			} else {
+				got <- ""
+			}
+		}()
+		time.Sleep(100 * time.Millisecond)
+		task := e.accept(t, "alice", taskplane.SourceA2A, "m-late")
+		if id := <-got; id != task.ID {
+			t.Fatalf("waiting claim got %q, want %s", id, task.ID)
+		}
+	})
+}
+
+func TestWorkerDeclaredOutputsValidated(t *testing.T) {
+	manifest := &taskplane.Manifest{Outputs: []taskplane.OutputDecl{{Name: "summary"}}}
+	eachDriver(t, func(t *testing.T, e *env) {
+		e.accept(t, "alice", taskplane.SourceA2A, "m-a")
+		id, l := e.claim(t, tokenAll)
+		for _, bad := range []map[string]any{
+			{"name": "Summary", "value": map[string]any{}},
+			{"name": "other", "value": map[string]any{}},
+			{"name": "summary", "value": "text"},
+			{"name": "summary"},
+		} {
+			if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/outputs", tokenAll, l, bad); code != http.StatusBadRequest || errCode(body) != "invalid" {
+				t.Fatalf("output %v: %d %v", bad, code, body)
+			}
+		}
+		code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/outputs", tokenAll, l,
+			map[string]any{"name": "summary", "value": map[string]any{"text": "short"}})
+		if code != http.StatusOK || body["artifactId"] != "output:summary" {
+			t.Fatalf("valid output: %d %v", code, body)
+		}
+		evs, err := e.plane.Events(context.Background(), "alice", id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := evs[len(evs)-1]; last.Kind != taskplane.EventArtifact || last.Artifact.Artifact.Name != "summary" {
+			t.Fatalf("last event %+v, want the output's artifact update", last)
+		}
+		if code, _ := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenAll, l, map[string]any{
+			"response": map[string]any{"text": "done"}, "outputs": []any{map[string]any{"name": "nope", "value": map[string]any{}}},
+		}); code != http.StatusBadRequest {
+			t.Fatalf("complete with an undeclared output: %d", code)
+		}
+	}, taskplane.WithManifest(manifest))
+}
+
+func TestWorkerRequireInput(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		// A source without a continuation method: the question is refused, the turn stays.
+		e.accept(t, "alice", "cron", "ev-1")
+		id, l := e.claim(t, tokenAll)
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, l,
+			map[string]any{"question": "which?"}); code != http.StatusUnprocessableEntity || errCode(body) != "continuation-not-allowed" {
+			t.Fatalf("question on a cron task: %d %v", code, body)
+		}
+		if code, _ := e.call(t, http.MethodGet, "/worker/v1/tasks/"+id, tokenAll, l, nil); code != http.StatusOK {
+			t.Fatalf("the turn did not survive the refusal: %d", code)
+		}
+		// A webhook task can ask, with a schema.
+		e.accept(t, "alice", "webhook", "ev-2")
+		id2, l2 := e.claim(t, tokenAll)
+		code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id2+"/require-input", tokenAll, l2, map[string]any{
+			"question": "how many?", "requestedSchema": map[string]any{"type": "object"}})
+		if code != http.StatusOK || body["state"] != string(taskplane.StateInputRequired) {
+			t.Fatalf("question on a webhook task: %d %v", code, body)
+		}
+		task, err := e.plane.GetTask(context.Background(), "alice", id2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := task.Status.Message.Metadata[taskplane.ExtElicitation]; !ok {
+			t.Fatalf("question metadata %v, want the elicitation schema", task.Status.Message.Metadata)
+		}
+		// The question ended the turn.
+		if code, _ := e.call(t, http.MethodGet, "/worker/v1/tasks/"+id2, tokenAll, l2, nil); code != http.StatusConflict {
+			t.Fatalf("call after the question: %d", code)
+		}
+	}, taskplane.WithQuestionPolicy(nil))
+}
+
+func TestWorkerSettle(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		e.accept(t, "bob", taskplane.SourceA2A, "m-1")
+		id, l := e.claim(t, tokenBob)
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/settle", tokenBob, "", map[string]any{"outcome": "accepted"}); code != http.StatusConflict || errCode(body) != "not-finished" {
+			t.Fatalf("settle of a working task: %d %v", code, body)
+		}
+		e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenBob, l, map[string]any{"response": "ok"})
+		code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/settle", tokenBob, "", map[string]any{"outcome": "accepted", "feedback": "great"})
+		if code != http.StatusOK || body["state"] != string(taskplane.StateCompleted) {
+			t.Fatalf("settle: %d %v", code, body)
+		}
+	})
+}
