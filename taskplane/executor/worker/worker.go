@@ -339,7 +339,7 @@ func (r *Response) Message() *taskplane.Message {
 
 // Completion is the body of complete.
 type Completion struct {
-	Response *Response         `json:"response,omitempty"`
+	Response *Response          `json:"response,omitempty"`
 	Outputs  []taskplane.Output `json:"outputs,omitempty"`
 }
 
