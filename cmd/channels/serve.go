@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,9 +31,11 @@ func (a *app) serveCmd() *cobra.Command {
 With no configuration at all it listens on 127.0.0.1:8788, keeps its state in SQLite under
 $XDG_DATA_HOME/channels/, and answers with the built-in echo agent.
 
-/healthz answers while the process runs; /readyz answers 200 only while the store is reachable
-and the server is not shutting down. SIGTERM or SIGINT stops accepting connections, drains
-in-flight requests (closing streams), stops the executor and closes the store.`,
+/healthz answers while the process runs; /readyz answers 200 only while the store is reachable,
+every configured source is connected and not failing for longer than source_failure_window, and
+the server is not shutting down. /metrics serves Prometheus metrics; /admin is the operator
+dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains in-flight requests
+(closing streams), stops the executor and closes the store.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.serve(cmd.Context())
@@ -95,7 +95,13 @@ func (a *app) serve(ctx context.Context) error {
 	// The bound address, so a default public URL names the real port when listening on port 0.
 	cfg.Listen = ln.Addr().String()
 
-	plane := taskplane.New(st, taskplane.WithLogger(log), taskplane.WithRetention(cfg.Retention))
+	// The operator surface instruments the store and the executor, and runs the sources.
+	ops := newOperatorSurface(cfg, st, log)
+	exec = ops.executor(exec)
+	plane := taskplane.New(ops.store, taskplane.WithLogger(log), taskplane.WithRetention(cfg.Retention))
+	if err := ops.startSources(plane); err != nil {
+		return err
+	}
 	disp := &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
 	a2a, err := a2aHandler(plane, disp, exec, cfg, log)
 	if err != nil {
@@ -113,6 +119,7 @@ func (a *app) serve(ctx context.Context) error {
 	})
 	workers.Go(func() { plane.RunRetention(bg, cfg.RetentionEvery) })
 	workers.Go(func() { runListener(bg, plane, log) })
+	workers.Go(func() { ops.run(bg) })
 	stopWorkers := func() {
 		stopBg()
 		workers.Wait()
@@ -123,7 +130,7 @@ func (a *app) serve(ctx context.Context) error {
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           routes(a2a, st, &ready, log),
+		Handler:           ops.handler(a2a, &ready),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
@@ -131,6 +138,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	ops.waitConnected(ctx)
 	ready.Store(true)
 	log.Info("channels serving", "listen", ln.Addr().String(), "public_url", cfg.EffectivePublicURL(),
 		"store", redactedStore(cfg.Store), "executor", cfg.Executor, "config_file", a.cfg.Path, "config", &a.cfg.Config)
@@ -196,47 +204,4 @@ func runListener(ctx context.Context, p *taskplane.Plane, log *slog.Logger) {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// readyTimeout bounds the store check of /readyz.
-const readyTimeout = 2 * time.Second
-
-// routes mounts the health endpoints and the A2A bindings.
-func routes(a2a http.Handler, st store.Store, ready *atomic.Bool, log *slog.Logger) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !ready.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "shutting down"})
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-		defer cancel()
-		if err := pingStore(ctx, st); err != nil {
-			log.Warn("readiness: store unreachable", "err", err)
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "store unreachable"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": st.Capabilities().Name})
-	})
-	mux.Handle("/", a2a)
-	return mux
-}
-
-// pingStore reads a task that cannot exist: not-found means the store answered.
-func pingStore(ctx context.Context, st store.Store) error {
-	_, err := st.GetTask(ctx, "", "channels-readiness-probe")
-	if err == nil || errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	return err
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -13,9 +13,9 @@ import (
 	_ "github.com/channels-dev/channels/sources/all" // the native sources
 )
 
-// configuredSources maps a source name to its configured instances. The config file has no
-// sources section yet, so nothing is configured.
-func (a *app) configuredSources() map[string][]string { return nil }
+// configuredSources maps a source name to its configured instances (the config file's sources
+// list).
+func (a *app) configuredSources() map[string][]string { return configuredOf(a.cfg.Sources) }
 
 func (a *app) sourcesCmd() *cobra.Command {
 	var asJSON bool

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/operator"
+	"github.com/channels-dev/channels/sources"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// operatorSurface is what serve adds for operators (DESIGN.md §5): metrics on the store and the
+// executor, the configured sources with their health, and /healthz, /readyz, /metrics and /admin.
+type operatorSurface struct {
+	cfg     config.Config
+	log     *slog.Logger
+	metrics *operator.Metrics
+	// store is the instrumented store: the task plane and the sources use it.
+	store  store.Store
+	raw    store.Store
+	mux    *http.ServeMux
+	host   *sources.Host
+	health *operator.Health
+}
+
+// sourcesConnectTimeout bounds how long serve waits for its sources to connect before it reports
+// ready (a source still connecting then keeps /readyz at 503).
+const sourcesConnectTimeout = 5 * time.Second
+
+func newOperatorSurface(cfg config.Config, st store.Store, log *slog.Logger) *operatorSurface {
+	m := operator.NewMetrics()
+	return &operatorSurface{cfg: cfg, log: log, metrics: m, store: m.Store(st), raw: st, mux: http.NewServeMux()}
+}
+
+// executor returns ex timed by the metrics.
+func (o *operatorSurface) executor(ex taskplane.Executor) taskplane.Executor {
+	return o.metrics.Executor(ex, o.cfg.Executor)
+}
+
+// instances converts the configured sources.
+func instances(list []config.SourceConfig) []sources.Instance {
+	out := make([]sources.Instance, len(list))
+	for i, s := range list {
+		out[i] = sources.Instance{Source: s.Type,
+			Config: sources.Config{Instance: s.Name, Principal: s.Principal, Options: s.Options}}
+	}
+	return out
+}
+
+// configuredSources maps each configured source to its instance names.
+func configuredOf(list []config.SourceConfig) map[string][]string {
+	return sources.Configured(instances(list))
+}
+
+// startSources builds the configured sources over plane and mounts their endpoints; they run in
+// run. An invalid source stops serve before it listens.
+func (o *operatorSurface) startSources(plane *taskplane.Plane) error {
+	host, err := sources.NewHost(plane, o.mux, instances(o.cfg.Sources), sources.WithLogger(o.log))
+	if err != nil {
+		return err
+	}
+	o.host = host
+	o.health = operator.NewHealth(host.Healths, o.cfg.HealthInterval, o.cfg.SourceFailureWindow)
+	o.metrics.WatchStore(o.raw)
+	o.metrics.WatchPlane(plane)
+	o.metrics.WatchHealth(o.health)
+	o.metrics.InitSource(taskplane.SourceA2A)
+	names := make([]string, 0, len(o.cfg.Sources))
+	for _, s := range o.cfg.Sources {
+		o.metrics.InitSource(s.Type)
+		names = append(names, s.Label())
+	}
+	sort.Strings(names)
+	if len(names) > 0 {
+		o.log.Info("sources configured", "sources", names)
+	}
+	return nil
+}
+
+// run runs the sources and their health checks until ctx ends, then waits for the sources.
+func (o *operatorSurface) run(ctx context.Context) {
+	o.host.Start(ctx)
+	o.health.Run(ctx)
+	if err := o.host.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		o.log.Error("sources stopped", "err", err)
+	}
+}
+
+// waitConnected gives the sources a moment to connect before serve reports ready.
+func (o *operatorSurface) waitConnected(ctx context.Context) {
+	if len(o.cfg.Sources) == 0 {
+		o.health.Check(ctx)
+		return
+	}
+	o.health.WaitConnected(ctx, sourcesConnectTimeout)
+	for _, s := range o.health.Sources() {
+		if !s.Ready() {
+			o.log.Warn("source not connected", "source", s.Source, "instance", s.Instance, "err", s.Error)
+		}
+	}
+}
+
+// handler serves the operator endpoints and the sources' endpoints, and the A2A bindings at "/".
+func (o *operatorSurface) handler(a2a http.Handler, ready *atomic.Bool) http.Handler {
+	configured := configuredOf(o.cfg.Sources)
+	configured[taskplane.SourceA2A] = []string{"bindings"}
+	srv := &operator.Server{
+		Store: o.store, StoreName: o.raw.Capabilities().Name, Metrics: o.metrics, Health: o.health, Ready: ready,
+		Token: o.cfg.AdminToken, OpenAdmin: o.cfg.ListensOnLoopback(), Configured: configured,
+		Refresh: o.cfg.AdminRefresh, Log: o.log,
+	}
+	srv.Mount(o.mux)
+	o.mux.Handle("/", a2a)
+	return o.mux
+}

@@ -1,0 +1,404 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/channels-dev/channels/sources"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// Intake dispositions: the evidence kinds that say what became of one provider event, the
+// disposition label of channels_intake_events_total.
+var Dispositions = []string{
+	taskplane.EvidenceAccepted,
+	taskplane.EvidenceContinued,
+	taskplane.EvidenceDuplicate,
+	taskplane.EvidenceDuplicateConflict,
+	taskplane.EvidenceAnchorMiss,
+	sources.EvidenceNonWork,
+	sources.EvidenceRejected,
+	sources.EvidenceMalformed,
+}
+
+// DeliveryStates lists the delivery states in their lifecycle order.
+var DeliveryStates = []store.DeliveryState{store.DeliveryPrepared, store.DeliverySending, store.DeliveryDelivered,
+	store.DeliveryFailed, store.DeliveryAmbiguous}
+
+// acceptKinds are the evidence kinds written by the acceptance transaction itself.
+var acceptKinds = map[string]bool{
+	taskplane.EvidenceAccepted: true, taskplane.EvidenceContinued: true,
+	taskplane.EvidenceDuplicate: true, taskplane.EvidenceDuplicateConflict: true,
+}
+
+// Metrics is the Prometheus surface of one Channels process: counters fed by what this process
+// commits (through Store and Executor), and gauges read from the shared store at scrape time.
+// Names follow the Prometheus conventions: a channels_ prefix, base units, _total on counters.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	intake      *prometheus.CounterVec
+	evidence    *prometheus.CounterVec
+	accept      *prometheus.HistogramVec
+	turns       *prometheus.HistogramVec
+	storeErrors *prometheus.CounterVec
+}
+
+// NewMetrics returns metrics on a registry of their own, with the Go runtime and process
+// collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "channels_intake_events_total",
+			Help: "Provider and A2A events taken in by this process, by source and disposition (the evidence kind: accepted, continued, duplicate, duplicate-conflict, anchor-miss, non-work, rejected, malformed-envelope).",
+		}, []string{"source", "disposition"}),
+		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "channels_evidence_records_total",
+			Help: "Evidence records committed by this process, by source and kind.",
+		}, []string{"source", "kind"}),
+		accept: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "channels_accept_duration_seconds",
+			Help:    "Time the acceptance transaction of one event took to commit durably, by source.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"source"}),
+		turns: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "channels_executor_turn_duration_seconds",
+			Help:    "Duration of executor turns, by executor and outcome (ok or error).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 18),
+		}, []string{"executor", "outcome"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "channels_store_errors_total",
+			Help: "Store operations that failed (not-found and cancelled calls excluded), by operation (update, read, scrape).",
+		}, []string{"operation"}),
+	}
+	m.reg.MustRegister(m.intake, m.evidence, m.accept, m.turns, m.storeErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, op := range []string{"update", "read", "scrape"} {
+		m.storeErrors.WithLabelValues(op)
+	}
+	return m
+}
+
+// Registry returns the registry, for callers that add collectors of their own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// InitSource makes a source's intake series exist at zero before its first event, so rates and
+// alerts work from the start.
+func (m *Metrics) InitSource(source string) {
+	for _, d := range Dispositions {
+		m.intake.WithLabelValues(source, d)
+	}
+	m.accept.WithLabelValues(source)
+}
+
+// observeCommitted counts the evidence one committed transaction wrote, and the transaction's
+// duration as an acceptance latency when it was an acceptance.
+func (m *Metrics) observeCommitted(es []store.Evidence, elapsed time.Duration) {
+	accepted := map[string]bool{}
+	for _, e := range es {
+		m.evidence.WithLabelValues(e.Source, e.Kind).Inc()
+		if isDisposition(e.Kind) {
+			m.intake.WithLabelValues(e.Source, e.Kind).Add(float64(eventCount(e.Detail)))
+		}
+		if acceptKinds[e.Kind] && !accepted[e.Source] {
+			accepted[e.Source] = true
+			m.accept.WithLabelValues(e.Source).Observe(elapsed.Seconds())
+		}
+	}
+}
+
+func isDisposition(kind string) bool {
+	for _, d := range Dispositions {
+		if d == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// eventCount is how many events an evidence row stands for: its "count" detail, else 1.
+func eventCount(detail []byte) int64 {
+	var d struct {
+		Count *float64 `json:"count"`
+	}
+	if len(detail) == 0 || json.Unmarshal(detail, &d) != nil || d.Count == nil || *d.Count < 1 {
+		return 1
+	}
+	return int64(*d.Count)
+}
+
+// storeError counts a failed store call, unless it is an ordinary outcome (not found, a
+// cancelled or timed-out caller).
+func (m *Metrics) storeError(op string, err error) {
+	if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	m.storeErrors.WithLabelValues(op).Inc()
+}
+
+// Store returns st instrumented: every committed transaction's evidence feeds the intake and
+// evidence counters (so a count is never ahead of what is durable), acceptance transactions feed
+// the latency histogram, and failed calls the store error counter. The task plane and the
+// sources use the returned store in place of st.
+func (m *Metrics) Store(st store.Store) store.Store { return &instrumentedStore{Store: st, m: m} }
+
+type instrumentedStore struct {
+	store.Store
+	m *Metrics
+}
+
+// evidenceTx records the evidence a transaction inserts.
+type evidenceTx struct {
+	store.Tx
+	seen *[]store.Evidence
+}
+
+func (t evidenceTx) InsertEvidence(ctx context.Context, e store.Evidence) error {
+	err := t.Tx.InsertEvidence(ctx, e)
+	if err == nil {
+		*t.seen = append(*t.seen, e)
+	}
+	return err
+}
+
+func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	var (
+		seen  []store.Evidence
+		fnErr error
+	)
+	start := time.Now()
+	err := s.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		// fn may run more than once (a retried transaction): only the last run commits.
+		seen = seen[:0]
+		fnErr = fn(ctx, evidenceTx{Tx: tx, seen: &seen})
+		return fnErr
+	})
+	if err != nil {
+		if fnErr == nil || !errors.Is(err, fnErr) {
+			s.m.storeError("update", err)
+		}
+		return err
+	}
+	s.m.observeCommitted(seen, time.Since(start))
+	return nil
+}
+
+func (s *instrumentedStore) GetTask(ctx context.Context, principal, id string) (store.Task, error) {
+	t, err := s.Store.GetTask(ctx, principal, id)
+	s.m.storeError("read", err)
+	return t, err
+}
+
+func (s *instrumentedStore) ListTasks(ctx context.Context, principal string, f store.TaskFilter) ([]store.Task, int, error) {
+	ts, n, err := s.Store.ListTasks(ctx, principal, f)
+	s.m.storeError("read", err)
+	return ts, n, err
+}
+
+func (s *instrumentedStore) TaskEvents(ctx context.Context, principal, taskID string, after int64, limit int) ([]store.TaskEvent, error) {
+	es, err := s.Store.TaskEvents(ctx, principal, taskID, after, limit)
+	s.m.storeError("read", err)
+	return es, err
+}
+
+func (s *instrumentedStore) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]store.Evidence, error) {
+	es, err := s.Store.ListEvidence(ctx, f)
+	s.m.storeError("read", err)
+	return es, err
+}
+
+// Executor returns ex timed: each turn's duration goes to channels_executor_turn_duration_seconds
+// under name. What ex also implements (taskplane.Canceler, taskplane.DirectResponder) stays
+// visible on the result.
+func (m *Metrics) Executor(ex taskplane.Executor, name string) taskplane.Executor {
+	t := &timedExecutor{ex: ex, name: name, m: m}
+	c, isC := ex.(taskplane.Canceler)
+	d, isD := ex.(taskplane.DirectResponder)
+	switch {
+	case isC && isD:
+		return struct {
+			*timedExecutor
+			taskplane.Canceler
+			taskplane.DirectResponder
+		}{t, c, d}
+	case isC:
+		return struct {
+			*timedExecutor
+			taskplane.Canceler
+		}{t, c}
+	case isD:
+		return struct {
+			*timedExecutor
+			taskplane.DirectResponder
+		}{t, d}
+	}
+	return t
+}
+
+type timedExecutor struct {
+	ex   taskplane.Executor
+	name string
+	m    *Metrics
+}
+
+func (t *timedExecutor) Execute(ctx context.Context, turn *taskplane.Turn) error {
+	start := time.Now()
+	err := t.ex.Execute(ctx, turn)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	t.m.turns.WithLabelValues(t.name, outcome).Observe(time.Since(start).Seconds())
+	return err
+}
+
+// scrapeCache is how long the store gauges are reused between scrapes, so an eager scraper
+// cannot turn into a load on the store.
+const scrapeCache = 5 * time.Second
+
+// scrapeTimeout bounds the store reads of one scrape.
+const scrapeTimeout = 3 * time.Second
+
+// WatchStore registers the gauges read from the store at scrape time: the wake queue's depth,
+// deliveries by source, lane and state, and tasks by source and state. They describe the shared
+// store, so every process sharing a Postgres store reports the same values.
+func (m *Metrics) WatchStore(r store.Reader) {
+	m.reg.MustRegister(&storeCollector{r: r, m: m})
+}
+
+// WatchPlane registers the SSE subscriber gauge of p.
+func (m *Metrics) WatchPlane(p *taskplane.Plane) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "channels_sse_subscribers",
+		Help: "Open task-event subscriptions (SSE streams) in this process.",
+	}, func() float64 { return float64(p.Subscribers()) }))
+}
+
+// WatchHealth registers channels_source_up (1 healthy, 0 not) per configured instance.
+func (m *Metrics) WatchHealth(h *Health) {
+	m.reg.MustRegister(&healthCollector{h: h})
+}
+
+var (
+	wakeDesc = prometheus.NewDesc("channels_wake_queue_depth",
+		"Wakes in the queue, by state (pending: waiting for an executor; active: a turn holds it).", []string{"state"}, nil)
+	deliveriesDesc = prometheus.NewDesc("channels_deliveries",
+		"Outbound deliveries in the store, by source, lane and state.", []string{"source", "lane", "state"}, nil)
+	tasksDesc = prometheus.NewDesc("channels_tasks",
+		"Tasks in the store, by source and state.", []string{"source", "state"}, nil)
+	sourceUpDesc = prometheus.NewDesc("channels_source_up",
+		"Whether a configured source instance passes its health check (1) or not (0).", []string{"source", "instance"}, nil)
+)
+
+type storeCollector struct {
+	r store.Reader
+	m *Metrics
+
+	mu      sync.Mutex
+	at      time.Time
+	metrics []prometheus.Metric
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- wakeDesc
+	ch <- deliveriesDesc
+	ch <- tasksDesc
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) > scrapeCache {
+		ms, err := c.read()
+		if err != nil {
+			c.m.storeError("scrape", err)
+		} else {
+			c.metrics, c.at = ms, time.Now()
+		}
+	}
+	for _, m := range c.metrics {
+		ch <- m
+	}
+}
+
+func (c *storeCollector) read() ([]prometheus.Metric, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	var out []prometheus.Metric
+	for _, st := range []store.WakeState{store.WakePending, store.WakeActive} {
+		n, err := c.r.CountWakes(ctx, st, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, prometheus.MustNewConstMetric(wakeDesc, prometheus.GaugeValue, float64(n), string(st)))
+	}
+	ds, err := c.r.CountDeliveries(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[[2]string]bool{}
+	for _, d := range ds {
+		out = append(out, prometheus.MustNewConstMetric(deliveriesDesc, prometheus.GaugeValue, float64(d.N), d.Source, d.Lane, string(d.State)))
+		seen[[2]string{d.Source, d.Lane}] = true
+	}
+	// Every state of a (source, lane) that has deliveries, zeros included, so "ambiguous > 0"
+	// alerts see the series before the first ambiguous delivery.
+	for k := range seen {
+		for _, st := range DeliveryStates {
+			if !hasDelivery(ds, k[0], k[1], st) {
+				out = append(out, prometheus.MustNewConstMetric(deliveriesDesc, prometheus.GaugeValue, 0, k[0], k[1], string(st)))
+			}
+		}
+	}
+	ts, err := c.r.CountTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bySource := map[[2]string]int64{}
+	for _, t := range ts {
+		bySource[[2]string{t.Source, t.State}] += t.N
+	}
+	for k, n := range bySource {
+		out = append(out, prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), k[0], k[1]))
+	}
+	return out, nil
+}
+
+func hasDelivery(ds []store.DeliveryCount, source, lane string, st store.DeliveryState) bool {
+	for _, d := range ds {
+		if d.Source == source && d.Lane == lane && d.State == st {
+			return true
+		}
+	}
+	return false
+}
+
+type healthCollector struct{ h *Health }
+
+func (c *healthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sourceUpDesc }
+
+func (c *healthCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.h.Sources() {
+		v := 0.0
+		if s.Healthy() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(sourceUpDesc, prometheus.GaugeValue, v, s.Source, s.Instance)
+	}
+}

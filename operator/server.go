@@ -1,0 +1,273 @@
+package operator
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// Server is the operator HTTP surface of one Channels process.
+type Server struct {
+	// Store is what /readyz pings and /admin reads.
+	Store store.Reader
+	// StoreName is the driver name /readyz reports ("sqlite", "postgres").
+	StoreName string
+	// Metrics is served at /metrics (nil: no /metrics).
+	Metrics *Metrics
+	// Health tracks the configured sources (nil: none configured).
+	Health *Health
+	// Ready is false while the server is not taking traffic (shutting down).
+	Ready *atomic.Bool
+	// Token is the operator token /admin requires. With no token, /admin is open only when
+	// OpenAdmin is set (a loopback listener), and refused otherwise.
+	Token     string
+	OpenAdmin bool
+	// Configured maps each configured source to its instances.
+	Configured map[string][]string
+	// Refresh is how often the dashboard reloads itself (0: never).
+	Refresh time.Duration
+	// Log receives warnings (a failing store, refused admin requests).
+	Log *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// readyTimeout bounds the store check of /readyz.
+const readyTimeout = 2 * time.Second
+
+// Mount registers /healthz, /readyz, /metrics, /admin and /admin/api/… on mux.
+func (s *Server) Mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if s.Metrics != nil {
+		mux.Handle("GET /metrics", s.Metrics.Handler())
+	}
+	mux.Handle("GET /admin", s.auth(http.HandlerFunc(s.dashboard)))
+	mux.Handle("GET /admin/{$}", s.auth(http.HandlerFunc(s.dashboard)))
+	mux.Handle("GET /admin/api/evidence", s.auth(http.HandlerFunc(s.apiEvidence)))
+	mux.Handle("GET /admin/api/summary", s.auth(http.HandlerFunc(s.apiSummary)))
+	mux.Handle("GET /admin/static/", http.StripPrefix("/admin/", http.FileServerFS(staticFS)))
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+// Readiness is the answer of /readyz.
+type Readiness struct {
+	Status  string         `json:"status"`
+	Store   string         `json:"store"`
+	Reasons []string       `json:"reasons,omitempty"`
+	Sources []SourceHealth `json:"sources,omitempty"`
+}
+
+// Check reports whether the server is ready: taking traffic, its store answering, every
+// configured source connected and not failing for longer than the window.
+func (s *Server) Check(ctx context.Context) Readiness {
+	r := Readiness{Status: "ready", Store: s.StoreName}
+	if s.Ready != nil && !s.Ready.Load() {
+		r.Reasons = append(r.Reasons, "not serving (starting or shutting down)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := Ping(ctx, s.Store); err != nil {
+		s.log().Warn("readiness: store unreachable", "err", err)
+		r.Reasons = append(r.Reasons, "store unreachable")
+	}
+	if s.Health != nil {
+		r.Sources = s.Health.Sources()
+		r.Reasons = append(r.Reasons, s.Health.Unready()...)
+	}
+	if len(r.Reasons) > 0 {
+		r.Status = "unavailable"
+	}
+	return r
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	rd := s.Check(r.Context())
+	code := http.StatusOK
+	if rd.Status != "ready" {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, rd)
+}
+
+// Ping reads a task that cannot exist: not-found means the store answered.
+func Ping(ctx context.Context, r store.Reader) error {
+	_, err := r.GetTask(ctx, "", "channels-readiness-probe")
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// auth admits a request carrying the operator token, as a Bearer token or as the password of
+// HTTP Basic (so a browser can log in without JavaScript). The comparison is constant-time.
+func (s *Server) auth(next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(s.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		if s.Token == "" {
+			if s.OpenAdmin {
+				next.ServeHTTP(w, r)
+				return
+			}
+			http.Error(w, "the admin pages need an operator token: set admin_token (admin_token_env or admin_token_file) in the configuration", http.StatusForbidden)
+			return
+		}
+		var got string
+		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+			got = strings.TrimPrefix(h, "Bearer ")
+		} else if _, pw, ok := r.BasicAuth(); ok {
+			got = pw
+		}
+		sum := sha256.Sum256([]byte(got))
+		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Basic realm="Channels admin", charset="UTF-8"`)
+			http.Error(w, "operator token required (Authorization: Bearer TOKEN, or any user name with the token as password)", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Evidence API limits.
+const (
+	defaultEvidenceLimit = 100
+	maxEvidenceLimit     = 1000
+)
+
+// EvidencePage is the answer of GET /admin/api/evidence: records newest first, and the largest
+// id seen (pass it as after= to read only newer records).
+type EvidencePage struct {
+	Evidence []EvidenceView `json:"evidence"`
+	LastID   int64          `json:"lastId"`
+}
+
+// EvidenceQuery parses the query of GET /admin/api/evidence: source, kind, principal, task,
+// since (a duration back from now, such as 1h, or an RFC 3339 time), after (an evidence id) and
+// limit (default 100, at most 1000).
+func EvidenceQuery(q map[string][]string, now time.Time) (store.EvidenceFilter, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	f := store.EvidenceFilter{Source: get("source"), Kind: get("kind"), Principal: get("principal"), TaskID: get("task"),
+		Limit: defaultEvidenceLimit}
+	if v := get("since"); v != "" {
+		t, err := ParseSince(v, now)
+		if err != nil {
+			return f, err
+		}
+		f.Since = t
+	}
+	if v := get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return f, fmt.Errorf("after %q: want an evidence id", v)
+		}
+		f.AfterID = n
+	}
+	if v := get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxEvidenceLimit {
+			return f, fmt.Errorf("limit %q: want 1 to %d", v, maxEvidenceLimit)
+		}
+		f.Limit = n
+	}
+	return f, nil
+}
+
+// ParseSince reads a point in time: a duration back from now ("90m", "24h", "7d" for days) or an
+// RFC 3339 time.
+func ParseSince(v string, now time.Time) (time.Time, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("since %q: want a duration such as 90m, 24h or 7d, or an RFC 3339 time", v)
+}
+
+func (s *Server) apiEvidence(w http.ResponseWriter, r *http.Request) {
+	f, err := EvidenceQuery(r.URL.Query(), s.now())
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	rows, err := s.Store.ListEvidence(r.Context(), f)
+	if err != nil {
+		s.log().Warn("admin: list evidence", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "store unavailable"})
+		return
+	}
+	page := EvidencePage{Evidence: ViewEvidence(rows), LastID: f.AfterID}
+	for _, e := range rows {
+		page.LastID = max(page.LastID, e.ID)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func (s *Server) summary(ctx context.Context, since time.Duration, buckets int) (Summary, error) {
+	now := s.now()
+	return Summarize(ctx, s.Store, SummaryOptions{Since: now.Add(-since), Now: now, Configured: s.Configured,
+		Health: s.Health, Buckets: buckets})
+}
+
+func (s *Server) apiSummary(w http.ResponseWriter, r *http.Request) {
+	since := 24 * time.Hour
+	if v := r.URL.Query().Get("since"); v != "" {
+		t, err := ParseSince(v, s.now())
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		since = s.now().Sub(t)
+	}
+	sum, err := s.summary(r.Context(), since, 0)
+	if err != nil {
+		s.log().Warn("admin: summary", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "store unavailable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, sum)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
