@@ -67,6 +67,7 @@ type Reader interface {
 	DeliveryReader
 	WakeReader
 	SummaryReader
+	PushReader
 
 	GetTask(ctx context.Context, principal, id string) (Task, error)
 	// ListTasks returns the principal's tasks matching f, ordered by StatusTime descending then ID
@@ -90,6 +91,7 @@ type Tx interface {
 	Reader
 	DeliveryTx
 	WakeTx
+	PushTx
 
 	// InsertClaim inserts c unless a claim with the same (Principal, Source, Identity) exists, in
 	// which case it returns the existing claim and inserted=false. On Postgres a concurrent

@@ -118,6 +118,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"LimitZeroMeansNoLimit", testPruneNoLimit},
 		}},
 		{"Deliveries", deliveryCases()},
+		{"PushConfigs", pushConfigCases()},
 		{"Summary", summaryCases()},
 		{"Update", []testCase{
 			{"FnErrorWritesNothingAndIsReturned", testUpdateFnError},
