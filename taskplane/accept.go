@@ -58,6 +58,10 @@ type Event struct {
 	// Reply, if set, makes the outcome a direct Message instead of a Task (the executor answered
 	// without a task). It is recorded with the claim so a duplicate returns it verbatim.
 	Reply *Message
+	// PushConfigs are registered on the task the event creates or continues, in the same
+	// transaction (see SetPushConfig). They are not part of the digest; a duplicate registers
+	// nothing.
+	PushConfigs []PushConfig
 }
 
 // Checkpoint is a source's intake position: opaque bytes and a sequence that orders them.
@@ -306,6 +310,9 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	if acc.Task != nil {
 		// Past the admission bound the task comes back FAILED (reason overflow), with evidence.
 		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now); err != nil {
+			return acc, err
+		}
+		if err := p.registerPushConfigs(ctx, tx, acc.Task, ev.PushConfigs, now); err != nil {
 			return acc, err
 		}
 	}

@@ -1,0 +1,233 @@
+package taskplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+func pushEvent(principal, msgID string, push ...taskplane.PushConfig) taskplane.Event {
+	return taskplane.Event{Principal: principal, Source: taskplane.SourceA2A, Identity: msgID,
+		Message: textMsg(msgID, "hello"), PushConfigs: push}
+}
+
+func hook(id string) taskplane.PushConfig {
+	return taskplane.PushConfig{ID: id, URL: "https://hooks.example.com/" + id, Token: "secret-token-" + id,
+		Auth: &taskplane.PushAuth{Scheme: "Bearer", Credentials: "secret-cred-" + id}}
+}
+
+func checkNoSecrets(t *testing.T, c taskplane.PushConfig) {
+	t.Helper()
+	if c.Token != "" || (c.Auth != nil && c.Auth.Credentials != "") {
+		t.Fatalf("a read returned secrets: %+v", c)
+	}
+}
+
+func TestPushConfigsAreScopedToTheTaskAndItsPrincipal(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, pushEvent("alice", "m1")).Task
+		got, err := p.SetPushConfig(ctx, "alice", task.ID, hook("h1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkNoSecrets(t, got)
+		if got.ID != "h1" || got.TaskID != task.ID || got.Auth == nil || got.Auth.Scheme != "Bearer" {
+			t.Fatalf("SetPushConfig = %+v", got)
+		}
+		// Bob sees alice's task, and so its configs, exactly like a missing task.
+		if _, err := p.SetPushConfig(ctx, "bob", task.ID, hook("h2")); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("bob's set: err = %v, want ErrTaskNotFound", err)
+		}
+		if _, err := p.GetPushConfig(ctx, "bob", task.ID, "h1"); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("bob's get: err = %v, want ErrTaskNotFound", err)
+		}
+		if _, err := p.ListPushConfigs(ctx, "bob", task.ID, 0, ""); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("bob's list: err = %v, want ErrTaskNotFound", err)
+		}
+		if err := p.DeletePushConfig(ctx, "bob", task.ID, "h1"); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("bob's delete: err = %v, want ErrTaskNotFound", err)
+		}
+		if _, err := p.GetPushConfig(ctx, "alice", task.ID, "nope"); !errors.Is(err, taskplane.ErrPushConfigNotFound) {
+			t.Fatalf("missing config: err = %v, want ErrPushConfigNotFound", err)
+		}
+		if _, err := p.GetPushConfig(ctx, "alice", task.ID, "h1"); err != nil {
+			t.Fatalf("alice's config after bob's attempts: %v", err)
+		}
+		// Delete is idempotent.
+		for range 2 {
+			if err := p.DeletePushConfig(ctx, "alice", task.ID, "h1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := p.GetPushConfig(ctx, "alice", task.ID, "h1"); !errors.Is(err, taskplane.ErrPushConfigNotFound) {
+			t.Fatalf("deleted config: err = %v, want ErrPushConfigNotFound", err)
+		}
+	})
+}
+
+func TestPushConfigReadsNeverReturnSecretsButTheStoreKeepsThem(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, pushEvent("alice", "m1", hook("sent"))).Task
+		if _, err := p.SetPushConfig(ctx, "alice", task.ID, hook("set")); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"sent", "set"} {
+			c, err := p.GetPushConfig(ctx, "alice", task.ID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkNoSecrets(t, c)
+			row, err := p.Store().GetPushConfig(ctx, "alice", task.ID, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if row.Token != "secret-token-"+id || row.AuthCredentials != "secret-cred-"+id {
+				t.Fatalf("stored secrets of %s = %q, %q", id, row.Token, row.AuthCredentials)
+			}
+		}
+		page, err := p.ListPushConfigs(ctx, "alice", task.ID, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Configs) != 2 {
+			t.Fatalf("list = %+v", page)
+		}
+		for _, c := range page.Configs {
+			checkNoSecrets(t, c)
+		}
+		// Nor does the registration evidence hold them.
+		ev, err := p.Store().ListEvidence(ctx, store.EvidenceFilter{Principal: "alice", Kind: taskplane.EvidencePushRegistered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ev) != 2 {
+			t.Fatalf("%d registration evidence records, want 2", len(ev))
+		}
+		for _, e := range ev {
+			if s := string(e.Detail); strings.Contains(s, "secret-token") || strings.Contains(s, "secret-cred") {
+				t.Fatalf("evidence holds a secret: %s", s)
+			}
+		}
+	})
+}
+
+func TestPushConfigsAreBoundedPerTask(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, pushEvent("alice", "m1")).Task
+		for i := range taskplane.MaxPushConfigs {
+			if _, err := p.SetPushConfig(ctx, "alice", task.ID, hook(fmt.Sprintf("h%02d", i))); err != nil {
+				t.Fatalf("config %d: %v", i, err)
+			}
+		}
+		if _, err := p.SetPushConfig(ctx, "alice", task.ID, hook("one-too-many")); !errors.Is(err, taskplane.ErrPushConfigLimit) {
+			t.Fatalf("config past the bound: err = %v, want ErrPushConfigLimit", err)
+		}
+		// Replacing one is not a new config.
+		if _, err := p.SetPushConfig(ctx, "alice", task.ID, hook("h03")); err != nil {
+			t.Fatalf("replace at the bound: %v", err)
+		}
+		// Nor may one send carry more than the bound.
+		many := make([]taskplane.PushConfig, taskplane.MaxPushConfigs+1)
+		for i := range many {
+			many[i] = hook(fmt.Sprintf("s%02d", i))
+		}
+		if _, err := p.Accept(ctx, pushEvent("alice", "m2", many...)); !errors.Is(err, taskplane.ErrInvalid) {
+			t.Fatalf("send with %d configs: err = %v, want ErrInvalid", len(many), err)
+		}
+	})
+}
+
+func TestAcceptRegistersPushConfigsInTheSameTransaction(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		acc := mustAccept(t, p, pushEvent("alice", "m1", hook("h1"), taskplane.PushConfig{URL: "https://hooks.example.com/anon"}))
+		page, err := p.ListPushConfigs(ctx, "alice", acc.Task.ID, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Configs) != 2 {
+			t.Fatalf("configs after accept: %+v", page.Configs)
+		}
+		row, err := p.Store().GetPushConfig(ctx, "alice", acc.Task.ID, "h1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The cursor sits at the task's last event and the task as accepted is the snapshot sent
+		// first, so the receiver hears of the task and then of every later change.
+		if row.Cursor != acc.Task.LastSeq || len(row.Snapshot) == 0 {
+			t.Fatalf("cursor %d (task at %d), snapshot %d bytes", row.Cursor, acc.Task.LastSeq, len(row.Snapshot))
+		}
+		var snap taskplane.Task
+		if err := json.Unmarshal(row.Snapshot, &snap); err != nil || snap.ID != acc.Task.ID || snap.Status.State != taskplane.StateSubmitted {
+			t.Fatalf("snapshot = %+v, %v", snap, err)
+		}
+		// A duplicate registers nothing more.
+		dup := mustAccept(t, p, pushEvent("alice", "m1", hook("h1"), taskplane.PushConfig{URL: "https://hooks.example.com/anon"}))
+		if dup.Outcome != taskplane.Duplicate {
+			t.Fatalf("second accept: %s", dup.Outcome)
+		}
+		if page, _ := p.ListPushConfigs(ctx, "alice", acc.Task.ID, 0, ""); len(page.Configs) != 2 {
+			t.Fatalf("configs after a duplicate: %d", len(page.Configs))
+		}
+
+		// A config the plane refuses refuses the whole acceptance: no task, no claim.
+		bad := pushEvent("alice", "m2", hook("ok"), taskplane.PushConfig{URL: "ftp://hooks.example.com/"})
+		if _, err := p.Accept(ctx, bad); !errors.Is(err, taskplane.ErrInvalid) {
+			t.Fatalf("accept with a bad config: err = %v, want ErrInvalid", err)
+		}
+		if n := countTasks(t, p, "alice"); n != 1 {
+			t.Fatalf("%d tasks after the refused acceptance, want 1", n)
+		}
+		if _, err := p.Store().GetClaim(ctx, "alice", taskplane.SourceA2A, "m2"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("claim of the refused acceptance: err = %v, want ErrNotFound", err)
+		}
+		// The same message with a good config is then accepted normally.
+		if acc := mustAccept(t, p, pushEvent("alice", "m2", hook("ok"))); acc.Outcome != taskplane.Created {
+			t.Fatalf("retry: %s", acc.Outcome)
+		}
+	})
+}
+
+func TestListPushConfigsPagesByID(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, pushEvent("alice", "m1")).Task
+		for _, id := range []string{"c", "a", "d", "b", "e"} {
+			if _, err := p.SetPushConfig(ctx, "alice", task.ID, hook(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		token := ""
+		for pages := 0; ; pages++ {
+			page, err := p.ListPushConfigs(ctx, "alice", task.ID, 2, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range page.Configs {
+				got = append(got, c.ID)
+			}
+			if token = page.NextPageToken; token == "" {
+				if pages != 2 {
+					t.Fatalf("%d pages, want 3", pages+1)
+				}
+				break
+			}
+		}
+		if fmt.Sprint(got) != "[a b c d e]" {
+			t.Fatalf("listed %v", got)
+		}
+		if _, err := p.ListPushConfigs(ctx, "alice", task.ID, 2, "not-a-token"); !errors.Is(err, taskplane.ErrInvalid) {
+			t.Fatalf("bad token: err = %v, want ErrInvalid", err)
+		}
+	})
+}
