@@ -36,10 +36,17 @@ func run(ctx context.Context, args []string, e env) int {
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(e.stderr, "channels:", err)
+		var se silentError
+		if !errors.As(err, &se) {
+			fmt.Fprintln(e.stderr, "channels:", err)
+		}
 		var ue usageError
 		if errors.As(err, &ue) {
 			return 2
+		}
+		var ec exitCoder
+		if errors.As(err, &ec) {
+			return ec.ExitCode()
 		}
 		return 1
 	}
@@ -53,6 +60,9 @@ const noConfig = "channels/no-config"
 // usageError is a mistake on the command line (exit code 2).
 type usageError struct{ error }
 
+// exitCoder is an error that chooses its exit code (3 for "not found"; see tasks get).
+type exitCoder interface{ ExitCode() int }
+
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "channels",
@@ -61,7 +71,10 @@ func (a *app) rootCmd() *cobra.Command {
 durable A2A v1 task plane.
 
 Settings come from flags, CHANNELS_<KEY> environment variables and a YAML config file, in that
-order of precedence; every flag of "serve" is also a config key (dashes become underscores).`,
+order of precedence; every flag of "serve" is also a config key (dashes become underscores).
+
+Exit status: 0 success, 1 failure (the message says why), 2 a usage mistake, 3 not found
+(tasks get). Every reading command takes --json.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,7 +85,7 @@ order of precedence; every flag of "serve" is also a config key (dashes become u
 	root.PersistentFlags().String("config", "", "YAML config file (default $XDG_CONFIG_HOME/channels/channels.yaml when it exists; env CHANNELS_CONFIG)")
 	config.AddFlags(root.PersistentFlags(), "store")
 	root.AddCommand(a.serveCmd(), a.migrateCmd(), a.versionCmd(), a.benchCmd(), a.matrixCmd(), a.sourcesCmd(),
-		a.deliveriesCmd())
+		a.deliveriesCmd(), a.evidenceCmd(), a.tasksCmd(), a.configCmd())
 	return root
 }
 

@@ -274,20 +274,20 @@ func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []
 	for _, f := range fields {
 		l.Origin[f.key] = FromDefault
 	}
+	// A broken file still lets the rest load and validate, so every problem is reported at once.
+	var fileErr error
 	if path != "" {
-		if err := l.loadFile(path, getenv); err != nil {
-			return nil, err
-		}
+		fileErr = l.loadFile(path, getenv)
 	}
 	if err := l.loadEnv(getenv, environ); err != nil {
-		return nil, err
+		return nil, errors.Join(fileErr, err)
 	}
 	if fs != nil {
 		if err := l.loadFlags(fs); err != nil {
-			return nil, err
+			return nil, errors.Join(fileErr, err)
 		}
 	}
-	if err := l.Validate(); err != nil {
+	if err := errors.Join(fileErr, l.Validate()); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -302,9 +302,12 @@ func (l *Loaded) loadFile(path string, getenv func(string) string) error {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("parse config file %s: %w", path, err)
 	}
+	// Every problem of the file is reported at once, so one run of "channels config check"
+	// lists everything to fix.
+	var errs []error
 	if node, ok := doc[SourcesKey]; ok {
 		if err := l.loadSources(path, &node, getenv); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 		delete(doc, SourcesKey)
 	}
@@ -312,12 +315,18 @@ func (l *Loaded) loadFile(path string, getenv func(string) string) error {
 	for key := range doc {
 		if _, ok := resolveKey(key); !ok {
 			unknown = append(unknown, key)
+			delete(doc, key)
 		}
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return fmt.Errorf("config file %s: unknown keys %s (known keys: %s, %s; a secret is given as KEY_env or KEY_file)",
-			path, strings.Join(unknown, ", "), strings.Join(Keys(), ", "), SourcesKey)
+		for i, k := range unknown {
+			if s := Suggest(k); s != "" {
+				unknown[i] = fmt.Sprintf("%s (did you mean %s?)", k, s)
+			}
+		}
+		errs = append(errs, fmt.Errorf("config file %s: unknown keys %s (known keys: %s, %s; a secret is given as KEY_env or KEY_file)",
+			path, strings.Join(unknown, ", "), strings.Join(Keys(), ", "), SourcesKey))
 	}
 	cfg := reflect.ValueOf(&l.Config).Elem()
 	set := map[string]string{} // field key → the file key that set it
@@ -327,41 +336,48 @@ func (l *Loaded) loadFile(path string, getenv func(string) string) error {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		node := doc[key]
-		r, _ := resolveKey(key)
-		if prev, dup := set[r.f.key]; dup {
-			return fmt.Errorf("config file %s: %s and %s both set %s", path, prev, key, r.f.key)
+		if err := l.loadKey(path, key, doc[key], cfg, set, getenv); err != nil {
+			errs = append(errs, err)
 		}
-		set[r.f.key] = key
-		fv := cfg.Field(r.f.index)
-		switch r.via {
-		case "":
-			if r.f.secret == "true" {
-				return fmt.Errorf("config file %s: %s is a secret: give it as %s_env (an environment variable) or %s_file (a file), not as a plain value",
-					path, key, key, key)
-			}
-			if err := decodeNode(&node, fv); err != nil {
-				return fmt.Errorf("config file %s: key %s: %w", path, key, err)
-			}
-			if r.f.secret == "url" && fv.Kind() == reflect.String && hasPassword(fv.String()) {
-				return fmt.Errorf("config file %s: %s carries a password: move the URL to %s_env or %s_file",
-					path, key, key, key)
-			}
-		case "env", "file":
-			var ref string
-			if err := node.Decode(&ref); err != nil || ref == "" {
-				return fmt.Errorf("config file %s: key %s: want the name of an %s", path, key, map[string]string{"env": "environment variable", "file": "file"}[r.via])
-			}
-			val, err := readRef(r.via, ref, getenv)
-			if err != nil {
-				return fmt.Errorf("config file %s: key %s: %w", path, key, err)
-			}
-			if err := setString(fv, val); err != nil {
-				return fmt.Errorf("config file %s: key %s: value of %s: %w", path, key, ref, err)
-			}
-		}
-		l.Origin[r.f.key] = FromFile
 	}
+	return errors.Join(errs...)
+}
+
+// loadKey sets the field of one file key.
+func (l *Loaded) loadKey(path, key string, node yaml.Node, cfg reflect.Value, set map[string]string, getenv func(string) string) error {
+	r, _ := resolveKey(key)
+	if prev, dup := set[r.f.key]; dup {
+		return fmt.Errorf("config file %s: %s and %s both set %s", path, prev, key, r.f.key)
+	}
+	set[r.f.key] = key
+	fv := cfg.Field(r.f.index)
+	switch r.via {
+	case "":
+		if r.f.secret == "true" {
+			return fmt.Errorf("config file %s: %s is a secret: give it as %s_env (an environment variable) or %s_file (a file), not as a plain value",
+				path, key, key, key)
+		}
+		if err := decodeNode(&node, fv); err != nil {
+			return fmt.Errorf("config file %s: key %s: %w", path, key, err)
+		}
+		if r.f.secret == "url" && fv.Kind() == reflect.String && hasPassword(fv.String()) {
+			return fmt.Errorf("config file %s: %s carries a password: move the URL to %s_env or %s_file",
+				path, key, key, key)
+		}
+	case "env", "file":
+		var ref string
+		if err := node.Decode(&ref); err != nil || ref == "" {
+			return fmt.Errorf("config file %s: key %s: want the name of an %s", path, key, map[string]string{"env": "environment variable", "file": "file"}[r.via])
+		}
+		val, err := readRef(r.via, ref, getenv)
+		if err != nil {
+			return fmt.Errorf("config file %s: key %s: %w", path, key, err)
+		}
+		if err := setString(fv, val); err != nil {
+			return fmt.Errorf("config file %s: key %s: value of %s: %w", path, key, ref, err)
+		}
+	}
+	l.Origin[r.f.key] = FromFile
 	return nil
 }
 

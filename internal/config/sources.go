@@ -70,12 +70,45 @@ func (l *Loaded) loadSources(path string, node *yaml.Node, getenv func(string) s
 	for i, s := range list {
 		errs = append(errs, checkSourceSecrets(i, s, getenv)...)
 	}
+	// Kept even with errors, so Validate reports the list's other problems too.
+	l.Sources = list
+	l.Origin[SourcesKey] = FromFile
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	l.Sources = list
-	l.Origin[SourcesKey] = FromFile
 	return nil
+}
+
+// Suggest returns the known key closest to an unknown one (at most two edits away), or "".
+func Suggest(key string) string {
+	best, bestD := "", 3
+	for _, k := range append(Keys(), SourcesKey) {
+		if d := editDistance(key, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // checkSourceSecrets refuses plain secrets in an instance's options and checks that every

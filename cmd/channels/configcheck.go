@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	matrix "github.com/channels-dev/channels/conformance-matrix"
+	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/sources"
+	"github.com/channels-dev/channels/taskplane/a2ahttp"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// configReport is what `channels config check` prints. It holds no secret values: settings are
+// redacted and source options are not printed.
+type configReport struct {
+	Valid    bool              `json:"valid"`
+	File     string            `json:"file"`
+	Errors   []string          `json:"errors"`
+	Warnings []string          `json:"warnings"`
+	Sources  []configSource    `json:"sources"`
+	Settings map[string]string `json:"settings,omitempty"`
+}
+
+type configSource struct {
+	Type      string `json:"type"`
+	Name      string `json:"name"`
+	Principal string `json:"principal"`
+}
+
+// invalidConfig is the error of a failed check (exit code 1): the report already said why.
+var invalidConfig = errors.New("the configuration has problems")
+
+func (a *app) configCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Check the configuration",
+	}
+	cmd.AddCommand(a.configCheckCmd())
+	return cmd
+}
+
+func (a *app) configCheckCmd() *cobra.Command {
+	var asJSON, connect bool
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Validate the configuration: keys, values, secrets, URLs and every configured source",
+		Long: `Load the configuration the way "channels serve" does (the config file, CHANNELS_*
+variables, --store) and report every problem with what to fix: unknown keys, values of the
+wrong kind, secrets written in the file or whose environment variable or file is missing, bad
+URLs, a listener off loopback without credentials, source instances that are unknown, named
+twice, or whose options their source refuses. --connect also opens the store.
+
+Secret values are never printed.
+
+Exit status: 0 when the configuration is valid (warnings allowed), 1 when it is not, 2 on a
+usage mistake.`,
+		Example: `  channels config check
+  channels config check --config /etc/channels/channels.yaml --connect
+  channels config check --json | jq -r '.errors[]'`,
+		Annotations: map[string]string{noConfig: "loads it itself, to report its problems"},
+		Args:        cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := a.checkConfig(cmd, connect)
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			} else {
+				a.printConfigReport(r)
+			}
+			if !r.Valid {
+				return silentError{invalidConfig}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&connect, "connect", false, "also open the store (a SQLite store held by a running server is reported, not an error)")
+	return cmd
+}
+
+// checkConfig loads and checks the configuration, collecting every problem.
+func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
+	r := configReport{Errors: []string{}, Warnings: []string{}, Sources: []configSource{}}
+	path, _ := cmd.Flags().GetString("config")
+	if path == "" {
+		path = a.getenv("CHANNELS_CONFIG")
+	}
+	if path == "" {
+		path = config.DefaultPath()
+	}
+	r.File = path
+	cfg, err := config.Load(path, cmd.Flags(), a.getenv, a.environ)
+	if err != nil {
+		r.Errors = append(r.Errors, splitErrors(err)...)
+		return r
+	}
+	r.Warnings = append(r.Warnings, cfg.Warnings...)
+	r.Settings = cfg.Redacted()
+	for _, s := range cfg.Sources {
+		r.Sources = append(r.Sources, configSource{Type: s.Type, Name: s.Name, Principal: s.Principal})
+	}
+
+	// What serve would refuse.
+	if u, err := url.Parse(cfg.Store); err == nil && !slices.Contains(store.Schemes(), u.Scheme) {
+		r.Errors = append(r.Errors, fmt.Sprintf("store: scheme %q has no driver: want one of %s", u.Scheme, strings.Join(store.Schemes(), ", ")))
+	}
+	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {
+		r.Errors = append(r.Errors, fmt.Sprintf("listen %s is not loopback and no credentials are configured: set credentials (a token file) or allow_anonymous: true", cfg.Listen))
+	}
+	if cfg.Credentials != "" {
+		if _, err := a2ahttp.LoadCredentials(cfg.Credentials); err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("credentials: %v", err))
+		}
+	}
+	r.Errors = append(r.Errors, checkSources(cfg.Sources, &r.Warnings)...)
+
+	// What serve would accept but an operator likely did not mean.
+	if !cfg.ListensOnLoopback() {
+		if cfg.AdminToken == "" {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("listen %s is not loopback and admin_token is unset: /admin and /admin/api will refuse every request (set admin_token_env or admin_token_file)", cfg.Listen))
+		}
+		if cfg.AllowAnonymous {
+			r.Warnings = append(r.Warnings, "allow_anonymous is true off loopback: anyone who reaches the port can create tasks")
+		}
+	}
+	if cfg.AdminToken != "" && len(cfg.AdminToken) < 16 {
+		r.Warnings = append(r.Warnings, "admin_token is shorter than 16 characters: use a long random token (openssl rand -hex 32)")
+	}
+
+	if connect && len(r.Errors) == 0 {
+		ctx, cancel := context.WithTimeout(cmd.Context(), storeOpenTimeout)
+		defer cancel()
+		st, err := store.Open(ctx, cfg.Store)
+		switch {
+		case errors.Is(err, store.ErrInUse):
+			r.Warnings = append(r.Warnings, "store: in use by another process (a running channels serve holds this SQLite store)")
+		case err != nil:
+			r.Errors = append(r.Errors, fmt.Sprintf("store: cannot open %s: %v", config.RedactURL(cfg.Store), err))
+		default:
+			_ = st.Close()
+		}
+	}
+	r.Valid = len(r.Errors) == 0
+	return r
+}
+
+// checkSources builds every configured instance the way serve does, so an unknown source or
+// options its source refuses are reported now.
+func checkSources(list []config.SourceConfig, warnings *[]string) []string {
+	var errs []string
+	m, merr := matrix.Default()
+	registered := sources.Names()
+	for i, s := range list {
+		where := fmt.Sprintf("%s[%d] (%s)", config.SourcesKey, i, s.Label())
+		if s.Type == "" {
+			continue // reported by the loader
+		}
+		if !slices.Contains(registered, s.Type) {
+			errs = append(errs, fmt.Sprintf("%s: no source %q is registered in this binary: want one of %s", where, s.Type, strings.Join(registered, ", ")))
+			continue
+		}
+		if _, err := sources.New(s.Type, sources.Config{Instance: s.Name, Principal: s.Principal, Options: s.Options}); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", where, err))
+		}
+		if merr == nil {
+			if row, ok := m.Row(s.Type); ok && row.Status != matrix.Built {
+				*warnings = append(*warnings, fmt.Sprintf("%s: the conformance matrix lists %s as %s", where, s.Type, row.Status))
+			}
+		}
+	}
+	return errs
+}
+
+// splitErrors turns a joined error into its lines.
+func splitErrors(err error) []string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func (a *app) printConfigReport(r configReport) {
+	file := r.File
+	if file == "" {
+		file = "none (defaults, environment and flags only)"
+	}
+	fmt.Fprintf(a.stdout, "config file: %s\n", file)
+	if len(r.Sources) > 0 {
+		fmt.Fprintf(a.stdout, "sources: ")
+		for i, s := range r.Sources {
+			if i > 0 {
+				fmt.Fprint(a.stdout, ", ")
+			}
+			fmt.Fprintf(a.stdout, "%s %s (principal %s)", s.Type, s.Name, s.Principal)
+		}
+		fmt.Fprintln(a.stdout)
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(a.stdout, "error: %s\n", e)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(a.stdout, "warning: %s\n", w)
+	}
+	if r.Valid {
+		fmt.Fprintf(a.stdout, "ok: the configuration is valid (%d warnings)\n", len(r.Warnings))
+	} else {
+		fmt.Fprintf(a.stdout, "invalid: %d errors, %d warnings\n", len(r.Errors), len(r.Warnings))
+	}
+}
+
+// silentError fails a command whose output already explained the failure: run prints nothing
+// more and exits 1.
+type silentError struct{ error }

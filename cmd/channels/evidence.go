@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/channels-dev/channels/operator"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// evidenceReader is where `channels evidence` reads: the store, or a running server's
+// /admin/api (--server), which a SQLite store needs while the server holds it.
+type evidenceReader interface {
+	list(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error)
+	summary(ctx context.Context, since time.Time) (operator.Summary, error)
+	close()
+}
+
+func (a *app) evidenceCmd() *cobra.Command {
+	var (
+		source, kind, principal, task, since, server string
+		limit                                        int
+		asJSON, follow, summary                      bool
+		interval                                     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "evidence",
+		Short: "Read per-source evidence: what was accepted, deduplicated, woken, delivered, and what failed",
+		Long: `Read the evidence Channels records for every event it takes in, every wake and every
+delivery: accepted, continued, duplicate, duplicate-conflict, anchor-miss, non-work (counted),
+rejected (counted), malformed-envelope, checkpoint-resync, woken, wake-failed, delivery-* and
+retention. Records print oldest first; --limit bounds how many of the newest are shown.
+
+--summary prints one line per source instead: accepted, duplicates, non-work, malformed,
+conflicts, anchor misses, wakes woken and failed, deliveries by state, checkpoint position and
+age, and the last event (over --since, default 24h).
+
+--follow keeps printing new records as they are committed until interrupted.
+
+The store is read directly (--store, or the configured store). A SQLite store belongs to the
+running server, so while "channels serve" runs, read through it instead with --server URL
+(authenticated with admin_token from the configuration).
+
+Detail fields hold ids, reasons and counts, never message bodies or secrets.
+
+Exit status: 0 on success (also when nothing matches), 1 when the evidence cannot be read,
+2 on a usage mistake.`,
+		Example: `  channels evidence --since 1h
+  channels evidence --source slack --kind duplicate --json
+  channels evidence --summary --since 24h
+  channels evidence --follow --server http://127.0.0.1:8788
+  channels evidence --kind wake-failed --since 7d --json | jq .taskId`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			now := time.Now().UTC()
+			f := store.EvidenceFilter{Source: source, Kind: kind, Principal: principal, TaskID: task, Limit: limit}
+			if limit < 0 {
+				return usageError{errors.New("--limit must not be negative")}
+			}
+			if interval <= 0 {
+				return usageError{errors.New("--interval must be positive")}
+			}
+			if summary && follow {
+				return usageError{errors.New("--summary and --follow do not go together")}
+			}
+			sinceArg := since
+			if sinceArg == "" && summary {
+				sinceArg = "24h"
+			}
+			var sinceT time.Time
+			if sinceArg != "" {
+				t, err := operator.ParseSince(sinceArg, now)
+				if err != nil {
+					return usageError{err}
+				}
+				sinceT, f.Since = t, t
+			}
+			r, err := a.openEvidence(ctx, server)
+			if err != nil {
+				return err
+			}
+			defer r.close()
+			if summary {
+				sum, err := r.summary(ctx, sinceT)
+				if err != nil {
+					return err
+				}
+				return a.printSummary(sum, sinceArg, asJSON)
+			}
+			rows, err := r.list(ctx, f)
+			if err != nil {
+				return err
+			}
+			slices.Reverse(rows) // oldest first
+			p := newEvidencePrinter(a.stdout, asJSON, now)
+			if err := p.print(rows); err != nil {
+				return err
+			}
+			if !follow {
+				return p.flush()
+			}
+			if err := p.flush(); err != nil {
+				return err
+			}
+			last := int64(0)
+			for _, e := range rows {
+				last = max(last, e.ID)
+			}
+			if last == 0 {
+				// Nothing matched yet: start after the newest record of any kind.
+				newest, err := r.list(ctx, store.EvidenceFilter{Limit: 1})
+				if err != nil {
+					return err
+				}
+				if len(newest) > 0 {
+					last = newest[0].ID
+				}
+			}
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+				}
+				f.AfterID, f.Since, f.Limit = last, time.Time{}, 1000
+				rows, err := r.list(ctx, f)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				slices.Reverse(rows)
+				for _, e := range rows {
+					last = max(last, e.ID)
+				}
+				p.now = time.Now().UTC()
+				if err := p.print(rows); err != nil {
+					return err
+				}
+				if err := p.flush(); err != nil {
+					return err
+				}
+			}
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&source, "source", "", "only evidence of this source (slack, webhook, a2a, …)")
+	fl.StringVar(&kind, "kind", "", "only evidence of this kind (accepted, duplicate, wake-failed, …)")
+	fl.StringVar(&principal, "principal", "", "only evidence of this principal")
+	fl.StringVar(&task, "task", "", "only evidence of this task id")
+	fl.StringVar(&since, "since", "", "only evidence newer than this: a duration back from now (90m, 24h, 7d) or an RFC 3339 time")
+	fl.IntVar(&limit, "limit", 100, "show at most this many of the newest records (0 = all)")
+	fl.BoolVar(&asJSON, "json", false, "print JSON: one record per line (with --summary, one object)")
+	fl.BoolVar(&follow, "follow", false, "keep printing new records until interrupted")
+	fl.DurationVar(&interval, "interval", time.Second, "how often --follow looks for new records")
+	fl.BoolVar(&summary, "summary", false, "print the per-source summary instead of records")
+	fl.StringVar(&server, "server", "", "read through a running server's /admin/api at this base URL instead of the store")
+	return cmd
+}
+
+// evidencePrinter prints records as a table (aligned per batch) or as JSON lines.
+type evidencePrinter struct {
+	w      io.Writer
+	asJSON bool
+	now    time.Time
+	tw     *tabwriter.Writer
+	header bool
+}
+
+func newEvidencePrinter(w io.Writer, asJSON bool, now time.Time) *evidencePrinter {
+	return &evidencePrinter{w: w, asJSON: asJSON, now: now}
+}
+
+func (p *evidencePrinter) print(rows []operator.EvidenceView) error {
+	if p.asJSON {
+		enc := json.NewEncoder(p.w)
+		for _, e := range rows {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if p.tw == nil {
+		p.tw = tabwriter.NewWriter(p.w, 0, 4, 2, ' ', 0)
+	}
+	if !p.header {
+		fmt.Fprintln(p.tw, "ID\tTIME\tSOURCE\tKIND\tPRINCIPAL\tTASK\tDETAIL")
+		p.header = true
+	}
+	for _, e := range rows {
+		fmt.Fprintf(p.tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.UTC().Format(time.RFC3339), cellOrDash(e.Source), e.Kind,
+			cellOrDash(e.Principal), cellOrDash(e.TaskID), cellOrDash(cellShort(e.DetailText(), 100)))
+	}
+	return nil
+}
+
+func (p *evidencePrinter) flush() error {
+	if p.tw == nil {
+		return nil
+	}
+	return p.tw.Flush()
+}
+
+// printSummary prints the per-source summary.
+func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "per-source evidence over the last %s (counted kinds in events)\n", window)
+	fmt.Fprintln(tw, "SOURCE\tHEALTH\tACCEPTED\tCONTINUED\tDUPLICATES\tNON-WORK\tMALFORMED\tCONFLICTS\tANCHOR MISSES\tWOKEN\tWAKE FAILED\tDELIVERIES\tCHECKPOINT\tLAST EVENT")
+	for _, s := range sum.Sources {
+		c := s.Counts
+		var ds []string
+		for _, st := range operator.DeliveryStates {
+			if n := s.Deliveries[string(st)]; n > 0 {
+				ds = append(ds, fmt.Sprintf("%s=%d", st, n))
+			}
+		}
+		cp := "-"
+		if len(s.Checkpoints) > 0 {
+			var parts []string
+			for _, c := range s.Checkpoints {
+				parts = append(parts, fmt.Sprintf("%s@%s (%s old)", c.Principal, cellShort(c.Position, 24),
+					time.Duration(c.Age*float64(time.Second)).Round(time.Second)))
+			}
+			cp = strings.Join(parts, "; ")
+		}
+		last := "-"
+		if !s.LastEvent.IsZero() {
+			last = s.LastEvent.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Source, cellOrDash(s.Health),
+			c.Accepted, c.Continued, c.Duplicates, c.NonWork, c.Malformed, c.Conflicts, c.AnchorMisses, c.Woken, c.WakeFailed,
+			cellOrDash(strings.Join(ds, " ")), cp, last)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "wake queue: %d pending, %d active\n", sum.WakesPending, sum.WakesActive)
+	if len(sum.Attention) > 0 {
+		fmt.Fprintf(a.stdout, "\n%d deliveries need attention:\n", len(sum.Attention))
+		for _, d := range sum.Attention {
+			fmt.Fprintf(a.stdout, "  %s %s (%s, task %s): %s\n    %s\n", d.Source, d.ID, d.Why, d.TaskID, cellOrDash(cellShort(d.LastError, 80)), d.Resolve)
+		}
+	}
+	return nil
+}
+
+// openEvidence opens the reader: the server's API when server is set, else the store.
+func (a *app) openEvidence(ctx context.Context, server string) (evidenceReader, error) {
+	if server != "" {
+		u, err := url.Parse(server)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usageError{fmt.Errorf("--server %q: want a base URL such as http://127.0.0.1:8788", server)}
+		}
+		return &apiEvidence{base: strings.TrimRight(server, "/"), token: a.cfg.AdminToken,
+			client: &http.Client{Timeout: 30 * time.Second}}, nil
+	}
+	octx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	defer cancel()
+	st, err := store.Open(octx, a.cfg.Store)
+	if err != nil {
+		if errors.Is(err, store.ErrInUse) {
+			return nil, fmt.Errorf("%w (a running server holds this SQLite store: read through it with --server URL)", err)
+		}
+		return nil, err
+	}
+	return &storeEvidence{st: st, configured: configuredOf(a.cfg.Sources)}, nil
+}
+
+type storeEvidence struct {
+	st         store.Store
+	configured map[string][]string
+}
+
+func (s *storeEvidence) list(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error) {
+	rows, err := s.st.ListEvidence(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("read evidence: %w", err)
+	}
+	return operator.ViewEvidence(rows), nil
+}
+
+func (s *storeEvidence) summary(ctx context.Context, since time.Time) (operator.Summary, error) {
+	return operator.Summarize(ctx, s.st, operator.SummaryOptions{Since: since, Configured: s.configured})
+}
+
+func (s *storeEvidence) close() { _ = s.st.Close() }
+
+// apiEvidence reads a running server's /admin/api.
+type apiEvidence struct {
+	base, token string
+	client      *http.Client
+}
+
+func (s *apiEvidence) get(ctx context.Context, path string, q url.Values, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("read %s: %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+func (s *apiEvidence) list(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"source": f.Source, "kind": f.Kind, "principal": f.Principal, "task": f.TaskID} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if f.AfterID > 0 {
+		q.Set("after", strconv.FormatInt(f.AfterID, 10))
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > 1000 {
+		limit = 1000 // the API's most per page
+	}
+	q.Set("limit", strconv.Itoa(limit))
+	var page operator.EvidencePage
+	if err := s.get(ctx, "/admin/api/evidence", q, &page); err != nil {
+		return nil, err
+	}
+	return page.Evidence, nil
+}
+
+func (s *apiEvidence) summary(ctx context.Context, since time.Time) (operator.Summary, error) {
+	q := url.Values{}
+	if !since.IsZero() {
+		q.Set("since", since.UTC().Format(time.RFC3339))
+	}
+	var sum operator.Summary
+	err := s.get(ctx, "/admin/api/summary", q, &sum)
+	return sum, err
+}
+
+func (s *apiEvidence) close() {}
