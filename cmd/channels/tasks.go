@@ -112,7 +112,7 @@ func (a *app) tasksListCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List tasks, most recently changed first",
 		Example: `  channels tasks list
-  channels tasks list --state TASK_STATE_INPUT_REQUIRED --source slack
+  channels tasks list --state input-required --source slack
   channels tasks list --principal ci-team --since 1h --json | jq -r .id`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -120,10 +120,8 @@ func (a *app) tasksListCmd() *cobra.Command {
 			if limit < 0 {
 				return usageError{errors.New("--limit must not be negative")}
 			}
-			st := strings.ToUpper(state)
-			if st != "" && !strings.HasPrefix(st, "TASK_STATE_") {
-				st = "TASK_STATE_" + strings.ReplaceAll(st, "-", "_")
-			}
+			// "input-required", "INPUT_REQUIRED" and "TASK_STATE_INPUT_REQUIRED" all name one state.
+			st := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(strings.ToUpper(state), "TASK_STATE_")), "_", "-")
 			if st != "" && !taskplane.State(st).Valid() {
 				return usageError{fmt.Errorf("--state %q: want a task state such as working, input-required, completed (or TASK_STATE_…)", state)}
 			}
@@ -180,7 +178,7 @@ func (a *app) tasksListCmd() *cobra.Command {
 			fmt.Fprintln(tw, "ID\tPRINCIPAL\tSOURCE\tSTATE\tSTATUS TIME\tCONTEXT")
 			for _, r := range rows {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Principal, cellOrDash(r.Source),
-					strings.TrimPrefix(r.State, "TASK_STATE_"), r.StatusTime.UTC().Format(time.RFC3339), r.ContextID)
+					r.State, r.StatusTime.UTC().Format(time.RFC3339), r.ContextID)
 			}
 			return tw.Flush()
 		},
@@ -274,7 +272,7 @@ func (a *app) printTask(d taskDetail, evidence []store.Evidence) error {
 	t := d.Task
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "task\t%s\n", t.ID)
-	fmt.Fprintf(tw, "state\t%s (since %s)\n", strings.TrimPrefix(string(t.Status.State), "TASK_STATE_"), t.Status.Timestamp.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "state\t%s (since %s)\n", t.Status.State, t.Status.Timestamp.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "principal\t%s\n", d.Principal)
 	fmt.Fprintf(tw, "source\t%s\n", cellOrDash(d.Source))
 	fmt.Fprintf(tw, "context\t%s\n", t.ContextID)
