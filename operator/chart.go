@@ -12,7 +12,7 @@ import (
 // Chart geometry, in SVG user units.
 const (
 	chartWidth  = 480.0
-	chartHeight = 120.0
+	chartHeight = 150.0
 	chartTop    = 14.0 // room for the scale label
 	chartBottom = 18.0 // room for the time axis
 	chartLeft   = 0.0

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -152,6 +153,9 @@ func healthBadge(s SourceSummary) (label, class string) {
 		return "not connected", "bad"
 	case StatusUnknown:
 		return "checking", "muted"
+	}
+	if s.Source == taskplane.SourceA2A {
+		return "serving", "ok" // the bindings run in this process
 	}
 	if len(s.Instances) > 0 {
 		return "configured", "muted"
