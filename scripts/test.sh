@@ -62,6 +62,8 @@ command -v gcc >/dev/null || packages+=(gcc libc6-dev)
 [[ -e /etc/ssl/certs/ca-certificates.crt ]] || packages+=(ca-certificates)
 # node and npm run the @a2a-js/sdk interop test (interop/js; npm ci there when node_modules is absent).
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+# chromium loads the /admin dashboard headless (cmd/channels TestDashboardRendersInChromium).
+command -v chromium >/dev/null || packages+=(chromium)
 if ((${#packages[@]} > 0)); then
 	if [[ $EUID -ne 0 ]] || ! command -v apt-get >/dev/null; then
 		die "missing ${packages[*]}; install them (or run as root on Debian to let this script do it)"
