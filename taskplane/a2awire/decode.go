@@ -73,9 +73,16 @@ func DecodeSendMessageRequest(raw json.RawMessage, lim Limits) (*SendMessageRequ
 				cfg.ReturnImmediately = !b
 			}
 		}
-		_, cfg.PushConfig = c.get("taskPushNotificationConfig")
-		if !cfg.PushConfig {
-			_, cfg.PushConfig = c.get("pushNotificationConfig")
+		pname := "taskPushNotificationConfig"
+		praw, ok := c.get(pname)
+		if !ok {
+			pname = "pushNotificationConfig"
+			praw, ok = c.get(pname)
+		}
+		if cfg.PushConfig = ok; ok {
+			if cfg.PushNotificationConfig, err = DecodeTaskPushNotificationConfig(praw, c.field(pname), lim); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if req.Metadata, err = o.structValue("metadata", lim); err != nil {

@@ -171,6 +171,9 @@ type SendMessageConfiguration struct {
 	ReturnImmediately bool
 	// PushConfig reports whether taskPushNotificationConfig was given.
 	PushConfig bool
+	// PushNotificationConfig is the decoded taskPushNotificationConfig (nil when absent), to be
+	// registered on the task in the acceptance.
+	PushNotificationConfig *TaskPushNotificationConfig
 }
 
 // SendMessageRequest is the request of SendMessage and SendStreamingMessage.

@@ -1,0 +1,284 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrForbidden is the SSRF guard's refusal of a webhook. The concrete error is *ForbiddenError.
+var ErrForbidden = errors.New("push: webhook target is not allowed")
+
+// ForbiddenError says why the guard refused a webhook: its scheme, its host, or an address its
+// host resolved to.
+type ForbiddenError struct {
+	// Host is the webhook's host.
+	Host string
+	// Addr is the refused address (invalid when the scheme or the name was refused).
+	Addr netip.Addr
+	// Reason names the arm and the range: "scheme http", "loopback", "private", "link-local",
+	// "unique-local", "shared address space", "cloud metadata", …
+	Reason string
+}
+
+func (e *ForbiddenError) Error() string {
+	if e.Addr.IsValid() {
+		return fmt.Sprintf("%s: %s resolves to %s (%s)", ErrForbidden, e.Host, e.Addr, e.Reason)
+	}
+	return fmt.Sprintf("%s: %s (%s)", ErrForbidden, e.Host, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrForbidden) true.
+func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
+
+// Resolver resolves host names. *net.Resolver implements it; tests inject a ResolverFunc.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// ResolverFunc is a Resolver made of a function.
+type ResolverFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+// LookupNetIP calls f.
+func (f ResolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	return f(ctx, network, host)
+}
+
+// Guard is the SSRF guard of webhooks, with two arms:
+//
+//   - the scheme arm: https only;
+//   - the address arm: the host, and every address it resolves to, must be public: no loopback,
+//     private (RFC 1918), link-local, unique-local (fc00::/7), shared (CGNAT, 100.64.0.0/10),
+//     cloud metadata, unspecified, multicast, documentation or otherwise reserved address, also
+//     not inside an IPv4-mapped, NAT64 or 6to4 IPv6 address.
+//
+// CheckURL applies both at registration. DialContext applies the address arm again at every
+// connection: it resolves the host, refuses the whole name if any address is forbidden, and
+// connects to the addresses it checked (a net.Dialer Control function checks the socket's
+// address once more), so a DNS answer that changes between the check and the connection (DNS
+// rebinding) cannot reach a forbidden address.
+//
+// AllowPrivateNetworks, the operator's opt-in for development and tests, admits http and
+// loopback, private, link-local, unique-local and shared addresses. Cloud metadata, unspecified,
+// multicast and reserved addresses stay forbidden even then.
+type Guard struct {
+	AllowPrivateNetworks bool
+	// Resolver resolves webhook hosts (default net.DefaultResolver).
+	Resolver Resolver
+	// DialTimeout bounds one TCP connect (default 10s).
+	DialTimeout time.Duration
+}
+
+func (g *Guard) resolver() Resolver {
+	if g.Resolver != nil {
+		return g.Resolver
+	}
+	return net.DefaultResolver
+}
+
+// CheckURL applies both arms to a webhook URL: its scheme, its host's form, and every address
+// the host resolves to now. A name that does not resolve is refused too.
+func (g *Guard) CheckURL(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return &ForbiddenError{Host: raw, Reason: "not an absolute URL"}
+	}
+	if err := g.CheckScheme(u); err != nil {
+		return err
+	}
+	_, err = g.resolve(ctx, u.Hostname())
+	return err
+}
+
+// CheckScheme is the scheme arm: https, or http with the opt-in. A URL with user information is
+// refused (credentials belong in the config's authentication).
+func (g *Guard) CheckScheme(u *url.URL) error {
+	switch {
+	case u.User != nil:
+		return &ForbiddenError{Host: u.Host, Reason: "user information in the URL"}
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && g.AllowPrivateNetworks:
+		return nil
+	case u.Scheme == "http":
+		return &ForbiddenError{Host: u.Host, Reason: "scheme http: webhooks must use https"}
+	}
+	return &ForbiddenError{Host: u.Host, Reason: "scheme " + u.Scheme + ": webhooks must use https"}
+}
+
+// CheckAddr is the address arm for one address.
+func (g *Guard) CheckAddr(host string, a netip.Addr) error {
+	reason, privateRange := classify(a)
+	if reason == "" || (privateRange && g.AllowPrivateNetworks) {
+		return nil
+	}
+	return &ForbiddenError{Host: host, Addr: a, Reason: reason}
+}
+
+// resolve returns the addresses of host, all checked; any forbidden address refuses the name.
+func (g *Guard) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	host = strings.TrimSuffix(host, ".")
+	if host == "" {
+		return nil, &ForbiddenError{Host: host, Reason: "no host"}
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		a = a.WithZone("")
+		if err := g.CheckAddr(host, a); err != nil {
+			return nil, err
+		}
+		return []netip.Addr{a}, nil
+	}
+	lower := strings.ToLower(host)
+	if !g.AllowPrivateNetworks && (lower == "localhost" || strings.HasSuffix(lower, ".localhost") ||
+		lower == "metadata.google.internal") {
+		return nil, &ForbiddenError{Host: host, Reason: "a local or metadata name"}
+	}
+	addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, &resolveError{host: host, err: err}
+	}
+	if len(addrs) == 0 {
+		return nil, &resolveError{host: host, err: errors.New("no addresses")}
+	}
+	out := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		a = a.Unmap().WithZone("")
+		if err := g.CheckAddr(host, a); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// resolveError is a failed lookup: nothing was sent.
+type resolveError struct {
+	host string
+	err  error
+}
+
+func (e *resolveError) Error() string { return fmt.Sprintf("push: resolve %s: %v", e.host, e.err) }
+func (e *resolveError) Unwrap() error { return e.err }
+
+// dialError is a connection that could not be made: nothing was sent.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// DialContext connects to address ("host:port") through the address arm: it resolves the host,
+// refuses it if any address is forbidden, and connects only to the checked addresses. Use it as
+// http.Transport.DialContext.
+func (g *Guard) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, &dialError{err: err}
+	}
+	addrs, err := g.resolve(ctx, host)
+	if err != nil {
+		return nil, err // forbidden, or a failed lookup
+	}
+	timeout := g.DialTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	d := net.Dialer{Timeout: timeout, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return &ForbiddenError{Host: host, Reason: "unparsable socket address " + address}
+		}
+		return g.CheckAddr(host, ap.Addr().Unmap())
+	}}
+	var last error
+	for _, a := range addrs {
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		if errors.Is(err, ErrForbidden) {
+			return nil, err
+		}
+		last = err
+	}
+	return nil, &dialError{err: last}
+}
+
+// prefixes of the address arm. privateOK marks the ranges the operator's opt-in admits.
+var ranges = []struct {
+	p         netip.Prefix
+	reason    string
+	privateOK bool
+}{
+	// Cloud metadata first: inside link-local and ULA ranges, and never admitted.
+	{netip.MustParsePrefix("169.254.169.254/32"), "cloud metadata", false},
+	{netip.MustParsePrefix("169.254.170.2/32"), "cloud metadata", false}, // ECS task metadata
+	{netip.MustParsePrefix("100.100.100.200/32"), "cloud metadata", false},
+	{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud metadata", false},
+
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified", false},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback", true},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private", true},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private", true},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private", true},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local", true},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (CGNAT)", true},
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved", false},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation", false},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking", false},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation", false},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation", false},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast", false},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved", false},
+
+	{netip.MustParsePrefix("::/128"), "unspecified", false},
+	{netip.MustParsePrefix("::1/128"), "loopback", true},
+	{netip.MustParsePrefix("::/96"), "reserved (IPv4-compatible)", false},
+	{netip.MustParsePrefix("100::/64"), "reserved (discard)", false},
+	{netip.MustParsePrefix("2001::/32"), "reserved (Teredo)", false},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation", false},
+	{netip.MustParsePrefix("fc00::/7"), "unique-local", true},
+	{netip.MustParsePrefix("fe80::/10"), "link-local", true},
+	{netip.MustParsePrefix("fec0::/10"), "site-local", true},
+	{netip.MustParsePrefix("ff00::/8"), "multicast", false},
+}
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	nat64loc  = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// classify returns why a is not a public address ("" when it is) and whether the opt-in admits
+// it. IPv6 addresses that embed an IPv4 address (mapped, NAT64, 6to4) are judged by it.
+func classify(a netip.Addr) (reason string, privateOK bool) {
+	if !a.IsValid() {
+		return "invalid", false
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is6() {
+		b := a.As16()
+		switch {
+		case nat64.Contains(a):
+			return classify(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
+		case nat64loc.Contains(a):
+			return "reserved (local NAT64)", false
+		case sixToFour.Contains(a):
+			return classify(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
+		}
+	}
+	if a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return "broadcast", false
+	}
+	for _, r := range ranges {
+		if r.p.Contains(a) {
+			return r.reason, r.privateOK
+		}
+	}
+	return "", false
+}

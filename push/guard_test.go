@@ -1,0 +1,132 @@
+package push
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// staticResolver maps names to addresses, so no test asks real DNS.
+func staticResolver(m map[string][]string) Resolver {
+	return ResolverFunc(func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		var out []netip.Addr
+		for _, s := range m[host] {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		if len(out) == 0 {
+			return nil, errors.New("no such host (test resolver)")
+		}
+		return out, nil
+	})
+}
+
+func TestClassifyAddresses(t *testing.T) {
+	for _, c := range []struct {
+		addr      string
+		reason    string
+		privateOK bool
+	}{
+		{"93.184.216.34", "", false},
+		{"2606:2800:220:1:248:1893:25c8:1946", "", false},
+		{"127.0.0.1", "loopback", true},
+		{"::1", "loopback", true},
+		{"10.1.2.3", "private", true},
+		{"172.20.0.1", "private", true},
+		{"192.168.1.1", "private", true},
+		{"169.254.1.1", "link-local", true},
+		{"fe80::1", "link-local", true},
+		{"fd12:3456::1", "unique-local", true},
+		{"100.64.0.1", "shared address space (CGNAT)", true},
+		{"169.254.169.254", "cloud metadata", false},
+		{"fd00:ec2::254", "cloud metadata", false},
+		{"100.100.100.200", "cloud metadata", false},
+		{"0.0.0.0", "unspecified", false},
+		{"::", "unspecified", false},
+		{"224.0.0.1", "multicast", false},
+		{"255.255.255.255", "broadcast", false},
+		{"198.51.100.7", "documentation", false},
+		{"::ffff:10.0.0.1", "private", true}, // IPv4-mapped
+		{"::ffff:169.254.169.254", "cloud metadata", false},
+		{"64:ff9b::a00:1", "private", true},  // NAT64 of 10.0.0.1
+		{"2002:7f00:1::1", "loopback", true}, // 6to4 of 127.0.0.1
+		{"2002:5db8:d822::1", "", false},     // 6to4 of a public address
+	} {
+		reason, ok := classify(netip.MustParseAddr(c.addr))
+		if reason != c.reason || (reason != "" && ok != c.privateOK) {
+			t.Errorf("classify(%s) = %q, %v; want %q, %v", c.addr, reason, ok, c.reason, c.privateOK)
+		}
+	}
+}
+
+func TestGuardSchemeArmRefusesHTTPToAPublicName(t *testing.T) {
+	g := &Guard{Resolver: staticResolver(map[string][]string{"hooks.example.com": {"93.184.216.34"}})}
+	err := g.CheckURL(context.Background(), "http://hooks.example.com/a2a")
+	var fe *ForbiddenError
+	if !errors.As(err, &fe) || !strings.Contains(fe.Reason, "https") {
+		t.Fatalf("http to a public name: err = %v, want the scheme arm's refusal", err)
+	}
+	if err := g.CheckURL(context.Background(), "https://hooks.example.com/a2a"); err != nil {
+		t.Fatalf("https to a public name: %v", err)
+	}
+	for _, u := range []string{"ftp://hooks.example.com/", "https://user:pw@hooks.example.com/", "/relative"} {
+		if err := g.CheckURL(context.Background(), u); !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s: err = %v, want ErrForbidden", u, err)
+		}
+	}
+}
+
+func TestGuardAddressArmRefusesHTTPSToPrivateAddresses(t *testing.T) {
+	g := &Guard{Resolver: staticResolver(map[string][]string{
+		"internal.example.com": {"10.0.0.7"},
+		"mixed.example.com":    {"93.184.216.34", "192.168.0.1"},
+		"meta.example.com":     {"169.254.169.254"},
+	})}
+	for _, u := range []string{
+		"https://10.0.0.7/hook", "https://127.0.0.1:8443/hook", "https://[::1]/hook", "https://[fd00::1]/hook",
+		"https://169.254.169.254/latest/meta-data", "https://100.64.1.1/hook", "https://localhost/hook",
+		"https://internal.example.com/hook", "https://mixed.example.com/hook", "https://meta.example.com/",
+	} {
+		if err := g.CheckURL(context.Background(), u); !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s: err = %v, want ErrForbidden", u, err)
+		}
+	}
+	if err := g.CheckURL(context.Background(), "https://unknown.example.com/"); err == nil {
+		t.Error("a name that does not resolve was admitted")
+	}
+}
+
+func TestGuardOptInAdmitsPrivateNetworksButNotMetadata(t *testing.T) {
+	g := &Guard{AllowPrivateNetworks: true, Resolver: staticResolver(map[string][]string{
+		"hook.test": {"127.0.0.1"},
+		"meta.test": {"169.254.169.254"},
+	})}
+	for _, u := range []string{"http://127.0.0.1:9/hook", "https://10.0.0.7/", "http://[::1]:9/", "http://hook.test/"} {
+		if err := g.CheckURL(context.Background(), u); err != nil {
+			t.Errorf("%s with the opt-in: %v", u, err)
+		}
+	}
+	for _, u := range []string{"http://169.254.169.254/", "http://meta.test/", "http://0.0.0.0:80/", "ftp://hook.test/"} {
+		if err := g.CheckURL(context.Background(), u); !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s with the opt-in: err = %v, want ErrForbidden", u, err)
+		}
+	}
+}
+
+func TestGuardDialChecksTheResolvedAddressAtConnectTime(t *testing.T) {
+	answer := "93.184.216.34"
+	g := &Guard{Resolver: ResolverFunc(func(context.Context, string, string) ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr(answer)}, nil
+	})}
+	if err := g.CheckURL(context.Background(), "https://rebind.example.com/hook"); err != nil {
+		t.Fatalf("registration: %v", err)
+	}
+	// The name now points inside: the dial is refused before any connection.
+	answer = "10.9.8.7"
+	_, err := g.DialContext(context.Background(), "tcp", "rebind.example.com:443")
+	var fe *ForbiddenError
+	if !errors.As(err, &fe) || fe.Addr.String() != "10.9.8.7" || fe.Reason != "private" {
+		t.Fatalf("dial after rebinding: err = %v, want a refusal naming 10.9.8.7", err)
+	}
+}

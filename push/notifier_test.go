@@ -1,0 +1,474 @@
+package push_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/push"
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// received is one request a test receiver got.
+type received struct {
+	ID     string
+	Body   []byte
+	Header http.Header
+}
+
+// receiver is a webhook on loopback. fail decides, per request, the status to answer (0: 204).
+// It applies each notification id's effect once (effects), as a receiver should.
+type receiver struct {
+	srv  *httptest.Server
+	fail func(id string, attempt int) int
+
+	mu       sync.Mutex
+	requests []received
+	attempts map[string]int
+	effects  []string
+}
+
+func newReceiver(t *testing.T, fail func(id string, attempt int) int) *receiver {
+	rc := &receiver{fail: fail, attempts: map[string]int{}}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id := r.Header.Get(push.HeaderID)
+		rc.mu.Lock()
+		rc.attempts[id]++
+		n := rc.attempts[id]
+		rc.requests = append(rc.requests, received{ID: id, Body: body, Header: r.Header.Clone()})
+		code := 0
+		if rc.fail != nil {
+			code = rc.fail(id, n)
+		}
+		if code == 0 && !contains(rc.effects, id) {
+			rc.effects = append(rc.effects, id)
+		}
+		rc.mu.Unlock()
+		if code == 0 {
+			code = http.StatusNoContent
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (rc *receiver) port() string {
+	_, port, _ := net.SplitHostPort(rc.srv.Listener.Addr().String())
+	return port
+}
+
+func (rc *receiver) snapshot() ([]received, []string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]received(nil), rc.requests...), append([]string(nil), rc.effects...)
+}
+
+// waitEffects waits until the receiver has applied n notifications.
+func (rc *receiver) waitEffects(t *testing.T, n int) ([]received, []string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		reqs, effects := rc.snapshot()
+		if len(effects) >= n {
+			return reqs, effects
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("receiver applied %d notifications, want %d: %v", len(effects), n, effects)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// loopback resolves every name to 127.0.0.1, so a webhook named hook.test reaches the test
+// receiver through the guard's resolution, without real DNS.
+var loopback = push.ResolverFunc(func(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+})
+
+func fastOptions(o push.Options) push.Options {
+	o.Poll = 20 * time.Millisecond
+	o.Policy = delivery.Policy{MaxAttempts: 5, InitialInterval: 10 * time.Millisecond, MaxInterval: 40 * time.Millisecond}
+	o.Timeout = 5 * time.Second
+	return o
+}
+
+func startNotifier(t *testing.T, p *taskplane.Plane, o push.Options) *push.Notifier {
+	t.Helper()
+	n := push.New(p, fastOptions(o))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = n.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return n
+}
+
+func acceptWithPush(t *testing.T, p *taskplane.Plane, principal, msgID string, cs ...taskplane.PushConfig) *taskplane.Task {
+	t.Helper()
+	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: principal, Source: taskplane.SourceA2A,
+		Identity: msgID, Message: taskplane.Message{ID: msgID, Role: taskplane.RoleUser,
+			Parts: []taskplane.Part{taskplane.TextPart("work, please")}}, PushConfigs: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc.Task
+}
+
+func apply(t *testing.T, p *taskplane.Plane, principal, taskID string, changes ...taskplane.Change) {
+	t.Helper()
+	for _, c := range changes {
+		if _, err := p.Apply(context.Background(), principal, taskID, taskplane.AnyVersion, c); err != nil {
+			t.Fatalf("apply %T: %v", c, err)
+		}
+	}
+}
+
+var (
+	working   = taskplane.SetStatus{State: taskplane.StateWorking}
+	artifact  = taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a1", Parts: []taskplane.Part{taskplane.TextPart("result")}}}
+	completed = taskplane.SetStatus{State: taskplane.StateCompleted}
+)
+
+// kind names what a notification body holds: "task:STATE", "status:STATE" or "artifact:ID".
+func kind(t *testing.T, body []byte) string {
+	t.Helper()
+	var r struct {
+		Task *struct {
+			Status struct{ State string } `json:"status"`
+		} `json:"task"`
+		StatusUpdate *struct {
+			Status struct{ State string } `json:"status"`
+		} `json:"statusUpdate"`
+		ArtifactUpdate *struct {
+			Artifact struct {
+				ArtifactID string `json:"artifactId"`
+			} `json:"artifact"`
+		} `json:"artifactUpdate"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	switch {
+	case r.Task != nil:
+		return "task:" + r.Task.Status.State
+	case r.StatusUpdate != nil:
+		return "status:" + r.StatusUpdate.Status.State
+	case r.ArtifactUpdate != nil:
+		return "artifact:" + r.ArtifactUpdate.Artifact.ArtifactID
+	}
+	return "?"
+}
+
+func TestLoopbackReceiverGetsEveryTransitionInOrder(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		p := taskplane.New(open(t))
+		rc := newReceiver(t, nil)
+		n := startNotifier(t, p, push.Options{AllowPrivateNetworks: true, Resolver: loopback})
+		// A name, resolved by the guard to loopback: the connection goes to the checked address.
+		hookURL := "http://hook.test:" + rc.port() + "/a2a/notify"
+		if err := n.CheckURL(context.Background(), hookURL); err != nil {
+			t.Fatal(err)
+		}
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: hookURL, Token: "tok-1",
+			Auth: &taskplane.PushAuth{Scheme: "Bearer", Credentials: "receiver-secret"}})
+		n.Registered("alice", task.ID)
+		apply(t, p, "alice", task.ID, working, artifact, taskplane.SetStatus{State: taskplane.StateWorking,
+			Message: &taskplane.Message{ID: "s2", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("still at it")}}}, completed)
+
+		reqs, effects := rc.waitEffects(t, 5)
+		var kinds []string
+		for _, r := range reqs {
+			kinds = append(kinds, kind(t, r.Body))
+		}
+		want := []string{"task:TASK_STATE_SUBMITTED", "status:TASK_STATE_WORKING", "artifact:a1", "status:TASK_STATE_WORKING", "status:TASK_STATE_COMPLETED"}
+		if fmt.Sprint(kinds) != fmt.Sprint(want) {
+			t.Fatalf("notifications %v, want %v", kinds, want)
+		}
+		if len(reqs) != len(effects) {
+			t.Fatalf("%d requests for %d notifications: no retry was needed", len(reqs), len(effects))
+		}
+		for i, r := range reqs {
+			wantID := fmt.Sprintf("%s:%d", task.ID, task.LastSeq+int64(i))
+			if i == 0 {
+				wantID += ":task"
+			}
+			if r.ID != wantID {
+				t.Errorf("notification %d id %q, want %q", i, r.ID, wantID)
+			}
+			h := r.Header
+			if h.Get("Content-Type") != push.ContentType || h.Get("Authorization") != "Bearer receiver-secret" ||
+				h.Get(push.HeaderToken) != "tok-1" || h.Get(push.HeaderTokenLegacy) != "tok-1" ||
+				!strings.HasPrefix(h.Get(push.HeaderDelivery), "dlv_") {
+				t.Errorf("notification %d headers: %v", i, h)
+			}
+			if _, err := push.Verify(h, r.Body, "tok-1", time.Now(), 0); err != nil {
+				t.Errorf("notification %d does not verify: %v", i, err)
+			}
+		}
+
+		// A config registered after the task finished still gets one notification: the task.
+		if _, err := p.SetPushConfig(context.Background(), "alice", task.ID,
+			taskplane.PushConfig{ID: "late", URL: "http://127.0.0.1:" + rc.port() + "/late"}); err != nil {
+			t.Fatal(err)
+		}
+		n.Registered("alice", task.ID)
+		reqs, _ = rc.waitEffects(t, 6)
+		last := reqs[len(reqs)-1]
+		if got := kind(t, last.Body); got != "task:TASK_STATE_COMPLETED" || !strings.HasSuffix(last.ID, ":task") {
+			t.Fatalf("late registration got %s (%s)", got, last.ID)
+		}
+		if last.Header.Get(push.HeaderSignature) != "" || last.Header.Get("Authorization") != "" {
+			t.Fatalf("a config without token or authentication sent %v", last.Header)
+		}
+		time.Sleep(100 * time.Millisecond) // nothing more may come
+		if reqs, _ := rc.snapshot(); len(reqs) != 6 {
+			t.Fatalf("%d requests, want 6", len(reqs))
+		}
+	})
+}
+
+func TestRetriesAfterReceiverErrorsCauseNoDuplicateEffects(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		p := taskplane.New(open(t))
+		// Every notification fails twice (500, then 502) before the receiver takes it: the engine
+		// repeats it with the same id and body, and the receiver applies it once.
+		rc := newReceiver(t, func(id string, attempt int) int {
+			switch attempt {
+			case 1:
+				return http.StatusInternalServerError
+			case 2:
+				return http.StatusBadGateway
+			}
+			return 0
+		})
+		n := startNotifier(t, p, push.Options{AllowPrivateNetworks: true})
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: rc.srv.URL + "/hook", Token: "tok"})
+		n.Registered("alice", task.ID)
+		apply(t, p, "alice", task.ID, working, artifact, completed)
+
+		reqs, effects := rc.waitEffects(t, 4)
+		var kinds []string
+		for _, id := range effects {
+			for _, r := range reqs {
+				if r.ID == id {
+					kinds = append(kinds, kind(t, r.Body))
+					break
+				}
+			}
+		}
+		want := []string{"task:TASK_STATE_SUBMITTED", "status:TASK_STATE_WORKING", "artifact:a1", "status:TASK_STATE_COMPLETED"}
+		if fmt.Sprint(kinds) != fmt.Sprint(want) {
+			t.Fatalf("effects %v, want %v", kinds, want)
+		}
+		// Each notification was sent three times with one id and one body; it took effect once.
+		byID := map[string][]received{}
+		for _, r := range reqs {
+			byID[r.ID] = append(byID[r.ID], r)
+		}
+		for _, id := range effects {
+			rs := byID[id]
+			if len(rs) != 3 {
+				t.Errorf("%s sent %d times, want 3", id, len(rs))
+				continue
+			}
+			for _, r := range rs[1:] {
+				if string(r.Body) != string(rs[0].Body) {
+					t.Errorf("%s: a retry changed the body", id)
+				}
+				if _, err := push.Verify(r.Header, r.Body, "tok", time.Now(), 0); err != nil {
+					t.Errorf("%s: a retry does not verify: %v", id, err)
+				}
+			}
+		}
+		// Order held across the retries: no notification was sent before the previous one took effect.
+		firstSend := map[string]int{}
+		for i, r := range reqs {
+			if _, ok := firstSend[r.ID]; !ok {
+				firstSend[r.ID] = i
+			}
+		}
+		for i := 1; i < len(effects); i++ {
+			lastOfPrev := -1
+			for j, r := range reqs {
+				if r.ID == effects[i-1] {
+					lastOfPrev = j
+				}
+			}
+			if firstSend[effects[i]] < lastOfPrev {
+				t.Errorf("%s was sent before %s succeeded", effects[i], effects[i-1])
+			}
+		}
+		// The engine kept the evidence of every attempt.
+		recs, err := n.Engine().List(context.Background(), delivery.Filter{Principal: "alice", Source: taskplane.SourcePush})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 4 {
+			t.Fatalf("%d deliveries, want 4", len(recs))
+		}
+		for _, rec := range recs {
+			// The receiver may have answered before the engine recorded the answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			rec, err := n.Engine().Wait(ctx, "alice", rec.ID)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			atts, err := n.Engine().Attempts(context.Background(), "alice", rec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var outcomes []string
+			for _, a := range atts {
+				if a.Kind == "send" {
+					outcomes = append(outcomes, a.Outcome+"/"+a.ProviderStatus)
+				}
+			}
+			if rec.State != delivery.StateDelivered || fmt.Sprint(outcomes) != "[unknown/HTTP 500 unknown/HTTP 502 delivered/]" {
+				t.Errorf("delivery %s (%s): %s, attempts %v", rec.ID, rec.Operation, rec.State, outcomes)
+			}
+		}
+	})
+}
+
+func TestDNSNameResolvingToAPrivateAddressIsRefusedAtDelivery(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		p := taskplane.New(open(t))
+		var answer atomic.Value
+		answer.Store("93.184.216.34")
+		var lookups atomic.Int32
+		resolver := push.ResolverFunc(func(_ context.Context, _, host string) ([]netip.Addr, error) {
+			lookups.Add(1)
+			return []netip.Addr{netip.MustParseAddr(answer.Load().(string))}, nil
+		})
+		n := push.New(p, fastOptions(push.Options{Resolver: resolver})) // no opt-in
+		const hookURL = "https://rebind.example.com/hook"
+		if err := n.CheckURL(context.Background(), hookURL); err != nil {
+			t.Fatalf("registration check with a public answer: %v", err)
+		}
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: hookURL, Token: "tok"})
+		// Between registration and delivery the name starts pointing inside.
+		answer.Store("10.20.30.40")
+		before := lookups.Load()
+		if _, err := n.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if lookups.Load() == before {
+			t.Fatal("the delivery attempt did not resolve the webhook's name")
+		}
+		recs, err := n.Engine().List(context.Background(), delivery.Filter{Principal: "alice", TaskID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 || recs[0].State != delivery.StateFailed || recs[0].Attempts != 1 ||
+			!strings.Contains(recs[0].LastError, "10.20.30.40") || !strings.Contains(recs[0].LastError, "private") {
+			t.Fatalf("deliveries after rebinding: %+v", recs)
+		}
+		// The config moves on rather than waiting forever on the refused notification.
+		apply(t, p, "alice", task.ID, working)
+		if _, err := n.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		recs, _ = n.Engine().List(context.Background(), delivery.Filter{Principal: "alice", TaskID: task.ID})
+		if len(recs) != 2 {
+			t.Fatalf("%d deliveries after the next event, want 2", len(recs))
+		}
+	})
+}
+
+func TestRestartResumesFromTheDurableCursor(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		st := open(t)
+		p := taskplane.New(st)
+		rc := newReceiver(t, nil)
+		opts := fastOptions(push.Options{AllowPrivateNetworks: true})
+		first := push.New(p, opts)
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: rc.srv.URL})
+		apply(t, p, "alice", task.ID, working)
+		if _, err := first.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rc.waitEffects(t, 2)
+		// "Restart": a new plane and notifier over the same store.
+		apply(t, p, "alice", task.ID, artifact, completed)
+		second := push.New(taskplane.New(st), opts)
+		if _, err := second.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		reqs, effects := rc.waitEffects(t, 4)
+		if len(reqs) != 4 {
+			t.Fatalf("%d requests for %d notifications: the restart sent some again", len(reqs), len(effects))
+		}
+		if got := kind(t, reqs[2].Body) + " " + kind(t, reqs[3].Body); got != "artifact:a1 status:TASK_STATE_COMPLETED" {
+			t.Fatalf("after the restart: %s", got)
+		}
+	})
+}
+
+func TestDeletedConfigStopsItsNotifications(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		p := taskplane.New(open(t))
+		// The receiver is down (503, no Retry-After): the first notification keeps retrying.
+		rc := newReceiver(t, func(string, int) int { return http.StatusServiceUnavailable })
+		n := push.New(p, fastOptions(push.Options{AllowPrivateNetworks: true}))
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: rc.srv.URL})
+		if _, err := n.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.DeletePushConfig(context.Background(), "alice", task.ID, "h1"); err != nil {
+			t.Fatal(err)
+		}
+		// The engine's next attempt finds the config gone and fails the notification.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		recs, _ := n.Engine().List(ctx, delivery.Filter{Principal: "alice", TaskID: task.ID})
+		if len(recs) != 1 {
+			t.Fatalf("%d deliveries, want 1", len(recs))
+		}
+		go func() { _ = n.Engine().Run(ctx) }()
+		rec, err := n.Engine().Wait(ctx, "alice", recs[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != delivery.StateFailed || !strings.Contains(rec.LastError, "deleted") {
+			t.Fatalf("after delete: %s, %q", rec.State, rec.LastError)
+		}
+		before, _ := rc.snapshot()
+		apply(t, p, "alice", task.ID, working)
+		if _, err := n.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if after, _ := rc.snapshot(); len(after) != len(before) {
+			t.Fatalf("a deleted config was notified: %d requests, then %d", len(before), len(after))
+		}
+	})
+}

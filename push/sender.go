@@ -1,0 +1,160 @@
+package push
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// notification is what a push delivery keeps in its Locator: which config and registration it
+// is for, its stable id, and the exact body to POST. Secrets are not in it: the sender reads them
+// from the config at each attempt, so a deleted config stops its pending notifications.
+type notification struct {
+	Config       string          `json:"config"`
+	Registration string          `json:"registration"`
+	ID           string          `json:"id"`
+	Seq          int64           `json:"seq"`
+	Body         json.RawMessage `json:"body"`
+}
+
+// Sender POSTs one notification to its config's webhook. It implements delivery.Sender for the
+// idempotent recovery class: a notification whose outcome is unknown is sent again, with the
+// same id, and the receiver acts on each id once.
+type Sender struct {
+	store  store.Reader
+	guard  *Guard
+	client *http.Client
+	now    func() time.Time
+}
+
+// NewSender returns a sender reading configs from st, connecting through g, with a per-attempt
+// timeout.
+func NewSender(st store.Reader, g *Guard, timeout time.Duration, now func() time.Time) *Sender {
+	if now == nil {
+		now = time.Now
+	}
+	tr := &http.Transport{
+		Proxy:       nil, // a proxy would connect to addresses the guard never saw
+		DialContext: g.DialContext,
+		// Every attempt dials, so every attempt resolves and checks the webhook's addresses.
+		DisableKeepAlives:      true,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    timeout,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	client := &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		// Redirects are not followed: the target the guard checked is the only one contacted.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &Sender{store: st, guard: g, client: client, now: now}
+}
+
+// Send makes one attempt. Its results: delivered on 2xx; Permanent for a deleted config, a
+// refused target, a redirect or another 4xx; RetryAfter for 429 (and 503 with Retry-After);
+// Retryable when no connection was made; Indeterminate for 5xx, 408 and errors after the request
+// may have been written (the engine repeats those).
+func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receipt, error) {
+	var n notification
+	if err := json.Unmarshal(d.Locator, &n); err != nil || n.ID == "" {
+		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: unreadable notification %s", d.ID))
+	}
+	cfg, err := s.store.GetPushConfig(ctx, d.Principal, d.TaskID, n.Config)
+	if errors.Is(err, store.ErrNotFound) {
+		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: config %s of task %s was deleted", n.Config, d.TaskID))
+	}
+	if err != nil {
+		return delivery.Receipt{}, delivery.Retryable(fmt.Errorf("push: read config %s: %w", n.Config, err))
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: config %s: bad url", n.Config))
+	}
+	if err := s.guard.CheckScheme(u); err != nil {
+		return delivery.Receipt{}, delivery.Permanent(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(n.Body))
+	if err != nil {
+		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: build request: %w", err))
+	}
+	h := req.Header
+	h.Set("Content-Type", ContentType)
+	h.Set("User-Agent", "channels-push/1")
+	h.Set(HeaderID, n.ID)
+	h.Set(HeaderDelivery, d.ID)
+	if cfg.AuthScheme != "" {
+		h.Set("Authorization", cfg.AuthScheme+" "+cfg.AuthCredentials)
+	}
+	if cfg.Token != "" {
+		h.Set(HeaderToken, cfg.Token)
+		h.Set(HeaderTokenLegacy, cfg.Token)
+		h.Set(HeaderSignature, Sign(cfg.Token, s.now(), n.ID, n.Body))
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return delivery.Receipt{}, classifyTransport(err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return classifyStatus(resp, n.ID)
+}
+
+// classifyTransport reads a failed request: refused by the guard (permanent), never connected
+// (retryable), or possibly received (indeterminate).
+func classifyTransport(err error) error {
+	var (
+		de *dialError
+		re *resolveError
+	)
+	switch {
+	case errors.Is(err, ErrForbidden):
+		return delivery.Permanent(err)
+	case errors.As(err, &de), errors.As(err, &re):
+		return delivery.Retryable(err)
+	}
+	return delivery.Indeterminate(err)
+}
+
+func classifyStatus(resp *http.Response, id string) (delivery.Receipt, error) {
+	code := resp.StatusCode
+	status := "HTTP " + strconv.Itoa(code)
+	switch {
+	case code >= 200 && code < 300:
+		return delivery.Receipt{ProviderID: id}, nil
+	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+		return delivery.Receipt{}, delivery.WithStatus(delivery.RetryAfter(retryAfter(resp.Header.Get("Retry-After")),
+			fmt.Errorf("receiver asked to retry later")), status)
+	case code >= 300 && code < 400:
+		return delivery.Receipt{}, delivery.WithStatus(delivery.Permanent(fmt.Errorf("receiver redirected to %q; redirects are not followed",
+			resp.Header.Get("Location"))), status)
+	case code == http.StatusRequestTimeout || code >= 500:
+		return delivery.Receipt{}, delivery.WithStatus(delivery.Indeterminate(fmt.Errorf("receiver failed")), status)
+	}
+	return delivery.Receipt{}, delivery.WithStatus(delivery.Permanent(fmt.Errorf("receiver refused the notification")), status)
+}
+
+// retryAfter reads a Retry-After header (seconds or an HTTP date); the engine bounds the result.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return time.Until(t)
+	}
+	return 0
+}
