@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// webhookSource is a valid webhook instance; cases change it.
+const webhookSource = `sources:
+  - type: webhook
+    name: ci
+    principal: ci-team
+    options:
+      secret_env: TEST_WEBHOOK_SECRET
+      identity: event.id
+      conversation: [thread]
+      text: event.text
+`
+
+// TestConfigCheckCatchesEachMistake: every kind of mistake is reported with what to fix, and
+// exits 1; a valid file exits 0. Secret values are never echoed.
+func TestConfigCheckCatchesEachMistake(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "empty-secret")
+	if err := os.WriteFile(secretFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, yaml string
+		want       []string // substrings of the report
+		valid      bool
+	}{
+		{"valid", "listen: 127.0.0.1:8788\nadmin_token_env: TEST_ADMIN_TOKEN\n" + webhookSource, []string{"ok: the configuration is valid", "webhook ci (principal ci-team)"}, true},
+		{"unknown key with a suggestion", "lisen: 127.0.0.1:1\n", []string{"unknown keys lisen (did you mean listen?)"}, false},
+		{"plain secret", "admin_token: hunter2hunter2hunter2\n", []string{"admin_token is a secret: give it as admin_token_env"}, false},
+		{"missing secret variable", "admin_token_env: NO_SUCH_VARIABLE\n", []string{"environment variable NO_SUCH_VARIABLE is empty or unset"}, false},
+		{"empty secret file", "admin_token_file: " + secretFile + "\n", []string{"is empty"}, false},
+		{"password in the store URL", "store: postgres://u:pw@db/x\n", []string{"store carries a password: move the URL to store_env"}, false},
+		{"bad public URL", "public_url: ftp://example.com\n", []string{"public_url \"ftp://example.com\": want an absolute http or https URL"}, false},
+		{"store without a driver", "store: mysql://db/x\n", []string{`scheme "mysql" has no driver`}, false},
+		{"bad duration", "retention: forever\n", []string{"key retention: want a duration such as 90s or 1h"}, false},
+		{"negative refresh", "admin_refresh: -1s\n", []string{"admin_refresh must not be negative"}, false},
+		{"open listener", "listen: 0.0.0.0:8788\n", []string{"no credentials are configured", "admin_token is unset"}, false},
+		{"plain secret in source options", strings.Replace(webhookSource, "secret_env: TEST_WEBHOOK_SECRET", "secret: hunter2hunter2hunter2", 1),
+			[]string{"sources[0] (webhook ci): option secret is a secret: give it as secret_env"}, false},
+		{"source secret variable unset", strings.Replace(webhookSource, "TEST_WEBHOOK_SECRET", "NO_SUCH_SECRET", 1),
+			[]string{"option secret_env names the environment variable NO_SUCH_SECRET, which is unset or empty"}, false},
+		{"unknown source type", strings.Replace(webhookSource, "type: webhook", "type: carrier-pigeon", 1),
+			[]string{`no source "carrier-pigeon" is registered in this binary: want one of`}, false},
+		{"options the source refuses", strings.Replace(webhookSource, "      identity: event.id\n", "", 1),
+			[]string{"identity, conversation and text paths are required"}, false},
+		{"unknown option", strings.Replace(webhookSource, "text: event.text", "text: event.text\n      txet: typo", 1),
+			[]string{`unknown field "txet"`}, false},
+		{"instance named twice", webhookSource + strings.TrimPrefix(webhookSource, "sources:\n"), []string{"webhook ci is configured twice"}, false},
+		{"bad instance name", strings.Replace(webhookSource, "name: ci", "name: CI Builds", 1), []string{`name "CI Builds": want lower-case letters`}, false},
+		{"missing principal", strings.Replace(webhookSource, "principal: ci-team", "principal: \"\"", 1), []string{"principal is required"}, false},
+		{"misspelt instance field", strings.Replace(webhookSource, "principal:", "principle:", 1), []string{"field principle not found"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, path := operatorCLI(t, tc.yaml)
+			code := c.run(context.Background(), "config", "check", "--config", path)
+			out := c.stdout.String()
+			if tc.valid != (code == 0) || (!tc.valid && code != 1) {
+				t.Fatalf("exit %d (valid %v):\n%s%s", code, tc.valid, out, c.stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("report lacks %q:\n%s", w, out)
+				}
+			}
+			for _, secret := range []string{"hunter2hunter2hunter2", plantedWebhookSecret, plantedAdminToken, ":pw@"} {
+				if strings.Contains(out+c.stderr.String(), secret) {
+					t.Errorf("report echoes the secret %q", secret)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigCheckJSON(t *testing.T) {
+	c, path := operatorCLI(t, "listen: 0.0.0.0:8788\ncredentials: /no/such/tokens.json\n"+webhookSource)
+	if code := c.run(context.Background(), "config", "check", "--config", path, "--json", "--connect"); code != 1 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	var r configReport
+	if err := json.Unmarshal([]byte(c.stdout.String()), &r); err != nil {
+		t.Fatalf("%v\n%s", err, c.stdout.String())
+	}
+	if r.Valid || r.File != path || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "credentials") ||
+		len(r.Sources) != 1 || r.Sources[0].Name != "ci" || r.Settings["listen"] != "0.0.0.0:8788" {
+		t.Fatalf("report %+v", r)
+	}
+	if !strings.Contains(strings.Join(r.Warnings, "\n"), "admin_token is unset") {
+		t.Fatalf("warnings %v", r.Warnings)
+	}
+}

@@ -1,0 +1,108 @@
+package operator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/operator"
+	"github.com/channels-dev/channels/sources"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// flakyProbe is a provider connection whose health the test sets.
+type flakyProbe struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (p *flakyProbe) set(err error) { p.mu.Lock(); p.err = err; p.mu.Unlock() }
+
+func (p *flakyProbe) probe(context.Context) []sources.InstanceHealth {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return []sources.InstanceHealth{
+		{Source: "slack", Instance: "acme", Checks: true, Err: p.err},
+		{Source: "webhook", Instance: "ci", Checks: false},
+	}
+}
+
+func readyz(t *testing.T, h http.Handler) (int, operator.Readiness) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	var r operator.Readiness
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+		t.Fatalf("readyz body %q: %v", rec.Body.String(), err)
+	}
+	return rec.Code, r
+}
+
+// TestReadyzFollowsSourceHealthAfterStartup proves /readyz reflects health after start-up: not
+// ready until a source has connected, ready while it fails for less than the window, unready
+// once it keeps failing past the window, ready again when it recovers — and unready when the
+// store stops answering.
+func TestReadyzFollowsSourceHealthAfterStartup(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		st := open(t)
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		clock := func() time.Time { return now }
+		p := &flakyProbe{err: errors.New("socket mode: dial: connection refused")}
+		h := operator.NewHealth(p.probe, time.Second, time.Minute, operator.WithHealthClock(clock))
+		var ready atomic.Bool
+		ready.Store(true)
+		srv := &operator.Server{Store: st, StoreName: st.Capabilities().Name, Health: h, Ready: &ready}
+		mux := http.NewServeMux()
+		srv.Mount(mux)
+		step := func(d time.Duration, err error, wantCode int, wantStatus string) operator.Readiness {
+			t.Helper()
+			now = now.Add(d)
+			p.set(err)
+			h.Check(context.Background())
+			code, r := readyz(t, mux)
+			if code != wantCode || r.Sources[0].Status != wantStatus {
+				t.Fatalf("at +%s: readyz %d with slack %s, want %d with %s (%+v)", d, code, r.Sources[0].Status, wantCode, wantStatus, r)
+			}
+			if r.Sources[1].Status != operator.StatusUnchecked {
+				t.Fatalf("a source without a health check is %s, want unchecked", r.Sources[1].Status)
+			}
+			return r
+		}
+		refused := errors.New("socket mode: dial: connection refused")
+		r := step(0, refused, 503, operator.StatusConnecting)
+		if len(r.Reasons) != 1 || !strings.Contains(r.Reasons[0], "slack acme not connected") {
+			t.Fatalf("reasons %v", r.Reasons)
+		}
+		step(time.Second, nil, 200, operator.StatusOK)
+		step(10*time.Second, refused, 200, operator.StatusFailing) // within the window
+		step(30*time.Second, refused, 200, operator.StatusFailing)
+		r = step(31*time.Second, refused, 503, operator.StatusUnhealthy) // 61 s of failures
+		if !strings.Contains(r.Reasons[0], "connection refused") {
+			t.Fatalf("reasons %v do not say why", r.Reasons)
+		}
+		step(5*time.Minute, refused, 503, operator.StatusUnhealthy)
+		step(time.Second, nil, 200, operator.StatusOK)             // recovered
+		step(50*time.Second, refused, 200, operator.StatusFailing) // a new window starts
+		step(time.Second, nil, 200, operator.StatusOK)
+
+		ready.Store(false) // shutting down
+		if code, r := readyz(t, mux); code != 503 || !strings.Contains(strings.Join(r.Reasons, ";"), "shutting down") {
+			t.Fatalf("readyz while shutting down = %d %v", code, r.Reasons)
+		}
+		ready.Store(true)
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if code, r := readyz(t, mux); code != 503 || !strings.Contains(strings.Join(r.Reasons, ";"), "store unreachable") {
+			t.Fatalf("readyz with the store closed = %d %v", code, r.Reasons)
+		}
+	})
+}
