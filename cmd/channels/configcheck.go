@@ -35,8 +35,8 @@ type configSource struct {
 	Principal string `json:"principal"`
 }
 
-// invalidConfig is the error of a failed check (exit code 1): the report already said why.
-var invalidConfig = errors.New("the configuration has problems")
+// errInvalidConfig is the error of a failed check (exit code 1): the report already said why.
+var errInvalidConfig = errors.New("the configuration has problems")
 
 func (a *app) configCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -79,7 +79,7 @@ usage mistake.`,
 				a.printConfigReport(r)
 			}
 			if !r.Valid {
-				return silentError{invalidConfig}
+				return silentError{errInvalidConfig}
 			}
 			return nil
 		},
