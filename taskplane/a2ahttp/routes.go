@@ -47,9 +47,13 @@ func route(segs []string) (routeMatch, bool) {
 			return routeMatch{op: "SubscribeToTask", methods: []string{http.MethodGet, http.MethodPost}, id: id, serve: (*Server).subscribe}, true
 		}
 	case len(segs) == 3 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs":
-		return routeMatch{op: "PushNotificationConfigs", methods: []string{http.MethodGet, http.MethodPost}, id: segs[1], serve: (*Server).push}, true
+		return routeMatch{op: "PushNotificationConfigs", methods: []string{http.MethodGet, http.MethodPost}, id: segs[1], serve: (*Server).pushConfigs}, true
 	case len(segs) == 4 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs" && segs[3] != "":
-		return routeMatch{op: "PushNotificationConfig", methods: []string{http.MethodGet, http.MethodDelete}, id: segs[1], serve: (*Server).push}, true
+		configID := segs[3]
+		return routeMatch{op: "PushNotificationConfig", methods: []string{http.MethodGet, http.MethodDelete}, id: segs[1],
+			serve: func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+				return s.pushConfig(w, r, call, id, configID)
+			}}, true
 	}
 	return routeMatch{}, false
 }
@@ -156,8 +160,58 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request, call a2aservi
 	return nil
 }
 
-func (s *Server) push(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
-	return s.svc.PushNotConfigured()
+// pushConfigs serves POST (CreateTaskPushNotificationConfig: the body is the config, the path's
+// taskId wins) and GET (ListTaskPushNotificationConfigs, paged by query parameters).
+func (s *Server) pushConfigs(w http.ResponseWriter, r *http.Request, call a2aservice.Call, taskID string) error {
+	if err := s.svc.PushSupported(); err != nil {
+		return err
+	}
+	if r.Method == http.MethodGet {
+		req, werr := a2awire.ListTaskPushConfigsFromQuery(taskID, r.URL.Query(), s.svc.Limits())
+		if werr != nil {
+			return werr
+		}
+		resp, err := s.svc.ListPushConfigs(r.Context(), call, req)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, resp)
+		return nil
+	}
+	body, werr := s.readBody(r)
+	if werr != nil {
+		return werr
+	}
+	req, werr := a2awire.DecodeTaskPushNotificationConfig(body, "", s.svc.Limits())
+	if werr != nil {
+		return werr
+	}
+	req.TaskID = taskID
+	resp, err := s.svc.CreatePushConfig(r.Context(), call, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, resp)
+	return nil
+}
+
+// pushConfig serves GET (GetTaskPushNotificationConfig) and DELETE
+// (DeleteTaskPushNotificationConfig, answered with {}).
+func (s *Server) pushConfig(w http.ResponseWriter, r *http.Request, call a2aservice.Call, taskID, configID string) error {
+	req := &a2awire.TaskPushConfigRequest{Tenant: call.Tenant, TaskID: taskID, ID: configID}
+	if r.Method == http.MethodDelete {
+		if err := s.svc.DeletePushConfig(r.Context(), call, req); err != nil {
+			return err
+		}
+		writeJSON(w, struct{}{})
+		return nil
+	}
+	resp, err := s.svc.GetPushConfig(r.Context(), call, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, resp)
+	return nil
 }
 
 func (s *Server) extendedCard(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {

@@ -249,8 +249,42 @@ func (h *Handler) dispatch(r *http.Request, call *a2aservice.Call, req *Request)
 		call.Tenant = p.Tenant
 		st, err := h.svc.SubscribeToTask(ctx, *call, p)
 		return nil, st, p.ID, err
-	case MethodCreatePushConfig, MethodGetPushConfig, MethodListPushConfigs, MethodDeletePushConfig:
-		return nil, nil, "", h.svc.PushNotConfigured()
+	case MethodCreatePushConfig:
+		if err := h.svc.PushSupported(); err != nil {
+			return nil, nil, "", err
+		}
+		p, werr := a2awire.DecodeTaskPushNotificationConfig(req.Params, "", lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		call.Tenant = p.Tenant
+		res, err := h.svc.CreatePushConfig(ctx, *call, p)
+		return orNil(res, err), nil, p.TaskID, err
+	case MethodGetPushConfig, MethodDeletePushConfig:
+		if err := h.svc.PushSupported(); err != nil {
+			return nil, nil, "", err
+		}
+		p, werr := a2awire.DecodeTaskPushConfigRequest(req.Params, lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		call.Tenant = p.Tenant
+		if req.Method == MethodDeletePushConfig {
+			return struct{}{}, nil, p.TaskID, h.svc.DeletePushConfig(ctx, *call, p)
+		}
+		res, err := h.svc.GetPushConfig(ctx, *call, p)
+		return orNil(res, err), nil, p.TaskID, err
+	case MethodListPushConfigs:
+		if err := h.svc.PushSupported(); err != nil {
+			return nil, nil, "", err
+		}
+		p, werr := a2awire.DecodeListTaskPushConfigsRequest(req.Params, lim)
+		if werr != nil {
+			return nil, nil, "", werr
+		}
+		call.Tenant = p.Tenant
+		res, err := h.svc.ListPushConfigs(ctx, *call, p)
+		return orNil(res, err), nil, p.TaskID, err
 	case MethodGetExtendedAgentCard:
 		if _, werr := a2awire.DecodeTenantRequest(req.Params, lim); werr != nil {
 			return nil, nil, "", werr

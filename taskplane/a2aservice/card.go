@@ -76,7 +76,7 @@ func (s *Service) ExtendedCard(principal string) (*a2awire.AgentCard, CardDocume
 
 // card0 builds the card; principal "" is the public card.
 func (s *Service) card0(principal string) *a2awire.AgentCard {
-	yes, no := true, false
+	yes, push := true, s.cfg.Push != nil
 	card := &a2awire.AgentCard{
 		Name:        s.cfg.Name,
 		Description: s.cfg.Description,
@@ -87,7 +87,7 @@ func (s *Service) card0(principal string) *a2awire.AgentCard {
 		},
 		Capabilities: a2awire.AgentCapabilities{
 			Streaming:         &yes,
-			PushNotifications: &no,
+			PushNotifications: &push,
 			ExtendedAgentCard: &yes,
 		},
 		DefaultInputModes:  s.cfg.DefaultInputModes,

@@ -40,8 +40,16 @@ func (s *Service) locator(call Call) *a2awire.Locator {
 // taskId is first offered to the executor's DirectResponder; its reply makes the outcome a
 // direct Message, recorded with the claim so a duplicate returns it verbatim.
 func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (taskplane.Acceptance, error) {
+	var push []taskplane.PushConfig
 	if req.Configuration.PushConfig {
-		return taskplane.Acceptance{}, a2awire.Errorf(a2awire.ErrPushNotificationNotSupported, "push notifications are not supported")
+		if err := s.PushSupported(); err != nil {
+			return taskplane.Acceptance{}, err
+		}
+		pc := a2awire.ToPushConfig(*req.Configuration.PushNotificationConfig)
+		if err := s.checkPushURL(ctx, "configuration.taskPushNotificationConfig.url", pc.URL); err != nil {
+			return taskplane.Acceptance{}, err
+		}
+		push = []taskplane.PushConfig{pc}
 	}
 	msg := a2awire.ToMessage(req.Message)
 	ev := taskplane.Event{
@@ -52,6 +60,8 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 		TaskID:    msg.TaskID,
 		Message:   msg,
 		Metadata:  req.Metadata,
+		// Registered in the acceptance's transaction, on the task it creates or continues.
+		PushConfigs: push,
 	}
 	if msg.TaskID == "" {
 		if dr, ok := s.exec.(taskplane.DirectResponder); ok {
@@ -75,7 +85,10 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 			}
 			continue
 		}
-		return acc, err
+		if err == nil && len(push) > 0 && acc.Task != nil && acc.Outcome != taskplane.Duplicate {
+			s.cfg.Push.Registered(call.Principal, acc.Task.ID)
+		}
+		return acc, pushError(err)
 	}
 }
 

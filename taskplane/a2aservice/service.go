@@ -78,6 +78,9 @@ type Config struct {
 	// Limits bound requests; zero fields take a2awire's defaults.
 	Limits a2awire.Limits
 
+	// Push, when set, offers push notifications through it (see PushNotifier); nil refuses them.
+	Push PushNotifier
+
 	// Logger receives internal errors (default slog.Default()).
 	Logger *slog.Logger
 }
