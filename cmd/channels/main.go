@@ -4,6 +4,7 @@
 //	channels migrate                    open the store and apply its migrations
 //	channels version                    print the build
 //	channels bench accept               measure durable acceptance throughput
+//	channels bench a2a                  measure A2A SendMessage throughput (optionally against a2a-go)
 //
 // Every subcommand takes --config (YAML) and --store (sqlite:///path or postgres://…); every
 // flag of serve is also a config key and a CHANNELS_* environment variable.
