@@ -38,6 +38,7 @@ serialize on a lock; the SQLite store refuses a second process.`,
 			start := time.Now()
 			ctx, cancel := context.WithTimeout(cmd.Context(), storeOpenTimeout)
 			defer cancel()
+			a.progressf("opening %s and applying migrations…\n", redactedStore(a.cfg.Store))
 			st, err := store.Open(ctx, a.cfg.Store)
 			if err != nil {
 				return fmt.Errorf("migrate: %w", err)
