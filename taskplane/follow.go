@@ -69,6 +69,9 @@ func (p *Plane) Subscribers() int {
 // followRecheck is how often Follow re-reads the event log of a shared store without a poke.
 const followRecheck = 2 * time.Second
 
+// followPage bounds one read of the log while following.
+const followPage = 256
+
 // ErrStopFollowing, returned by a Follow callback, ends Follow with a nil error.
 var ErrStopFollowing = errors.New("stop following")
 
@@ -88,12 +91,25 @@ func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int6
 		defer t.Stop()
 		recheck = t.C
 	}
+	// Ownership and the context id are checked once; the log read below is itself scoped to the
+	// principal, so a wake-up costs one indexed read of the new events and no task decode.
+	t, err := getTask(ctx, p.store, principal, taskID)
+	if err != nil {
+		return err
+	}
 	for {
-		evs, err := p.Events(ctx, principal, taskID, after, 256)
+		rows, err := p.store.TaskEvents(ctx, principal, taskID, after, followPage)
 		if err != nil {
-			return err
+			if isNotFound(err) {
+				return ErrTaskNotFound // pruned while followed
+			}
+			return fmt.Errorf("read events of task %s: %w", taskID, err)
 		}
-		for _, ev := range evs {
+		for _, r := range rows {
+			ev, err := decodeEvent(r, t.ContextID)
+			if err != nil {
+				return err
+			}
 			after = ev.Seq
 			if err := fn(ev); err != nil {
 				if errors.Is(err, ErrStopFollowing) {
@@ -102,7 +118,7 @@ func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int6
 				return err
 			}
 		}
-		if len(evs) == 256 {
+		if len(rows) == followPage {
 			continue
 		}
 		select {
