@@ -168,7 +168,7 @@ func TestGateReconnectMissesTransientKeepsCriticalState(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
 	task := send(t, c, userMessage("progress"), &a2a.SendMessageConfig{ReturnImmediately: true})
-	waitState(t, c, task.ID, a2a.TaskStateWorking)
+	waitHeld(t, c, task.ID)
 
 	// Subscribe, read the snapshot, disconnect.
 	ctx, cancel := context.WithCancel(ctxT(t))

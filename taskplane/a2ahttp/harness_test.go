@@ -168,7 +168,7 @@ func (e *testExec) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		}
 		return nil
 	case "hold":
-		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking, Message: agentMsg("holding")}); err != nil {
 			return err
 		}
 		<-ctx.Done()
@@ -368,6 +368,24 @@ func waitState(t *testing.T, c *a2aclient.Client, id a2a.TaskID, state a2a.TaskS
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("task %s is %s, want %s", id, task.Status.State, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitHeld waits until the test executor holds the task WORKING with its own status message:
+// the dispatcher's WORKING at the start of a turn carries none, and an event the executor writes
+// after it would otherwise race the test.
+func waitHeld(t *testing.T, c *a2aclient.Client, id a2a.TaskID) *a2a.Task {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		task := waitState(t, c, id, a2a.TaskStateWorking)
+		if task.Status.Message != nil {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s is WORKING without the executor's message", id)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -137,7 +137,7 @@ func TestInterop(t *testing.T) {
 
 		t.Run("Cancel", func(t *testing.T) {
 			task := send(t, c, userMessage("hold"), &a2a.SendMessageConfig{ReturnImmediately: true})
-			waitState(t, c, task.ID, a2a.TaskStateWorking)
+			waitHeld(t, c, task.ID)
 			got, err := c.CancelTask(ctxT(t), &a2a.CancelTaskRequest{ID: task.ID})
 			if err != nil {
 				t.Fatal(err)
@@ -234,7 +234,7 @@ func TestInterop(t *testing.T) {
 
 		t.Run("Subscribe", func(t *testing.T) {
 			task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
-			waitState(t, c, task.ID, a2a.TaskStateWorking)
+			waitHeld(t, c, task.ID)
 			ctx, cancel := context.WithCancel(ctxT(t))
 			defer cancel()
 			events := make(chan a2a.Event, 16)

@@ -44,7 +44,7 @@ func TestResumeLastEventID(t *testing.T) {
 
 	forEachBinding(t, func(t *testing.T, binding string) {
 		task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
-		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		waitHeld(t, c, task.ID)
 		path, body, headers := "/tasks/"+string(task.ID)+":subscribe", []byte(nil), map[string]string{}
 		method := http.MethodGet
 		if binding == a2awire.BindingJSONRPC {
@@ -672,7 +672,7 @@ func TestStreamsKeepAliveAndFanOut(t *testing.T) {
 
 	t.Run("fan-out", func(t *testing.T) {
 		task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
-		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		waitHeld(t, c, task.ID)
 		const n = 4
 		results := make(chan []string, n)
 		for i := 0; i < n; i++ {
