@@ -13,8 +13,9 @@ import (
 
 // a2aHandler builds the handler mounted at "/": both A2A bindings (HTTP+JSON at the root,
 // JSON-RPC at /jsonrpc) and the agent card, over the plane. The handler also implements
-// CloseStreams, which the shutdown calls to end open streams and blocking waits.
-func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskplane.Executor, cfg config.Config, log *slog.Logger) (http.Handler, error) {
+// CloseStreams, which the shutdown calls to end open streams and blocking waits. opts adjust the
+// server's configuration last (withPush).
+func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskplane.Executor, cfg config.Config, log *slog.Logger, opts ...func(*a2ahttp.Config)) (http.Handler, error) {
 	var creds []a2ahttp.Credential
 	if cfg.Credentials != "" {
 		var err error
@@ -22,7 +23,7 @@ func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskpla
 			return nil, fmt.Errorf("credentials: %w", err)
 		}
 	}
-	srv, err := a2ahttp.NewServer(plane, disp, exec, a2ahttp.Config{
+	acfg := a2ahttp.Config{
 		Name:            cfg.AgentName,
 		Description:     cfg.AgentDescription,
 		Version:         currentBuild().Version,
@@ -43,7 +44,11 @@ func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskpla
 			MaxHistoryLength: cfg.MaxHistoryLength,
 		},
 		Logger: log,
-	})
+	}
+	for _, o := range opts {
+		o(&acfg)
+	}
+	srv, err := a2ahttp.NewServer(plane, disp, exec, acfg)
 	if err != nil {
 		return nil, fmt.Errorf("a2a server: %w", err)
 	}

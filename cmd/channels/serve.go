@@ -103,7 +103,8 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	disp := &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
-	a2a, err := a2aHandler(plane, disp, exec, cfg, log)
+	notifier := newPushNotifier(plane, cfg, log)
+	a2a, err := a2aHandler(plane, disp, exec, cfg, log, withPush(notifier))
 	if err != nil {
 		return err
 	}
@@ -120,6 +121,9 @@ func (a *app) serve(ctx context.Context) error {
 	workers.Go(func() { plane.RunRetention(bg, cfg.RetentionEvery) })
 	workers.Go(func() { runListener(bg, plane, log) })
 	workers.Go(func() { ops.run(bg) })
+	if notifier != nil {
+		workers.Go(func() { _ = notifier.Run(bg) })
+	}
 	stopWorkers := func() {
 		stopBg()
 		workers.Wait()

@@ -70,6 +70,11 @@ type Config struct {
 	MaxMetadataBytes int `yaml:"max_metadata_bytes" usage:"largest metadata object, JSON-encoded"`
 	MaxHistoryLength int `yaml:"max_history_length" usage:"most history messages a task in a response carries"`
 
+	// Push notifications (docs/push.md).
+	PushNotifications        bool          `yaml:"push_notifications" usage:"offer A2A push notifications (the card declares pushNotifications)"`
+	PushAllowPrivateNetworks bool          `yaml:"push_allow_private_networks" usage:"let webhooks use http and loopback or private addresses (development and tests only)"`
+	PushTimeout              time.Duration `yaml:"push_timeout" usage:"longest one push-notification attempt may take (10s to 30s)"`
+
 	// Operator surface (/admin, /readyz).
 	AdminToken          string        `yaml:"admin_token" secret:"true" usage:"operator token for /admin and /admin/api (a Bearer token, or the password of HTTP Basic)"`
 	AdminRefresh        time.Duration `yaml:"admin_refresh" usage:"how often the /admin page reloads itself (0 = never)"`
@@ -106,6 +111,9 @@ func Default() Config {
 		MaxDataDepth:     32,
 		MaxMetadataBytes: 64 << 10,
 		MaxHistoryLength: 100,
+
+		PushNotifications: true,
+		PushTimeout:       15 * time.Second,
 
 		AdminRefresh:        30 * time.Second,
 		HealthInterval:      10 * time.Second,
@@ -569,6 +577,9 @@ func (c *Config) Validate() error {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.key, n.v))
 		}
+	}
+	if c.PushTimeout < 10*time.Second || c.PushTimeout > 30*time.Second {
+		errs = append(errs, fmt.Errorf("push_timeout must be between 10s and 30s, got %s", c.PushTimeout))
 	}
 	if c.AdminRefresh < 0 {
 		errs = append(errs, fmt.Errorf("admin_refresh must not be negative, got %s (0 turns the refresh off)", c.AdminRefresh))
