@@ -66,8 +66,8 @@ func (c *PushConfig) validate() error {
 	switch {
 	case len(c.ID) > MaxPushConfigIDLen:
 		return invalidf("push config id longer than %d bytes", MaxPushConfigIDLen)
-	case strings.ContainsAny(c.ID, "/:?#%"):
-		return invalidf("push config id must not contain '/', ':', '?', '#' or '%%'")
+	case strings.ContainsAny(c.ID, "/?#%") || strings.TrimSpace(c.ID) != c.ID:
+		return invalidf("push config id must not contain '/', '?', '#' or '%%', nor start or end with space")
 	case c.URL == "":
 		return invalidf("push config has no url")
 	case len(c.URL) > MaxPushURLLen:

@@ -231,3 +231,28 @@ func TestListPushConfigsPagesByID(t *testing.T) {
 		}
 	})
 }
+
+func TestPushConfigValidation(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, pushEvent("alice", "m1")).Task
+		for name, c := range map[string]taskplane.PushConfig{
+			"no url":             {},
+			"relative url":       {URL: "/hook"},
+			"ftp url":            {URL: "ftp://hooks.example.com/"},
+			"user info":          {URL: "https://u:p@hooks.example.com/"},
+			"slash in id":        {ID: "a/b", URL: "https://hooks.example.com/"},
+			"long id":            {ID: strings.Repeat("x", taskplane.MaxPushConfigIDLen+1), URL: "https://hooks.example.com/"},
+			"no scheme":          {URL: "https://hooks.example.com/", Auth: &taskplane.PushAuth{Credentials: "x"}},
+			"header injection":   {URL: "https://hooks.example.com/", Token: "a\r\nX-Evil: 1"},
+			"credentials inject": {URL: "https://hooks.example.com/", Auth: &taskplane.PushAuth{Scheme: "Bearer", Credentials: "a\nb"}},
+		} {
+			if _, err := p.SetPushConfig(ctx, "alice", task.ID, c); !errors.Is(err, taskplane.ErrInvalid) {
+				t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+			}
+		}
+		if _, err := p.SetPushConfig(ctx, "alice", task.ID, taskplane.PushConfig{ID: "urn:hook:1", URL: "https://hooks.example.com/"}); err != nil {
+			t.Errorf("an id with colons: %v", err)
+		}
+	})
+}
