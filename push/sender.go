@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
@@ -95,7 +96,7 @@ func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receip
 	h.Set(HeaderID, n.ID)
 	h.Set(HeaderDelivery, d.ID)
 	if cfg.AuthScheme != "" {
-		h.Set("Authorization", cfg.AuthScheme+" "+cfg.AuthCredentials)
+		h.Set("Authorization", strings.TrimSpace(cfg.AuthScheme+" "+cfg.AuthCredentials))
 	}
 	if cfg.Token != "" {
 		h.Set(HeaderToken, cfg.Token)
