@@ -16,7 +16,7 @@ import (
 const AnyVersion int64 = 0
 
 // Change is one modification of a task applied by Apply. The implementations are SetStatus,
-// AddArtifact and AddMessage.
+// AddArtifact, AddMessage and SetMetadata.
 type Change interface{ isChange() }
 
 // SetStatus moves the task to State, with an optional agent message (also appended to history).
@@ -38,9 +38,18 @@ type AddMessage struct {
 	Message Message
 }
 
+// SetMetadata sets one key of the task's metadata, or deletes it when Value is nil. It appends no
+// event (metadata is not part of a task's stream); executors keep their bookkeeping there, such as
+// the remote agent's task id.
+type SetMetadata struct {
+	Key   string
+	Value any
+}
+
 func (SetStatus) isChange()   {}
 func (AddArtifact) isChange() {}
 func (AddMessage) isChange()  {}
+func (SetMetadata) isChange() {}
 
 // Apply applies changes to a task in one transaction, guarded by expectVersion (a stale version is
 // ErrConcurrentModification; AnyVersion skips the check). Each change appends one event to the
@@ -150,6 +159,20 @@ func applyChange(ctx context.Context, tx store.Tx, t *Task, c Change, now time.T
 		if _, err := appendEvent(ctx, tx, t, EventMessage, m, now); err != nil {
 			return err
 		}
+	case SetMetadata:
+		if c.Key == "" {
+			return invalidf("metadata key is empty")
+		}
+		if c.Value == nil {
+			delete(t.Metadata, c.Key)
+			break
+		}
+		md := make(map[string]any, len(t.Metadata)+1)
+		for k, v := range t.Metadata {
+			md[k] = v
+		}
+		md[c.Key] = c.Value
+		t.Metadata = md
 	default:
 		return invalidf("unknown change %T", c)
 	}

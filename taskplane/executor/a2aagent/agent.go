@@ -1,0 +1,447 @@
+// Package a2aagent is the `a2a` executor: it works each task by delegating it to a remote A2A
+// agent, with Channels as the A2A client (the official a2aclient of a2a-go v2.4.0).
+//
+// On the first turn it resolves the agent's card (/.well-known/agent-card.json under the agent
+// URL) and connects over what the card offers, JSON-RPC or HTTP+JSON, streaming when the card
+// declares it. Each turn sends the task's new user messages: the first creates a downstream task,
+// later ones (a continuation of ours) are follow-ups on that downstream task. Everything the agent
+// streams back maps onto our task: WORKING with its progress messages, artifacts (appended chunks
+// included), INPUT_REQUIRED / AUTH_REQUIRED with its question (so the person's answer comes back
+// as our continuation), and the terminal states with its message; a downstream FAILED carries the
+// agent's reason. A cancel of our task cancels the downstream one.
+//
+// The downstream task's id is kept in our task's metadata under MetaRemote, so a turn re-offered
+// after a crash picks the downstream task up again instead of starting a second one.
+//
+// Every downstream URL (the agent URL, the interfaces of its card, redirects, and the address each
+// name resolves to) passes an SSRF check: https and public addresses only, unless the operator
+// allows private agents. The bearer token is sent only to the agent URL's host and its card's
+// interface hosts. A failure to reach the agent is a transport failure (the dispatcher retries it
+// with backoff); an error the agent answers with fails the task with that reason.
+package a2aagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+
+	"github.com/channels-dev/channels/taskplane"
+)
+
+// MetaRemote is the metadata key of our task's link to the downstream task ({"agentUrl", "taskId",
+// "contextId", "sent"}), and of the same link on every message copied from the agent.
+const MetaRemote = "https://channels.dev/a2a/ext/remote-agent/v1"
+
+// Defaults.
+const (
+	// DefaultPollInterval is how often a turn polls the downstream task when the agent does not
+	// stream, or its stream ended before the task settled.
+	DefaultPollInterval = time.Second
+)
+
+// Config configures the executor.
+type Config struct {
+	// AgentURL is the agent's base URL; its card is read from AgentURL/.well-known/agent-card.json.
+	AgentURL string
+	// Token, if set, is sent as "Authorization: Bearer <Token>" to the agent's hosts.
+	Token string
+	// AllowPrivate allows http and private, loopback and link-local addresses (an agent on your
+	// own network). Without it every downstream URL must be https on a public address.
+	AllowPrivate bool
+	// PollInterval: see DefaultPollInterval.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// Executor is the remote A2A agent executor. It is safe for concurrent turns.
+type Executor struct {
+	cfg  Config
+	auth *bearer
+	hc   *http.Client
+
+	mu     sync.Mutex
+	client *a2aclient.Client
+	card   *a2a.AgentCard
+}
+
+// New returns the executor after checking the agent URL.
+func New(cfg Config) (*Executor, error) {
+	u, err := checkURL(cfg.AgentURL, cfg.AllowPrivate)
+	if err != nil {
+		return nil, fmt.Errorf("a2a executor: %w", err)
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	auth := &bearer{token: cfg.Token}
+	auth.allow(u.Host)
+	return &Executor{cfg: cfg, auth: auth, hc: newHTTPClient(cfg.AllowPrivate, auth)}, nil
+}
+
+// connect returns the client, resolving the card on first use (and again after a failure).
+func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCard, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.client != nil {
+		return e.client, e.card, nil
+	}
+	card, err := agentcard.NewResolver(e.hc).Resolve(ctx, e.cfg.AgentURL)
+	if err != nil {
+		return nil, nil, transportOr(fmt.Errorf("resolve the agent card of %s: %w", e.cfg.AgentURL, err))
+	}
+	for _, iface := range card.SupportedInterfaces {
+		if iface == nil {
+			continue
+		}
+		u, err := checkURL(iface.URL, e.cfg.AllowPrivate)
+		if err != nil {
+			return nil, nil, fmt.Errorf("agent card interface: %w", err)
+		}
+		e.auth.allow(u.Host)
+	}
+	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
+		a2aclient.WithJSONRPCTransport(e.hc), a2aclient.WithRESTTransport(e.hc))
+	if err != nil {
+		return nil, nil, transportOr(fmt.Errorf("connect to the agent %s: %w", e.cfg.AgentURL, err))
+	}
+	e.client, e.card = client, card
+	return client, card, nil
+}
+
+// reset drops the client after a transport failure, so the next turn reads the card again (the
+// agent may have moved).
+func (e *Executor) reset() {
+	e.mu.Lock()
+	e.client, e.card = nil, nil
+	e.mu.Unlock()
+}
+
+// classify marks a transport failure (retried by the dispatcher, after the client is dropped);
+// any other error fails the task.
+func (e *Executor) classify(err error) error {
+	if transient(err) {
+		e.reset()
+	}
+	return transportOr(err)
+}
+
+// transportOr marks err as a transport failure when it is one.
+func transportOr(err error) error {
+	if transient(err) {
+		return taskplane.Transport(err)
+	}
+	return err
+}
+
+// link is our task's record of its downstream task.
+type link struct {
+	TaskID    string
+	ContextID string
+	// Sent is the id of our last user message the agent has received.
+	Sent string
+}
+
+func readLink(t *taskplane.Task) *link {
+	m, ok := t.Metadata[MetaRemote].(map[string]any)
+	if !ok {
+		return nil
+	}
+	l := &link{}
+	l.TaskID, _ = m["taskId"].(string)
+	l.ContextID, _ = m["contextId"].(string)
+	l.Sent, _ = m["sent"].(string)
+	if l.TaskID == "" {
+		return nil
+	}
+	return l
+}
+
+func (e *Executor) linkValue(l *link) map[string]any {
+	return map[string]any{"agentUrl": e.cfg.AgentURL, "taskId": l.TaskID, "contextId": l.ContextID, "sent": l.Sent}
+}
+
+// pending returns our user messages the agent has not received yet (after link.Sent).
+func pending(t *taskplane.Task, l *link) []taskplane.Message {
+	start := 0
+	if l != nil && l.Sent != "" {
+		for i, m := range t.History {
+			if m.ID == l.Sent {
+				start = i + 1
+			}
+		}
+	}
+	var out []taskplane.Message
+	for _, m := range t.History[start:] {
+		if m.Role == taskplane.RoleUser {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// turnState is one turn's progress.
+type turnState struct {
+	e       *Executor
+	turn    *taskplane.Turn
+	link    *link
+	sent    string // our message this turn sent, recorded with the link
+	settled bool
+}
+
+// Execute runs one turn: send what is new (or pick the downstream task up again), then map the
+// agent's events onto our task until it settles.
+func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
+	client, card, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	st := &turnState{e: e, turn: turn, link: readLink(turn.Task)}
+	msgs := pending(turn.Task, st.link)
+	if len(msgs) == 0 && st.link != nil {
+		// Re-offered after a crash: the agent has everything; follow its task.
+		return st.follow(ctx, client)
+	}
+	if len(msgs) == 0 {
+		return fmt.Errorf("a2a executor: task %s has no user message to send", turn.Task.ID)
+	}
+	out := &a2a.Message{ID: msgs[len(msgs)-1].ID, Role: a2a.MessageRoleUser}
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			out.Parts = append(out.Parts, toPart(p))
+		}
+	}
+	st.sent = msgs[len(msgs)-1].ID
+	if st.link != nil {
+		cont, err := st.continuable(ctx, client)
+		if err != nil {
+			return err
+		}
+		out.ContextID = st.link.ContextID
+		if cont {
+			out.TaskID = a2a.TaskID(st.link.TaskID)
+		}
+	}
+	req := &a2a.SendMessageRequest{Message: out}
+	if !card.Capabilities.Streaming {
+		// Without a stream, a blocking send would hide the downstream task until it settles (and
+		// a cancel could not reach it): take the task at once and poll it.
+		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
+	}
+	for ev, err := range client.SendStreamingMessage(ctx, req) {
+		if err != nil {
+			return st.fail(ctx, err)
+		}
+		if err := st.apply(ctx, ev); err != nil || st.settled {
+			return err
+		}
+	}
+	if st.link == nil {
+		return fmt.Errorf("a2a executor: the agent answered without a task or a message")
+	}
+	return st.follow(ctx, client)
+}
+
+// continuable reports whether the linked downstream task takes follow-ups (it is not terminal);
+// a terminal one gets a new downstream task in the same downstream context.
+func (st *turnState) continuable(ctx context.Context, client *a2aclient.Client) (bool, error) {
+	t, err := client.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.TaskID(st.link.TaskID)})
+	if errors.Is(err, a2a.ErrTaskNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, st.fail(ctx, err)
+	}
+	return !t.Status.State.Terminal(), nil
+}
+
+// follow polls the downstream task until it settles (or ctx ends).
+func (st *turnState) follow(ctx context.Context, client *a2aclient.Client) error {
+	tick := time.NewTicker(st.e.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		t, err := client.GetTask(ctx, &a2a.GetTaskRequest{ID: a2a.TaskID(st.link.TaskID)})
+		if err != nil {
+			return st.fail(ctx, err)
+		}
+		if err := st.apply(ctx, t); err != nil || st.settled {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// fail turns a client error into the turn's result.
+func (st *turnState) fail(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return st.e.classify(fmt.Errorf("agent %s: %w", st.e.cfg.AgentURL, err))
+}
+
+// remote is the link recorded on each message copied from the agent.
+func (st *turnState) remote() map[string]any {
+	if st.link == nil {
+		return map[string]any{"agentUrl": st.e.cfg.AgentURL}
+	}
+	return map[string]any{"agentUrl": st.e.cfg.AgentURL, "taskId": st.link.TaskID}
+}
+
+// see records the downstream task, and what it has received, when an event shows something new.
+func (st *turnState) see(ctx context.Context, info a2a.TaskInfo) error {
+	if info.TaskID == "" {
+		return nil
+	}
+	sent := st.sent
+	if sent == "" && st.link != nil {
+		sent = st.link.Sent
+	}
+	want := link{TaskID: string(info.TaskID), ContextID: info.ContextID, Sent: sent}
+	if st.link != nil && *st.link == want {
+		return nil
+	}
+	st.link = &want
+	return st.turn.Update(ctx, taskplane.SetMetadata{Key: MetaRemote, Value: st.e.linkValue(st.link)})
+}
+
+// apply maps one downstream event onto our task.
+func (st *turnState) apply(ctx context.Context, ev a2a.Event) error {
+	switch ev := ev.(type) {
+	case *a2a.Message:
+		// A direct answer, no downstream task: it completes ours.
+		st.settled = true
+		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: fromMessage(ev, st.remote())})
+	case *a2a.Task:
+		if err := st.see(ctx, ev.TaskInfo()); err != nil {
+			return err
+		}
+		for _, a := range ev.Artifacts {
+			if a != nil && !st.hasArtifact(a) {
+				if err := st.turn.Update(ctx, taskplane.AddArtifact{Artifact: fromArtifact(a)}); err != nil {
+					return err
+				}
+			}
+		}
+		return st.status(ctx, ev.Status, true)
+	case *a2a.TaskStatusUpdateEvent:
+		if err := st.see(ctx, ev.TaskInfo()); err != nil {
+			return err
+		}
+		return st.status(ctx, ev.Status, false)
+	case *a2a.TaskArtifactUpdateEvent:
+		if err := st.see(ctx, ev.TaskInfo()); err != nil {
+			return err
+		}
+		if ev.Artifact == nil {
+			return nil
+		}
+		return st.turn.Update(ctx, taskplane.AddArtifact{Artifact: fromArtifact(ev.Artifact), Append: ev.Append, LastChunk: ev.LastChunk})
+	}
+	return nil
+}
+
+// hasArtifact reports whether our task already holds a downstream artifact with the same id and
+// parts (a Task snapshot repeats what the stream already delivered).
+func (st *turnState) hasArtifact(a *a2a.Artifact) bool {
+	for _, ours := range st.turn.Task.Artifacts {
+		if ours.ID == string(a.ID) && len(ours.Parts) == len(a.Parts) {
+			return true
+		}
+	}
+	return false
+}
+
+// status maps a downstream status onto ours. A snapshot's status that repeats the current one is
+// not applied twice.
+func (st *turnState) status(ctx context.Context, s a2a.TaskStatus, snapshot bool) error {
+	cur := st.turn.Task.Status
+	msg := fromMessage(s.Message, st.remote())
+	switch s.State {
+	case a2a.TaskStateSubmitted, a2a.TaskStateWorking:
+		if msg == nil || (snapshot && cur.Message != nil && cur.Message.ID == msg.ID) {
+			return nil
+		}
+		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking, Message: msg})
+	case a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:
+		st.settled = true
+		err := st.turn.RequireInput(ctx, question(s.Message, s.State == a2a.TaskStateAuthRequired))
+		if errors.Is(err, taskplane.ErrContinuationNotAllowed) {
+			// Our source cannot carry the answer back: stop the downstream task and say why.
+			st.e.cancelRemote(ctx, st.link)
+			return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateFailed, Message: &taskplane.Message{
+				Role: taskplane.RoleAgent, ID: "remote-question-" + st.turn.Task.ID,
+				Parts:    []taskplane.Part{taskplane.TextPart("the agent asked a question, but this conversation cannot carry an answer back")},
+				Metadata: map[string]any{taskplane.MetaReason: "question-not-deliverable"}}})
+		}
+		return err
+	case a2a.TaskStateCompleted:
+		st.settled = true
+		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: msg})
+	case a2a.TaskStateFailed:
+		st.settled = true
+		if msg == nil {
+			msg = &taskplane.Message{ID: "remote-failed-" + st.turn.Task.ID, Role: taskplane.RoleAgent,
+				Parts: []taskplane.Part{taskplane.TextPart("the agent failed the task")}}
+		}
+		msg.Metadata = withReason(msg.Metadata, "agent-failed")
+		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateFailed, Message: msg})
+	case a2a.TaskStateRejected:
+		st.settled = true
+		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateRejected, Message: msg})
+	case a2a.TaskStateCanceled:
+		st.settled = true
+		if cur.State == taskplane.StateCanceled {
+			return nil
+		}
+		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCanceled, Message: msg})
+	}
+	return nil
+}
+
+func withReason(md map[string]any, reason string) map[string]any {
+	out := make(map[string]any, len(md)+1)
+	for k, v := range md {
+		out[k] = v
+	}
+	out[taskplane.MetaReason] = reason
+	return out
+}
+
+// Cancel cancels the downstream task of a canceled (or timed-out) task of ours.
+func (e *Executor) Cancel(ctx context.Context, t *taskplane.Task) error {
+	l := readLink(t)
+	if l == nil {
+		return nil
+	}
+	return e.cancelRemote(ctx, l)
+}
+
+func (e *Executor) cancelRemote(ctx context.Context, l *link) error {
+	if l == nil {
+		return nil
+	}
+	client, _, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = client.CancelTask(ctx, &a2a.CancelTaskRequest{ID: a2a.TaskID(l.TaskID)})
+	if err != nil && !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		e.cfg.Logger.Warn("cancel the downstream task", "agent", e.cfg.AgentURL, "task", l.TaskID, "err", err)
+		return fmt.Errorf("cancel downstream task %s: %w", l.TaskID, err)
+	}
+	return nil
+}

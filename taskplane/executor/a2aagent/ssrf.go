@@ -1,0 +1,179 @@
+package a2aagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrForbiddenURL is returned for a downstream URL that fails the SSRF check: not https, or an
+// address that is private, loopback, link-local, or otherwise not on the public internet, when the
+// operator has not allowed private agents.
+var ErrForbiddenURL = errors.New("agent URL refused by the SSRF check")
+
+// nonPublic are ranges net/netip has no predicate for.
+var nonPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),   // reserved
+	netip.MustParsePrefix("64:ff9b::/96"),  // NAT64: may embed a private IPv4 address
+}
+
+// publicAddr reports whether ip is a public unicast address.
+func publicAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+		return false
+	}
+	for _, p := range nonPublic {
+		if p.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkURL checks a downstream URL's form: https (http only when private agents are allowed), a
+// host, and no user information (credentials travel as the bearer token).
+func checkURL(raw string, allowPrivate bool) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("%w: %q is not an absolute URL", ErrForbiddenURL, raw)
+	}
+	switch {
+	case u.User != nil:
+		return nil, fmt.Errorf("%w: %s carries user information", ErrForbiddenURL, u.Redacted())
+	case u.Scheme == "https":
+	case u.Scheme == "http" && allowPrivate:
+	default:
+		return nil, fmt.Errorf("%w: %s is not https (allow private agents to use http)", ErrForbiddenURL, u.Redacted())
+	}
+	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil && !allowPrivate && !publicAddr(ip) {
+		return nil, fmt.Errorf("%w: %s is not a public address", ErrForbiddenURL, u.Hostname())
+	}
+	return u, nil
+}
+
+// newHTTPClient returns the client every downstream call uses. Its dialer checks the address it
+// actually connects to (after DNS, so a name that resolves to a private address is refused too,
+// however it was reached: the card, a redirect, the agent's interfaces). It uses no proxy from the
+// environment, since the SSRF check must see the real destination.
+func newHTTPClient(allowPrivate bool, auth *bearer) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			if allowPrivate {
+				return nil
+			}
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: unparsable address %q", ErrForbiddenURL, address)
+			}
+			if !publicAddr(ap.Addr()) {
+				return fmt.Errorf("%w: %s is not a public address", ErrForbiddenURL, ap.Addr())
+			}
+			return nil
+		}}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport: &roundTripper{next: tr, auth: auth},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("too many redirects")
+			}
+			_, err := checkURL(req.URL.String(), allowPrivate)
+			return err
+		},
+	}
+}
+
+// bearer holds the token and the hosts it may be sent to: the agent URL's, and those of the
+// interfaces its card lists.
+type bearer struct {
+	token string
+	mu    sync.RWMutex
+	hosts map[string]bool
+}
+
+func (b *bearer) allow(host string) {
+	b.mu.Lock()
+	if b.hosts == nil {
+		b.hosts = map[string]bool{}
+	}
+	b.hosts[strings.ToLower(host)] = true
+	b.mu.Unlock()
+}
+
+func (b *bearer) header(u *url.URL) string {
+	if b == nil || b.token == "" {
+		return ""
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if !b.hosts[strings.ToLower(u.Host)] {
+		return ""
+	}
+	return "Bearer " + b.token
+}
+
+// roundTripper adds the bearer token and turns a transient HTTP status into an error, so the
+// executor can tell "try again" (a transport failure) from an answer.
+type roundTripper struct {
+	next http.RoundTripper
+	auth *bearer
+}
+
+// statusError is a transient HTTP status from the agent (429, 502, 503, 504).
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return fmt.Sprintf("agent answered HTTP %d", e.code) }
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h := rt.auth.header(req.URL); h != "" && req.Header.Get("Authorization") == "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", h)
+	}
+	resp, err := rt.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		resp.Body.Close()
+		return nil, &statusError{code: resp.StatusCode}
+	}
+	return resp, nil
+}
+
+// transient reports whether err is a transport failure worth retrying: the agent could not be
+// reached, the connection broke, or it answered with a transient status. An SSRF refusal and
+// every answer of the agent are not.
+func transient(err error) bool {
+	if err == nil || errors.Is(err, ErrForbiddenURL) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var se *statusError
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &se) || errors.As(err, &ne) || errors.As(err, &oe) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "unexpected EOF")
+}
