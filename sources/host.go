@@ -58,6 +58,14 @@ func NewHost(plane *taskplane.Plane, mux *http.ServeMux, instances []Instance, o
 	return h, nil
 }
 
+// Each calls fn for every configured instance and the source built from it, in configuration
+// order (the delivery router reaches the instances' Senders through it).
+func (h *Host) Each(fn func(in Instance, src Source)) {
+	for i, src := range h.instances {
+		fn(h.configs[i], src)
+	}
+}
+
 // Start runs every instance until ctx ends. Wait returns when all have stopped.
 func (h *Host) Start(ctx context.Context) {
 	for _, src := range h.instances {
