@@ -2,20 +2,29 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/executor/a2aagent"
+	"github.com/channels-dev/channels/taskplane/executor/command"
 	"github.com/channels-dev/channels/taskplane/executor/conformance"
 	"github.com/channels-dev/channels/taskplane/executor/echo"
+	"github.com/channels-dev/channels/taskplane/executor/worker"
+	"github.com/channels-dev/channels/taskplane/results"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -51,15 +60,55 @@ dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains i
 	return cmd
 }
 
-// newExecutor returns the executor named in the configuration.
-func newExecutor(name string) (taskplane.Executor, error) {
-	switch name {
+// newExecutor returns the executor named in the configuration (docs/executors.md). The worker
+// executor has none: resident agents claim wakes through the worker API, so it returns nil.
+func newExecutor(cfg config.Config, log *slog.Logger) (taskplane.Executor, error) {
+	switch cfg.Executor {
 	case "echo":
 		return echo.New(), nil
 	case "conformance":
 		return conformance.New(), nil
+	case "a2a":
+		token := ""
+		if cfg.AgentTokenEnv != "" {
+			if token = os.Getenv(cfg.AgentTokenEnv); token == "" {
+				return nil, fmt.Errorf("agent_token_env names %s, which is empty or unset", cfg.AgentTokenEnv)
+			}
+		}
+		return a2aagent.New(a2aagent.Config{AgentURL: cfg.AgentURL, Token: token, AllowPrivate: cfg.AgentAllowPrivate,
+			Logger: log})
+	case "exec":
+		return command.New(command.Config{Command: strings.Fields(cfg.ExecCommand), Timeout: cfg.ExecTimeout, Logger: log})
+	case "worker":
+		return nil, nil
 	}
-	return nil, fmt.Errorf("unknown executor %q (want one of %v)", name, config.Executors)
+	return nil, fmt.Errorf("unknown executor %q (want one of %v)", cfg.Executor, config.Executors)
+}
+
+// planeOptions are the task plane's settings from the configuration: the workflow manifest and
+// where native tasks' results go.
+func planeOptions(cfg config.Config, log *slog.Logger, home *results.Home) ([]taskplane.Option, error) {
+	opts := []taskplane.Option{taskplane.WithLogger(log), taskplane.WithRetention(cfg.Retention), taskplane.WithResults(home)}
+	if cfg.WorkflowManifest != "" {
+		m, err := taskplane.LoadManifest(cfg.WorkflowManifest)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, taskplane.WithManifest(m))
+	}
+	return opts, nil
+}
+
+// newWorkerAPI returns the worker API of the worker executor (nil for the others).
+func newWorkerAPI(cfg config.Config, plane *taskplane.Plane, log *slog.Logger) (*worker.API, error) {
+	if cfg.Executor != "worker" {
+		return nil, nil
+	}
+	tokens, err := worker.LoadTokens(cfg.WorkerTokens)
+	if err != nil {
+		return nil, err
+	}
+	return worker.New(plane, worker.Config{Tokens: tokens, Lease: cfg.WorkerLease, Logger: log})
 }
 
 // serve runs until ctx ends (a signal), then shuts down gracefully. The "channels serving" log
@@ -70,7 +119,7 @@ func (a *app) serve(ctx context.Context) error {
 	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {
 		return fmt.Errorf("listen %s is not loopback and no credentials are configured: set credentials (a token file) or allow_anonymous: true", cfg.Listen)
 	}
-	exec, err := newExecutor(cfg.Executor)
+	exec, err := newExecutor(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -97,12 +146,33 @@ func (a *app) serve(ctx context.Context) error {
 
 	// The operator surface instruments the store and the executor, and runs the sources.
 	ops := newOperatorSurface(cfg, st, log)
-	exec = ops.executor(exec)
-	plane := taskplane.New(ops.store, taskplane.WithLogger(log), taskplane.WithRetention(cfg.Retention))
+	if exec != nil {
+		exec = ops.executor(exec)
+	}
+	// Native tasks' questions and outcomes go home through the delivery engine, to the configured
+	// instances that can send; the engine is set once the sources exist, before anything runs.
+	home := &results.Home{Logger: log}
+	popts, err := planeOptions(cfg, log, home)
+	if err != nil {
+		return err
+	}
+	plane := taskplane.New(ops.store, popts...)
 	if err := ops.startSources(plane); err != nil {
 		return err
 	}
-	disp := &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
+	home.Engine = delivery.New(ops.store, results.FromHost(ops.host), delivery.WithLogger(log),
+		delivery.WithAnchorRecorder(sources.RecordAnchorTx))
+	var disp *taskplane.Dispatcher
+	if exec != nil {
+		disp = &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
+	}
+	workerAPI, err := newWorkerAPI(cfg, plane, log)
+	if err != nil {
+		return err
+	}
+	if workerAPI != nil {
+		ops.mux.Handle(workerAPI.Pattern(), workerAPI)
+	}
 	notifier := newPushNotifier(plane, cfg, log)
 	a2a, err := a2aHandler(plane, disp, exec, cfg, log, withPush(notifier))
 	if err != nil {
@@ -113,9 +183,17 @@ func (a *app) serve(ctx context.Context) error {
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	var workers sync.WaitGroup
+	if disp != nil {
+		workers.Go(func() {
+			if err := disp.Run(bg); err != nil {
+				log.Error("dispatcher stopped", "err", err)
+			}
+		})
+	}
+	workers.Go(func() { plane.RunTimeouts(bg, cfg.TaskTimeout, min(time.Minute, cfg.TaskTimeout/4)) })
 	workers.Go(func() {
-		if err := disp.Run(bg); err != nil {
-			log.Error("dispatcher stopped", "err", err)
+		if err := home.Engine.Run(bg); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, delivery.ErrClosed) {
+			log.Error("delivery engine stopped", "err", err)
 		}
 	})
 	workers.Go(func() { plane.RunRetention(bg, cfg.RetentionEvery) })

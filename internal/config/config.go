@@ -37,7 +37,7 @@ import (
 const EnvPrefix = "CHANNELS_"
 
 // Executors lists the executors `serve` can run.
-var Executors = []string{"echo", "conformance"}
+var Executors = []string{"echo", "conformance", "a2a", "worker", "exec"}
 
 // Config holds every setting of Channels. Field tags: `yaml` is the key, `usage` the flag's help,
 // `secret` marks a value that is never stored plainly in a file ("true": only by reference;
@@ -46,7 +46,7 @@ type Config struct {
 	Listen          string        `yaml:"listen" usage:"address the HTTP server listens on"`
 	PublicURL       string        `yaml:"public_url" usage:"absolute base URL clients use to reach this server (default http://<listen>)"`
 	Store           string        `yaml:"store" secret:"url" usage:"store URL: sqlite:///path/to/channels.db or postgres://user@host/db"`
-	Executor        string        `yaml:"executor" usage:"agent that works tasks: echo or conformance"`
+	Executor        string        `yaml:"executor" usage:"agent that works tasks: echo, conformance, a2a, worker or exec (docs/executors.md)"`
 	Credentials     string        `yaml:"credentials" usage:"JSON file of bearer tokens and their principals"`
 	AllowAnonymous  bool          `yaml:"allow_anonymous" usage:"accept unauthenticated callers even when not listening on loopback"`
 	BlockingTimeout time.Duration `yaml:"blocking_timeout" usage:"longest a blocking send waits before it returns the current task"`
@@ -80,6 +80,17 @@ type Config struct {
 	AdminRefresh        time.Duration `yaml:"admin_refresh" usage:"how often the /admin page reloads itself (0 = never)"`
 	HealthInterval      time.Duration `yaml:"health_interval" usage:"how often each configured source's health is checked"`
 	SourceFailureWindow time.Duration `yaml:"source_failure_window" usage:"how long a source may keep failing its health check before /readyz answers 503"`
+
+	// Executors and the wake queue (docs/executors.md).
+	AgentURL          string        `yaml:"agent_url" usage:"base URL of the remote A2A agent (executor a2a); its card is read from /.well-known/agent-card.json"`
+	AgentTokenEnv     string        `yaml:"agent_token_env" usage:"environment variable holding the bearer token sent to the remote A2A agent (executor a2a)"`
+	AgentAllowPrivate bool          `yaml:"agent_allow_private" usage:"let the remote A2A agent use http and private, loopback or link-local addresses"`
+	ExecCommand       string        `yaml:"exec_command" usage:"command run once per wake (executor exec): program and arguments separated by spaces, no shell"`
+	ExecTimeout       time.Duration `yaml:"exec_timeout" usage:"longest one exec command may run before its task fails"`
+	WorkerTokens      string        `yaml:"worker_tokens" usage:"JSON file of worker tokens for the worker API (executor worker)"`
+	WorkerLease       time.Duration `yaml:"worker_lease" usage:"how long a worker's turn lasts without a call or heartbeat"`
+	WorkflowManifest  string        `yaml:"workflow_manifest" usage:"YAML or JSON file declaring the workflow outputs agents may record (default: any valid name)"`
+	TaskTimeout       time.Duration `yaml:"task_timeout" usage:"how long a task may stay WORKING, or wait for an answer, before it fails (timeout / no-response)"`
 
 	// Sources are the configured source instances. They are set only in the config file (the
 	// sources list): a list has no flag or environment variable.
@@ -118,6 +129,10 @@ func Default() Config {
 		AdminRefresh:        30 * time.Second,
 		HealthInterval:      10 * time.Second,
 		SourceFailureWindow: time.Minute,
+
+		ExecTimeout: 10 * time.Minute,
+		WorkerLease: 2 * time.Minute,
+		TaskTimeout: 2 * time.Hour,
 	}
 }
 
@@ -563,7 +578,8 @@ func (c *Config) Validate() error {
 		key string
 		v   time.Duration
 	}{{"blocking_timeout", c.BlockingTimeout}, {"retention", c.Retention}, {"retention_interval", c.RetentionEvery}, {"shutdown_timeout", c.ShutdownTimeout},
-		{"health_interval", c.HealthInterval}, {"source_failure_window", c.SourceFailureWindow}} {
+		{"health_interval", c.HealthInterval}, {"source_failure_window", c.SourceFailureWindow},
+		{"exec_timeout", c.ExecTimeout}, {"worker_lease", c.WorkerLease}, {"task_timeout", c.TaskTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.key, d.v))
 		}
@@ -585,6 +601,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("admin_refresh must not be negative, got %s (0 turns the refresh off)", c.AdminRefresh))
 	}
 	errs = append(errs, validateSources(c.Sources)...)
+	errs = append(errs, c.validateExecutor()...)
 	if c.KeepAlive <= 0 {
 		errs = append(errs, fmt.Errorf("keep_alive must be positive, got %s", c.KeepAlive))
 	}
@@ -600,6 +617,26 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	return nil
+}
+
+// validateExecutor checks that the chosen executor has what it needs.
+func (c *Config) validateExecutor() []error {
+	var errs []error
+	switch c.Executor {
+	case "a2a":
+		if u, err := url.Parse(c.AgentURL); c.AgentURL == "" || err != nil || u.Host == "" {
+			errs = append(errs, fmt.Errorf("executor a2a needs agent_url, the remote agent's base URL"))
+		}
+	case "exec":
+		if strings.TrimSpace(c.ExecCommand) == "" {
+			errs = append(errs, fmt.Errorf("executor exec needs exec_command"))
+		}
+	case "worker":
+		if c.WorkerTokens == "" {
+			errs = append(errs, fmt.Errorf("executor worker needs worker_tokens, a JSON file of worker tokens"))
+		}
+	}
+	return errs
 }
 
 // EffectivePublicURL is PublicURL, or http://<listen> (loopback when listening on all interfaces).

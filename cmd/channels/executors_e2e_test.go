@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// workerCall makes one worker API call.
+func workerCall(t *testing.T, url, token, lease, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if lease != "" {
+		req.Header.Set("Channels-Lease", lease)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+// TestServeWorkerExecutor: `serve --executor worker` mounts the worker API; a resident agent
+// claims the task an A2A caller sent, completes it with an output, and the caller sees it.
+func TestServeWorkerExecutor(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "workers.json")
+	if err := os.WriteFile(tokens, []byte(`{"workers":[{"name":"bot","token":"worker-token-0123456789"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, nil)
+	base, _ := startServe(t, c, "--executor", "worker", "--worker-tokens", tokens, "--task-timeout", "1h")
+	body := `{"message":{"messageId":"m-w1","role":"ROLE_USER","parts":[{"text":"summarize"}]},"configuration":{"returnImmediately":true}}`
+	code, resp := post(t, base+"/message:send", "", body)
+	if code != 200 || dig(resp, "task", "status", "state") != "TASK_STATE_SUBMITTED" {
+		t.Fatalf("send: %d %v", code, resp)
+	}
+	taskID := dig(resp, "task", "id").(string)
+	code, claim := workerCall(t, base+"/worker/v1/claim?wait=5s", "worker-token-0123456789", "", "")
+	if code != 200 || claim["taskId"] != taskID {
+		t.Fatalf("claim: %d %v", code, claim)
+	}
+	lease := claim["lease"].(string)
+	code, done := workerCall(t, base+"/worker/v1/tasks/"+taskID+"/complete", "worker-token-0123456789", lease,
+		`{"response":"a summary","outputs":[{"name":"summary","value":{"words":2}}]}`)
+	if code != 200 || done["state"] != "completed" {
+		t.Fatalf("complete: %d %v", code, done)
+	}
+	code, got := get(t, base+"/tasks/"+taskID)
+	if code != 200 || dig(got, "status", "state") != "TASK_STATE_COMPLETED" ||
+		dig(got, "status", "message", "parts", 0, "text") != "a summary" || dig(got, "artifacts", 0, "name") != "summary" {
+		t.Fatalf("GET task: %d %v", code, got)
+	}
+	if strings.Contains(c.stderr.String(), "worker-token-0123456789") {
+		t.Fatal("a worker token reached the log")
+	}
+}
+
+// TestServeExecExecutor: `serve --executor exec` runs the command per wake.
+func TestServeExecExecutor(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "agent.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ncat >/dev/null\necho '{\"result\":\"complete\",\"response\":\"from exec\"}'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, nil)
+	base, _ := startServe(t, c, "--executor", "exec", "--exec-command", script)
+	code, resp := post(t, base+"/message:send", "", sendBody("m-e1", "hi"))
+	if code != 200 || dig(resp, "task", "status", "message", "parts", 0, "text") != "from exec" {
+		t.Fatalf("send: %d %v", code, resp)
+	}
+}
+
+func TestServeRefusesAnExecutorWithoutItsSettings(t *testing.T) {
+	for _, args := range [][]string{{"--executor", "a2a"}, {"--executor", "exec"}, {"--executor", "worker"},
+		{"--executor", "a2a", "--agent-url", "http://agent.example.com"}} {
+		c := newCLI(t, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if code := c.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...); code == 0 {
+			t.Errorf("serve %v started", args)
+		}
+		cancel()
+	}
+}
