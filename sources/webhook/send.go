@@ -89,6 +89,10 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	return sources.Receipt{ProviderID: s.anchorID(id)}, nil
 }
 
+// Sends reports whether the endpoint has a callback to send answers and questions to; the
+// delivery router leaves an endpoint without one out (its tasks' results stay in Channels).
+func (s *Source) Sends() bool { return s.opt.Callback != "" }
+
 // anchorID namespaces a callback receiver's id by instance, so two endpoints of one principal
 // never share an anchor.
 func (s *Source) anchorID(id string) string { return s.instance + ":" + id }

@@ -123,10 +123,20 @@ func FromHost(h *sources.Host) *Router {
 	return r
 }
 
-// Add routes the deliveries of one instance; an instance that is not a Sender is skipped.
+// SendChecker is implemented by Senders that can tell whether this instance is configured to
+// send at all (a webhook without a callback URL is not); one that says no is not routed.
+type SendChecker interface {
+	Sends() bool
+}
+
+// Add routes the deliveries of one instance; an instance that is not a Sender, or whose
+// SendChecker says it does not send, is skipped.
 func (r *Router) Add(in sources.Instance, src sources.Source) {
 	s, ok := src.(sources.Sender)
 	if !ok {
+		return
+	}
+	if sc, ok := src.(SendChecker); ok && !sc.Sends() {
 		return
 	}
 	r.mu.Lock()

@@ -220,3 +220,35 @@ func TestWhatIsSentHome(t *testing.T) {
 		t.Error("a WORKING task has something to send")
 	}
 }
+
+// TestRouterRoutesSendingInstancesByLocator: deliveries go to the instance their locator names;
+// an endpoint without a callback, or another principal's, is no route.
+func TestRouterRoutesSendingInstancesByLocator(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	opts := func(callback string) map[string]any {
+		return map[string]any{"secret": secret, "identity": "event.id", "conversation": []any{"repo"},
+			"text": "event.text", "callback": callback}
+	}
+	host, err := sources.NewHost(plane, http.NewServeMux(), []sources.Instance{
+		{Source: webhook.Name, Config: sources.Config{Instance: "ci", Principal: "alice", Options: opts("https://ci.example.com/cb")}},
+		{Source: webhook.Name, Config: sources.Config{Instance: "quiet", Principal: "bob", Options: opts("")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := results.FromHost(host)
+	if _, err := r.Route("alice", webhook.Name); err != nil {
+		t.Fatalf("alice's ci endpoint: %v", err)
+	}
+	if _, err := r.Route("bob", webhook.Name); err == nil {
+		t.Fatal("bob's endpoint has no callback but got a route")
+	}
+	route, _ := r.Route("alice", webhook.Name)
+	if route.Recovery != delivery.Idempotent {
+		t.Fatalf("recovery %q, want the matrix's idempotent", route.Recovery)
+	}
+	_, err = route.Sender.Send(context.Background(), delivery.Delivery{Principal: "alice", Locator: json.RawMessage(`{"instance":"other"}`)})
+	if err == nil {
+		t.Fatal("a delivery naming an unknown instance was sent")
+	}
+}
