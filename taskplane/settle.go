@@ -111,6 +111,23 @@ func writeTaskRow(ctx context.Context, tx store.Tx, t *Task, now time.Time) erro
 	return tx.UpdateTask(ctx, row, prev)
 }
 
+// SettledOutcome is the Acceptance outcome of a send that settled a finished task (the A2A
+// bindings answer such a send with the task).
+const SettledOutcome Outcome = "settled"
+
+// SettlementOf reads a settlement from outfitter-task/v1 metadata of a send request, then of its
+// message: {"outcome": "…", "feedback": "…"}. ok is false when neither names an outcome.
+func SettlementOf(mds ...map[string]any) (Settlement, bool) {
+	for _, md := range mds {
+		m, _ := md[ExtOutfitterTask].(map[string]any)
+		if o, ok := m["outcome"].(string); ok && o != "" {
+			f, _ := m["feedback"].(string)
+			return Settlement{Outcome: o, Feedback: f}, true
+		}
+	}
+	return Settlement{}, false
+}
+
 // redoLinks reads supersedes / retryOf from an event's outfitter-task/v1 metadata (the request's,
 // then the message's).
 func redoLinks(ev *Event) map[string]string {

@@ -63,6 +63,22 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 		// Registered in the acceptance's transaction, on the task it creates or continues.
 		PushConfigs: push,
 	}
+	if msg.TaskID != "" {
+		// A send to a finished task that carries an outfitter-task/v1 outcome settles it
+		// (docs/executors.md): the state stays, the outcome and feedback are recorded.
+		if st, ok := taskplane.SettlementOf(req.Metadata, msg.Metadata); ok {
+			t, err := s.plane.Settle(ctx, call.Principal, msg.TaskID, st)
+			switch {
+			case err == nil:
+				return taskplane.Acceptance{Outcome: taskplane.SettledOutcome, Task: t, ContextID: t.ContextID}, nil
+			case errors.Is(err, taskplane.ErrInvalid):
+				return taskplane.Acceptance{}, a2awire.Invalid("metadata", "%s", err.Error())
+			case !errors.Is(err, taskplane.ErrNotFinished):
+				return taskplane.Acceptance{}, err
+			}
+			// Not finished: an ordinary continuation; the metadata travels with the message.
+		}
+	}
 	if msg.TaskID == "" {
 		if dr, ok := s.exec.(taskplane.DirectResponder); ok {
 			if reply, ok := dr.RespondDirectly(ctx, call.Principal, msg); ok && reply != nil {
