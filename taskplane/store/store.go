@@ -28,6 +28,10 @@ var (
 	ErrNotSupported = errors.New("store: not supported by this driver")
 )
 
+// TouchGranularity is how stale a context's LastEventAt may be left by TouchContext. Retention
+// windows are days long; a minute of slack costs nothing there.
+const TouchGranularity = time.Minute
+
 // Capabilities tell shared code what a driver can do; shared code branches on these, never on the
 // concrete driver type.
 type Capabilities struct {
@@ -105,7 +109,9 @@ type Tx interface {
 	EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (contextID string, err error)
 	// InsertContext inserts a context with no conversation key (e.g. an A2A context).
 	InsertContext(ctx context.Context, c Context) error
-	// TouchContext records activity in a context (retention measures from LastEventAt).
+	// TouchContext records activity in a context (retention measures from LastEventAt). It never
+	// moves LastEventAt backwards, and may skip a touch less than TouchGranularity newer than the
+	// stored time (so that the events of one busy conversation do not serialize on its row).
 	TouchContext(ctx context.Context, principal, contextID string, at time.Time) error
 
 	// InsertTask inserts a new task; t.Version should be 1 and t.LastSeq 0.

@@ -116,13 +116,22 @@ func (t *tx) InsertContext(ctx context.Context, c store.Context) error {
 }
 
 func (t *tx) TouchContext(ctx context.Context, principal, contextID string, at time.Time) error {
-	// GREATEST: concurrent touches with slightly different clocks never move activity backwards.
-	tag, err := t.q.Exec(ctx, `UPDATE contexts SET last_event_at = GREATEST(last_event_at, $3)
-		WHERE principal = $1 AND id = $2`, principal, contextID, at)
+	// Every event of a conversation touches its context. Updating the row each time would make
+	// the acceptances of one conversation queue behind each other's row lock until commit, so the
+	// update happens only when the stored time is more than store.TouchGranularity older: the
+	// UPDATE's condition is checked on the snapshot first, and a row it skips is never locked.
+	// It still never moves activity backwards.
+	var exists bool
+	err := t.q.QueryRow(ctx, `WITH touched AS (
+			UPDATE contexts SET last_event_at = $3
+			WHERE principal = $1 AND id = $2 AND last_event_at < $4
+			RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM contexts WHERE principal = $1 AND id = $2)`,
+		principal, contextID, at, at.Add(-store.TouchGranularity)).Scan(&exists)
 	if err != nil {
 		return fmt.Errorf("touch context: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !exists {
 		return fmt.Errorf("touch context: %w", store.ErrNotFound)
 	}
 	return nil
