@@ -4,55 +4,17 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/channels-dev/channels/taskplane/store"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one embedded schema step. Files are named NNNN_name.sql; NNNN is the version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		base, ok := strings.CutSuffix(e.Name(), ".sql")
-		if !ok {
-			continue
-		}
-		num, name, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive version number", e.Name())
-		}
-		body, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := 1; i < len(out); i++ {
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("migration version %d appears twice", out[i].version)
-		}
-	}
-	return out, nil
-}
+func migrations() ([]store.Migration, error) { return store.ReadMigrations(migrationFiles) }
 
 // migrateLockClass is the first key of the two-key advisory lock that serializes migrations; the
 // second key is a hash of the schema, so stores in different schemas of one database migrate
@@ -108,18 +70,18 @@ func (s *Store) migrate(ctx context.Context) (schema string, err error) {
 		applied[int(v)] = true
 		latest = max(latest, int(v))
 	}
-	if known := ms[len(ms)-1].version; latest > known {
+	if known := ms[len(ms)-1].Version; latest > known {
 		return "", fmt.Errorf("schema %q is at version %d, newer than this binary knows (%d)", schema, latest, known)
 	}
 	for _, m := range ms {
-		if applied[m.version] {
+		if applied[m.Version] {
 			continue
 		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return "", fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return "", fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return "", fmt.Errorf("record migration %04d_%s: %w", m.version, m.name, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return "", fmt.Errorf("record migration %04d_%s: %w", m.Version, m.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
