@@ -95,7 +95,10 @@ a running "channels serve" uses.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			r, err := benchAccept(cmd.Context(), rawURL, events, conc, convs, probe)
+			r, err := benchAccept(cmd.Context(), rawURL, events, conc, convs, probe, func(done int) {
+				a.progressf("\raccepted %d/%d", done, events)
+			})
+			a.progressf("\n")
 			if err != nil {
 				return err
 			}
@@ -111,7 +114,9 @@ a running "channels serve" uses.`,
 }
 
 // benchAccept runs the fsync probe, then the acceptance load, on the store at rawURL.
-func benchAccept(ctx context.Context, rawURL string, events, conc, convs int, probe time.Duration) (acceptResult, error) {
+// benchAccept runs the acceptance load; progress, if not nil, is called with the number of events
+// taken so far about twice a second.
+func benchAccept(ctx context.Context, rawURL string, events, conc, convs int, probe time.Duration, progress func(done int)) (acceptResult, error) {
 	dir, err := probeDir(rawURL)
 	if err != nil {
 		return acceptResult{}, err
@@ -152,6 +157,20 @@ func benchAccept(ctx context.Context, rawURL string, events, conc, convs int, pr
 		drainWakes(drainCtx, st)
 	}()
 	var overflowed atomic.Int64
+	if progress != nil {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		go func() {
+			for {
+				select {
+				case <-drainCtx.Done():
+					return
+				case <-tick.C:
+					progress(min(int(next.Load()), events))
+				}
+			}
+		}()
+	}
 	start := time.Now()
 	for range conc {
 		wg.Go(func() {
