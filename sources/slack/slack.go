@@ -63,7 +63,7 @@ type botIdentity struct {
 
 // New builds a Slack source from its configuration (see Options).
 func New(cfg sources.Config) (sources.Source, error) {
-	s := &Source{instance: cfg.Instance, principal: cfg.Principal, log: slog.Default().With("source", Name, "instance", cfg.Instance), now: time.Now}
+	s := &Source{instance: cfg.Instance, principal: cfg.Principal, log: slog.Default().With("source", Name, "instance", cfg.Instance, "principal", cfg.Principal), now: time.Now}
 	if err := cfg.Decode(&s.opt); err != nil {
 		return nil, err
 	}

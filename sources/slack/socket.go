@@ -101,7 +101,12 @@ func (s *SocketSource) observe(evt socketmode.Event) *socketmode.Request {
 		s.setProblem("")
 	case socketmode.EventTypeErrorWriteFailed:
 		// A lost ack: Slack redelivers the envelope and the redelivery is deduplicated.
-		s.log.Warn("slack socket mode write failed", "data", fmt.Sprint(evt.Data))
+		// Only the cause: the failed write may carry an envelope's payload, and bodies are not logged.
+		if wf, ok := evt.Data.(*socketmode.ErrorWriteFailed); ok {
+			s.log.Warn("slack socket mode write failed", "err", wf.Cause)
+		} else {
+			s.log.Warn("slack socket mode write failed")
+		}
 	case socketmode.EventTypeIncomingError:
 		s.log.Debug("slack socket mode read error", "data", fmt.Sprint(evt.Data))
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
