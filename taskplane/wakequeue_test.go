@@ -424,8 +424,18 @@ func TestWakeDispatcherRunsOneTurnPerTask(t *testing.T) {
 			inTurn  = map[string]bool{}
 			overlap atomic.Bool
 			turns   atomic.Int32
+			// The first turn holds until both follow-ups are accepted, so they always arrive
+			// mid-turn, however slow the machine.
+			followedUp = make(chan struct{})
 		)
 		runDispatcher(t, p, taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+			if turns.Load() == 0 {
+				select {
+				case <-followedUp:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			mu.Lock()
 			if inTurn[turn.Task.ID] {
 				overlap.Store(true)
@@ -449,6 +459,7 @@ func TestWakeDispatcherRunsOneTurnPerTask(t *testing.T) {
 			ev.TaskID = task.ID
 			mustAccept(t, p, ev)
 		}
+		close(followedUp)
 		waitFor(t, "completion", func() bool { return taskState(t, p, task.ID).Status.State == taskplane.StateCompleted })
 		if overlap.Load() {
 			t.Fatal("two turns of one task ran at once")
