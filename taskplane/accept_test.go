@@ -586,6 +586,19 @@ func TestRetentionKeepsLiveStateAndReacceptsAPrunedIdentity(t *testing.T) {
 		if acc := mustAccept(t, p, nativeEvent("alice", "ev-live", "c-live", "y")); acc.Outcome != taskplane.Duplicate {
 			t.Fatalf("live redelivery: %s", acc.Outcome)
 		}
+		// Evidence ages out on the same window: the first month's records went, the recent stayed.
+		evs, err := s.ListEvidence(context.Background(), store.EvidenceFilter{Principal: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Evidence == 0 || len(evs) == 0 {
+			t.Fatalf("pruned %d evidence records, %d left", r.Evidence, len(evs))
+		}
+		for _, e := range evs {
+			if e.CreatedAt.Before(clock().Add(-30 * 24 * time.Hour)) {
+				t.Fatalf("evidence older than the window kept: %+v", e)
+			}
+		}
 		// The pruned identity is new work again.
 		again := mustAccept(t, p, nativeEvent("alice", "ev-done", "c-done", "x"))
 		if again.Outcome != taskplane.Created || again.Task.ID == done.Task.ID {

@@ -8,6 +8,13 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
+// PruneResult counts what one retention pass deleted.
+type PruneResult struct {
+	store.PruneResult
+	Deliveries int
+	Evidence   int
+}
+
 // pruneBatch bounds one retention transaction, so retention never holds the writer for long.
 const pruneBatch = 500
 
@@ -15,9 +22,9 @@ const pruneBatch = 500
 // anchors, wakes and claims) of conversations whose last event is older than the retention
 // window, and the contexts and claims left behind. It never drops a non-terminal task, a context
 // one references, or a pending claim. Once a task and its claim are gone, the same identity is
-// accepted as new work.
-func (p *Plane) Prune(ctx context.Context) (store.PruneResult, error) {
-	var total store.PruneResult
+// accepted as new work. Settled deliveries and evidence older than the window go too.
+func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
+	var total PruneResult
 	cutoff := p.clock().Add(-p.retention)
 	for {
 		var r store.PruneResult
@@ -45,6 +52,27 @@ func (p *Plane) Prune(ctx context.Context) (store.PruneResult, error) {
 		total.Anchors += r.Anchors
 		total.Wakes += r.Wakes
 		if r.Tasks < pruneBatch {
+			break
+		}
+	}
+	// Settled deliveries and evidence age out on the same window; deliveries still prepared,
+	// sending or ambiguous never do (the store refuses to prune them).
+	for {
+		var d, e int
+		err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			if d, err = tx.PruneDeliveries(ctx, cutoff, pruneBatch); err != nil {
+				return err
+			}
+			e, err = tx.PruneEvidence(ctx, cutoff, pruneBatch)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("retention: %w", err)
+		}
+		total.Deliveries += d
+		total.Evidence += e
+		if d < pruneBatch && e < pruneBatch {
 			return total, nil
 		}
 	}
@@ -61,8 +89,9 @@ func (p *Plane) RunRetention(ctx context.Context, interval time.Duration) {
 				return
 			}
 			p.log.Error("retention pass failed", "err", err)
-		} else if r.Tasks+r.Claims+r.Contexts > 0 {
-			p.log.Info("retention pass", "tasks", r.Tasks, "claims", r.Claims, "contexts", r.Contexts, "events", r.Events)
+		} else if r.Tasks+r.Claims+r.Contexts+r.Deliveries+r.Evidence > 0 {
+			p.log.Info("retention pass", "tasks", r.Tasks, "claims", r.Claims, "contexts", r.Contexts, "events", r.Events,
+				"deliveries", r.Deliveries, "evidence", r.Evidence)
 		}
 		select {
 		case <-ctx.Done():

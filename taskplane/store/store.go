@@ -146,6 +146,10 @@ type Tx interface {
 	// how many rows of each kind went. It never touches deliveries (see PruneDeliveries): a
 	// delivery in sending outlives its task's retention.
 	Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (PruneResult, error)
+
+	// PruneEvidence deletes at most limit (0 = no limit) evidence records created before cutoff,
+	// oldest first, and reports how many went.
+	PruneEvidence(ctx context.Context, cutoff time.Time, limit int) (deleted int, err error)
 }
 
 // Task is a task row. Body is the task plane's encoding of status message, history, artifacts,

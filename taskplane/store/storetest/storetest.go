@@ -106,6 +106,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Evidence", []testCase{
 			{"IDsIncreaseAndListIsNewestFirst", testEvidenceOrder},
 			{"Filters", testEvidenceFilters},
+			{"PruneDeletesOnlyOlderThanCutoffOldestFirst", testEvidencePrune},
 		}},
 		{"Wakes", []testCase{
 			{"ListIsFIFOByCreatedAtWithinState", testWakesFIFO},
@@ -1211,6 +1212,31 @@ func testEvidenceFilters(t *testing.T, s store.Store) {
 			diff(t, "ListEvidence", normalizeEvidence(t, want), normalizeEvidence(t, got))
 		})
 	}
+}
+
+func testEvidencePrune(t *testing.T, s store.Store) {
+	stored := evidenceFixture(t, s)
+	prune := func(cutoff time.Time, limit int) int {
+		var n int
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			n, err = tx.PruneEvidence(ctx, cutoff, limit)
+			return err
+		})
+		return n
+	}
+	// Records 0..2 are older than the cutoff; a limit of 2 takes the oldest two.
+	if n := prune(at(3*time.Second), 2); n != 2 {
+		t.Fatalf("PruneEvidence with limit 2 deleted %d", n)
+	}
+	if n := prune(at(3*time.Second), 0); n != 1 {
+		t.Fatalf("PruneEvidence without a limit deleted %d, want the one left before the cutoff", n)
+	}
+	got, err := s.ListEvidence(context.Background(), store.EvidenceFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "evidence after prune", normalizeEvidence(t, []store.Evidence{stored[5], stored[4], stored[3]}), normalizeEvidence(t, got))
 }
 
 // ---- wakes ----
