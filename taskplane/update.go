@@ -217,6 +217,8 @@ func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata m
 		return nil, fmt.Errorf("cancel task %s: %w", taskID, err)
 	}
 	p.broker.publish(principal, taskID)
+	// A canceled native task tells its provider, as any other outcome does.
+	p.sendHome(ctx, t)
 	return t, nil
 }
 

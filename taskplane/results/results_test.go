@@ -252,3 +252,25 @@ func TestRouterRoutesSendingInstancesByLocator(t *testing.T) {
 		t.Fatal("a delivery naming an unknown instance was sent")
 	}
 }
+
+// TestCanceledNativeTaskTellsItsProvider: a cancel is an outcome like any other, so a native
+// task's provider hears of it through a delivery.
+func TestCanceledNativeTaskTellsItsProvider(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.OpenSQLite(t)
+	fake := &fakeSender{}
+	engine := delivery.New(st, delivery.Routes{"webhook": {Sender: fake, Recovery: delivery.Idempotent}})
+	plane := taskplane.New(st, taskplane.WithResults(&results.Home{Engine: engine}))
+	acc, err := plane.Accept(ctx, taskplane.Event{Principal: "alice", Source: "webhook", Identity: "ev-1",
+		ConversationKey: "c1", Message: taskplane.Message{ID: "m-1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plane.Cancel(ctx, "alice", acc.Task.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := st.ListDeliveries(ctx, store.DeliveryFilter{})
+	if err != nil || len(ds) != 1 || ds[0].TaskID != acc.Task.ID || ds[0].Operation != delivery.OpReply {
+		t.Fatalf("deliveries %+v %v, want one reply for the canceled task", ds, err)
+	}
+}
