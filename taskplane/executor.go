@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -221,64 +222,55 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.running = map[string]*liveTurn{}
 	d.mu.Unlock()
-	sem := make(chan struct{}, conc)
-	freed := make(chan struct{}, 1)
+	// conc claimers, each running the turns it claims. They claim concurrently, so their claim
+	// transactions share commits (SQLite group commit) or run side by side (Postgres, SKIP
+	// LOCKED) instead of queuing one claim behind another.
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
+	for range conc {
+		wg.Go(func() { d.claimLoop(ctx, owner, poll) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// claimLoop claims and runs turns one at a time until ctx ends. With nothing to claim it waits
+// for a wake of this process, or polls (wakes of other processes, re-offers coming due).
+func (d *Dispatcher) claimLoop(ctx context.Context, owner string, poll time.Duration) {
+	for ctx.Err() == nil {
 		changed := d.Plane.WakesChanged()
-	claim:
-		for {
+		g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
+		if err != nil && ctx.Err() == nil {
+			d.Plane.log.Error("claim wake", "err", err)
+		}
+		if g == nil {
+			// Jitter keeps idle claimers from polling in step.
+			wait := poll/2 + rand.N(poll)
 			select {
-			case sem <- struct{}{}:
-			default:
-				break claim // every slot is busy
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-time.After(wait):
 			}
-			g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
-			if err != nil || g == nil {
-				<-sem
-				if err != nil && ctx.Err() == nil {
-					d.Plane.log.Error("claim wake", "err", err)
-				}
-				break
-			}
-			turnCtx, cancel := context.WithCancel(ctx)
-			d.mu.Lock()
-			d.running[g.TaskID] = &liveTurn{cancel: cancel}
-			d.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() {
-					<-sem
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
-				}()
-				defer d.finish(g.TaskID)
-				d.runTurn(ctx, turnCtx, g)
-			}()
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-d.Plane.wakeSignal:
-		case <-changed:
-		case <-freed:
-		case <-tick.C:
-		}
+		turnCtx, cancel := context.WithCancel(ctx)
+		lt := &liveTurn{cancel: cancel}
+		d.mu.Lock()
+		d.running[g.TaskID] = lt
+		d.mu.Unlock()
+		d.runTurn(ctx, turnCtx, g)
+		d.finish(g.TaskID, lt)
 	}
 }
 
-func (d *Dispatcher) finish(taskID string) {
+// finish ends lt, the turn of taskID this process ran. Once a turn has ended, another claimer may
+// already hold the task's next turn: only lt's own entry is removed, never that one.
+func (d *Dispatcher) finish(taskID string, lt *liveTurn) {
+	lt.cancel()
 	d.mu.Lock()
-	if lt := d.running[taskID]; lt != nil {
-		lt.cancel()
+	if d.running[taskID] == lt {
+		delete(d.running, taskID)
 	}
-	delete(d.running, taskID)
 	d.mu.Unlock()
 }
 
