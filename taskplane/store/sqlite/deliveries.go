@@ -66,29 +66,14 @@ func getDelivery(ctx context.Context, q querier, principal, id string) (store.De
 }
 
 func listDeliveries(ctx context.Context, q querier, f store.DeliveryFilter) ([]store.Delivery, error) {
-	where := "1"
-	var args []any
-	add := func(cond string, arg any) {
-		where += " AND " + cond
-		args = append(args, arg)
-	}
-	if f.Principal != "" {
-		add("principal = ?", f.Principal)
-	}
-	if f.ID != "" {
-		add("id = ?", f.ID)
-	}
-	if f.TaskID != "" {
-		add("task_id = ?", f.TaskID)
-	}
-	if f.Source != "" {
-		add("source = ?", f.Source)
-	}
-	if f.State != "" {
-		add("state = ?", string(f.State))
-	}
-	args = append(args, limitArg(f.Limit))
-	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE `+where+
+	var w filter
+	w.eq("principal", f.Principal)
+	w.eq("id", f.ID)
+	w.eq("task_id", f.TaskID)
+	w.eq("source", f.Source)
+	w.eq("state", string(f.State))
+	args := append(w.args, limitArg(f.Limit))
+	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries`+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
 	return collectDeliveries(rows, err, "list deliveries")
 }

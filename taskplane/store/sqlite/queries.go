@@ -34,6 +34,33 @@ func limitArg(limit int) int {
 	return limit
 }
 
+// filter builds a WHERE clause from optional conditions: each non-zero value adds "column = ?".
+type filter struct {
+	conds []string
+	args  []any
+}
+
+// add adds cond with its argument.
+func (f *filter) add(cond string, arg any) {
+	f.conds = append(f.conds, cond)
+	f.args = append(f.args, arg)
+}
+
+// eq adds "column = ?" when value is not empty.
+func (f *filter) eq(column, value string) {
+	if value != "" {
+		f.add(column+" = ?", value)
+	}
+}
+
+// where is " WHERE c1 AND c2 …", or "" without conditions.
+func (f *filter) where() string {
+	if len(f.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(f.conds, " AND ")
+}
+
 // placeholders returns "?, ?, …" for n arguments.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
@@ -400,35 +427,18 @@ func insertEvidence(ctx context.Context, q querier, e store.Evidence) error {
 }
 
 func listEvidence(ctx context.Context, q querier, f store.EvidenceFilter) ([]store.Evidence, error) {
-	var conds []string
-	var args []any
-	add := func(cond string, arg any) {
-		conds = append(conds, cond)
-		args = append(args, arg)
-	}
-	if f.Principal != "" {
-		add("principal = ?", f.Principal)
-	}
-	if f.Source != "" {
-		add("source = ?", f.Source)
-	}
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
-	if f.TaskID != "" {
-		add("task_id = ?", f.TaskID)
-	}
+	var w filter
+	w.eq("principal", f.Principal)
+	w.eq("source", f.Source)
+	w.eq("kind", f.Kind)
+	w.eq("task_id", f.TaskID)
 	if !f.Since.IsZero() {
-		add("created_at >= ?", micros(f.Since))
+		w.add("created_at >= ?", micros(f.Since))
 	}
 	if f.AfterID > 0 {
-		add("id > ?", f.AfterID)
+		w.add("id > ?", f.AfterID)
 	}
-	where := ""
-	if len(conds) > 0 {
-		where = " WHERE " + strings.Join(conds, " AND ")
-	}
-	args = append(args, limitArg(f.Limit))
+	where, args := w.where(), append(w.args, limitArg(f.Limit))
 	rows, err := q.QueryContext(ctx, `SELECT id, principal, source, kind, task_id, detail, created_at FROM evidence`+where+
 		` ORDER BY id DESC LIMIT ?`, args...)
 	if err != nil {

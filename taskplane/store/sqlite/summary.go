@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -23,31 +22,17 @@ func countEvidence(ctx context.Context, q querier, f store.EvidenceCountFilter) 
 	if f.Bucket > 0 && f.Since.IsZero() {
 		return nil, errors.New("count evidence: buckets need Since")
 	}
-	var conds []string
-	var args []any
-	add := func(cond string, arg any) {
-		conds = append(conds, cond)
-		args = append(args, arg)
-	}
-	if f.Principal != "" {
-		add("principal = ?", f.Principal)
-	}
-	if f.Source != "" {
-		add("source = ?", f.Source)
-	}
-	if f.Kind != "" {
-		add("kind = ?", f.Kind)
-	}
+	var w filter
+	w.eq("principal", f.Principal)
+	w.eq("source", f.Source)
+	w.eq("kind", f.Kind)
 	if !f.Since.IsZero() {
-		add("created_at >= ?", micros(f.Since))
+		w.add("created_at >= ?", micros(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add("created_at < ?", micros(f.Until))
+		w.add("created_at < ?", micros(f.Until))
 	}
-	where := ""
-	if len(conds) > 0 {
-		where = " WHERE " + strings.Join(conds, " AND ")
-	}
+	where, args := w.where(), w.args
 	bucket := "0"
 	if f.Bucket > 0 {
 		// Integer division of the offset from Since: the bucket's index.
