@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // binary is the channels binary TestMain built for this run.
@@ -188,51 +188,10 @@ func sqliteStore(t *testing.T) string {
 	return "sqlite://" + filepath.Join(t.TempDir(), "channels.db")
 }
 
-// postgresStore returns TEST_DATABASE_URL pointed at a fresh schema of its own, dropped when the
-// test ends. Without TEST_DATABASE_URL the test is skipped (under CI=true it fails).
-func postgresStore(t *testing.T) string {
-	t.Helper()
-	raw := os.Getenv("TEST_DATABASE_URL")
-	if raw == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TEST_DATABASE_URL is not set under CI")
-		}
-		t.Skip("TEST_DATABASE_URL is not set; scripts/test.sh starts a Postgres and sets it")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal("TEST_DATABASE_URL: invalid URL")
-	}
-	schema := "interop_" + randomHex(t, 6)
-	admin := func(sql string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, raw)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin("CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := admin("DROP SCHEMA " + pgx.Identifier{schema}.Sanitize() + " CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-// forEachStore runs fn once on SQLite and once on Postgres (see postgresStore).
+// forEachStore runs fn once on SQLite and once on Postgres (see storetest.PostgresURL).
 func forEachStore(t *testing.T, fn func(t *testing.T, storeURL string)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, sqliteStore(t)) })
-	t.Run("postgres", func(t *testing.T) { fn(t, postgresStore(t)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, storetest.PostgresURL(t)) })
 }
 
 func randomHex(t *testing.T, n int) string {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // The kill -9 test re-executes this test binary as a child that accepts events in a loop. These
@@ -142,7 +140,7 @@ func TestKill9AcceptedEventsSurviveExactlyOnce(t *testing.T) {
 		runKill9(t, "sqlite://"+filepath.ToSlash(filepath.Join(t.TempDir(), "channels.db")))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		runKill9(t, postgresSchemaURL(t))
+		runKill9(t, storetest.PostgresURL(t))
 	})
 }
 
@@ -325,47 +323,4 @@ func firstKind(evs []store.TaskEvent) string {
 		return ""
 	}
 	return evs[0].Kind
-}
-
-// postgresSchemaURL returns TEST_DATABASE_URL pointed at a fresh schema of its own, dropped when
-// the test ends. Without TEST_DATABASE_URL the test is skipped (under CI=true it fails).
-func postgresSchemaURL(t *testing.T) string {
-	t.Helper()
-	raw := os.Getenv("TEST_DATABASE_URL")
-	if raw == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TEST_DATABASE_URL is not set under CI")
-		}
-		t.Skip("TEST_DATABASE_URL is not set")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal("TEST_DATABASE_URL: invalid URL")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	schema := fmt.Sprintf("kill9_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
-	admin := func(ctx context.Context, sql string) error {
-		conn, err := pgx.Connect(ctx, raw)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	if err := admin(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema on %s: %v", store.Redact(u), err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := admin(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // post sends a JSON body and decodes the JSON answer.
@@ -167,7 +169,7 @@ func TestShutdownEndsOpenStreamsAndDrains(t *testing.T) {
 }
 
 func TestServeOnPostgres(t *testing.T) {
-	storeURL := postgresSchemaURL(t)
+	storeURL := storetest.PostgresURL(t)
 	c := newCLI(t, map[string]string{"CHANNELS_STORE": storeURL})
 	base, stop := startServe(t, c)
 	if code, body := get(t, base+"/readyz"); code != 200 || body["store"] != "postgres" {

@@ -43,13 +43,14 @@ func OpenSQLite(t *testing.T) store.Store {
 	return s
 }
 
-// OpenPostgres opens a store on the Postgres server named by TEST_DATABASE_URL, in a freshly
-// created schema of its own (so tests run in parallel without seeing each other), migrated by
-// Open, and dropped when the test ends.
+// PostgresURL returns TEST_DATABASE_URL pointed, by search_path, at a freshly created schema of its
+// own (so tests run in parallel without seeing each other), dropped when the test ends. Stores
+// opened on it migrate the schema. Tests that start a channels process use it directly; the
+// others use OpenPostgres.
 //
 // Without TEST_DATABASE_URL the test is skipped, except under CI=true, where it fails: CI must
 // not pass by silently skipping the Postgres half of the suite.
-func OpenPostgres(t *testing.T) store.Store {
+func PostgresURL(t *testing.T) string {
 	t.Helper()
 	raw := os.Getenv("TEST_DATABASE_URL")
 	if raw == "" {
@@ -70,7 +71,7 @@ func OpenPostgres(t *testing.T) store.Store {
 	if err := execAdmin(ctx, raw, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatalf("create schema %s on %s: %v", schema, store.Redact(u), err)
 	}
-	// Registered before the store's Close, so it runs after it (cleanups run last-in first-out).
+	// Registered before any store's Close, so it runs after them (cleanups run last-in first-out).
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -84,16 +85,14 @@ func OpenPostgres(t *testing.T) store.Store {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	s, err := store.Open(ctx, u.String())
-	if err != nil {
-		t.Fatalf("open postgres store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("close postgres store: %v", err)
-		}
-	})
-	return s
+	return u.String()
+}
+
+// OpenPostgres opens a store on a fresh schema of its own (see PostgresURL), closed when the test
+// ends.
+func OpenPostgres(t *testing.T) store.Store {
+	t.Helper()
+	return OpenPostgresShared(t, 1)[0]
 }
 
 func skipOrFail(t *testing.T, msg string) {
