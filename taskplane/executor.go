@@ -147,7 +147,7 @@ func (p *Plane) applyTurnWith(ctx context.Context, g *Grant, principal, taskID s
 				}
 			}
 			var err error
-			if t, err = ApplyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil || also == nil {
+			if t, err = applyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil || also == nil {
 				return err
 			}
 			return also(ctx, tx, t, now)

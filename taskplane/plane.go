@@ -26,8 +26,6 @@ type Plane struct {
 	newID     func() string
 	log       *slog.Logger
 	retention time.Duration
-	// wakeSignal pokes a Dispatcher in this process after an acceptance enqueued a wake.
-	wakeSignal chan struct{}
 	// queue holds the wake queue's settings and its change signal (wakequeue.go).
 	queue queueConfig
 	// manifest declares the workflow outputs executors may record (turn.go); nil allows any.
@@ -58,8 +56,6 @@ func New(s store.Store, opts ...Option) *Plane {
 		newID:     func() string { return uuid.Must(uuid.NewV7()).String() },
 		log:       slog.Default(),
 		retention: DefaultRetention,
-
-		wakeSignal: make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(p)

@@ -2,7 +2,6 @@ package taskplane
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -172,20 +171,6 @@ type taskBody struct {
 	Metadata     map[string]any `json:"metadata,omitempty"`
 	Origin       Origin         `json:"origin"`
 	InputRequest int64          `json:"inputRequest,omitempty"`
-}
-
-// Clone returns a deep copy of t (through its JSON form, which is what the store holds anyway).
-func (t *Task) Clone() *Task {
-	b, err := json.Marshal(t)
-	if err != nil {
-		panic(fmt.Sprintf("taskplane: clone task: %v", err))
-	}
-	var c Task
-	if err := json.Unmarshal(b, &c); err != nil {
-		panic(fmt.Sprintf("taskplane: clone task: %v", err))
-	}
-	c.Version, c.LastSeq, c.CreatedAt, c.UpdatedAt = t.Version, t.LastSeq, t.CreatedAt, t.UpdatedAt
-	return &c
 }
 
 // Event kinds in a task's event log.

@@ -71,7 +71,7 @@ func (p *Plane) timeOut(ctx context.Context, principal, id string, cutoff time.T
 			}
 			now := p.clock()
 			since := t.Status.Timestamp
-			nt, err := ApplyTx(ctx, tx, principal, id, t.Version, now, failStatus(reason, text, p.newID()))
+			nt, err := applyTx(ctx, tx, principal, id, t.Version, now, failStatus(reason, text, p.newID()))
 			if err != nil {
 				return err
 			}

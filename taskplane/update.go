@@ -59,7 +59,7 @@ func (p *Plane) Apply(ctx context.Context, principal, taskID string, expectVersi
 	err := p.retryConcurrent(ctx, expectVersion == AnyVersion, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			var err error
-			t, err = ApplyTx(ctx, tx, principal, taskID, expectVersion, p.clock(), changes...)
+			t, err = applyTx(ctx, tx, principal, taskID, expectVersion, p.clock(), changes...)
 			return err
 		})
 	})
@@ -70,9 +70,9 @@ func (p *Plane) Apply(ctx context.Context, principal, taskID string, expectVersi
 	return t, nil
 }
 
-// ApplyTx is Apply inside a caller's transaction. The caller publishes nothing; Plane.Notify
-// after commit wakes subscribers in this process.
-func ApplyTx(ctx context.Context, tx store.Tx, principal, taskID string, expectVersion int64, now time.Time, changes ...Change) (*Task, error) {
+// applyTx is Apply inside a caller's transaction; the caller wakes this process's subscribers
+// after its commit (p.broker.publish).
+func applyTx(ctx context.Context, tx store.Tx, principal, taskID string, expectVersion int64, now time.Time, changes ...Change) (*Task, error) {
 	t, err := getTask(ctx, tx, principal, taskID)
 	if err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata m
 			if cur.Status.State.Terminal() {
 				return ErrTaskNotCancelable
 			}
-			t, err = ApplyTx(ctx, tx, principal, taskID, cur.Version, p.clock(), SetStatus{State: StateCanceled, Metadata: metadata})
+			t, err = applyTx(ctx, tx, principal, taskID, cur.Version, p.clock(), SetStatus{State: StateCanceled, Metadata: metadata})
 			return err
 		})
 	})
@@ -221,10 +221,6 @@ func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata m
 	p.sendHome(ctx, t)
 	return t, nil
 }
-
-// Notify wakes this process's subscribers of a task after a caller's own transaction (one that
-// used ApplyTx or RecordAnchorTx) committed.
-func (p *Plane) Notify(principal, taskID string) { p.broker.publish(principal, taskID) }
 
 // GetTask returns the principal's task; another principal's task is ErrTaskNotFound.
 func (p *Plane) GetTask(ctx context.Context, principal, taskID string) (*Task, error) {

@@ -146,10 +146,6 @@ func (p *Plane) pokeWakes() {
 		p.queue.changed = nil
 	}
 	p.queue.mu.Unlock()
-	select {
-	case p.wakeSignal <- struct{}{}:
-	default:
-	}
 }
 
 // enqueueWake inserts the wake of an accepted or continued task in the acceptance transaction.
@@ -177,7 +173,7 @@ func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *
 		map[string]any{"reason": ReasonOverflow, "wake": w.ID, "waiting": waiting, "limit": limit}, now); err != nil {
 		return nil, err
 	}
-	return ApplyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonOverflow,
+	return applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonOverflow,
 		fmt.Sprintf("not started: %d tasks are already waiting for the executor", waiting), p.newID()))
 }
 
@@ -310,7 +306,7 @@ func (p *Plane) claimTx(ctx context.Context, tx store.Tx, req ClaimRequest) (*Gr
 	// The grant. The versioned update serializes claimers of one task across processes: a second
 	// claimer of the same task version gets ErrConcurrentModification and retries, and then sees
 	// the first one's live wake below.
-	nt, err := ApplyTx(ctx, tx, t.Origin.Principal, t.ID, t.Version, now, SetStatus{State: StateWorking})
+	nt, err := applyTx(ctx, tx, t.Origin.Principal, t.ID, t.Version, now, SetStatus{State: StateWorking})
 	if err != nil {
 		return nil, claimNone, nil, w, err
 	}
@@ -386,7 +382,7 @@ func (p *Plane) giveUp(ctx context.Context, tx store.Tx, w store.Wake, t *Task, 
 	if err := evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceUnhealthy, t.ID, detail, now); err != nil {
 		return nil, err
 	}
-	return ApplyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonReofferCap,
+	return applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonReofferCap,
 		fmt.Sprintf("the executor left the task unfinished %d times", w.Attempts), p.newID()))
 }
 
