@@ -83,6 +83,9 @@ const (
 // Acceptance is the result of Accept. Exactly one of Task and Message is set.
 type Acceptance struct {
 	Outcome Outcome
+	// Task is the task as the event left it: created (SUBMITTED) or continued. When a Dispatcher
+	// of this process was idle, the acceptance also granted it the task's first turn; that (the
+	// move to WORKING) is the next event in the task's log.
 	Task    *Task
 	Message *Message
 	// ContextID is the context the event landed in.
@@ -158,13 +161,23 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	var (
 		acc      Acceptance
 		conflict bool
+		// An idle claimer of this process, if any, gets the new task's first turn in this
+		// transaction; it hears the outcome (a grant, or nil) once the transaction is over.
+		hand = handOff{c: p.takeClaimer()}
 	)
 	// A continuation racing another writer of the same task on a shared engine retries whole.
 	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			return p.acceptTx(ctx, tx, &ev, dg, &acc, &conflict)
+			hand.g = nil
+			return p.acceptTx(ctx, tx, &ev, dg, &acc, &conflict, &hand)
 		})
 	})
+	if err != nil {
+		hand.g = nil
+	}
+	if hand.c != nil {
+		hand.c.grant <- hand.g
+	}
 	if err != nil {
 		return Acceptance{}, fmt.Errorf("accept %s event %q: %w", ev.Source, ev.Identity, err)
 	}
@@ -173,7 +186,9 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	}
 	if acc.Task != nil && acc.Outcome != Duplicate {
 		p.broker.publish(ev.Principal, acc.Task.ID)
-		p.pokeWakes()
+		if hand.g == nil {
+			p.pokeWakes() // a claimer must find the wake
+		}
 		if acc.Task.Status.State.Terminal() {
 			p.sendHome(ctx, acc.Task) // refused by the admission bound: the failure notice goes home
 		}
@@ -181,7 +196,13 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	return acc, nil
 }
 
-func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool) error {
+// handOff is an idle claimer an acceptance may grant its new task's first turn to, and the grant.
+type handOff struct {
+	c *idleClaimer
+	g *Grant
+}
+
+func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool, hand *handOff) error {
 	*acc, *conflict = Acceptance{}, false
 	now := p.clock()
 	claim, inserted, err := tx.InsertClaim(ctx, store.Claim{
@@ -194,7 +215,7 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 	if !inserted {
 		return p.acceptDuplicate(ctx, tx, ev, dg, claim, now, acc, conflict)
 	}
-	a, err := p.acceptNew(ctx, tx, ev, claim, now)
+	a, err := p.acceptNew(ctx, tx, ev, claim, now, hand)
 	if err != nil {
 		return err
 	}
@@ -230,7 +251,7 @@ func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg 
 		map[string]any{"identity": ev.Identity}, now)
 }
 
-func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim store.Claim, now time.Time) (Acceptance, error) {
+func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim store.Claim, now time.Time, hand *handOff) (Acceptance, error) {
 	var (
 		acc  Acceptance
 		cont *Task
@@ -309,11 +330,19 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	}
 	if acc.Task != nil {
 		// Past the admission bound the task comes back FAILED (reason overflow), with evidence.
-		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now); err != nil {
+		var w store.Wake
+		if acc.Task, w, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now); err != nil {
 			return acc, err
 		}
 		if err := p.registerPushConfigs(ctx, tx, acc.Task, ev.PushConfigs, now); err != nil {
 			return acc, err
+		}
+		// The first turn, granted here, is the next step of the task's log: acc.Task stays the
+		// task as the event made it (SUBMITTED), which subscribers and push configs start after.
+		if hand.c != nil && acc.Outcome == Created && w.State == store.WakePending {
+			if hand.g, err = p.grantNewTx(ctx, tx, hand.c, w, acc.Task, now); err != nil {
+				return acc, err
+			}
 		}
 	}
 	if ev.Checkpoint != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -63,6 +64,10 @@ type Turn struct {
 	grant *Grant
 	// Task is the task as it was when the turn began; Update refreshes it.
 	Task *Task
+	// endOnFinish: the update that finishes the task also ends the turn, in its transaction
+	// (Dispatcher turns; other consumers end their turns themselves). ended records that it did.
+	endOnFinish bool
+	ended       atomic.Bool
 }
 
 // NewTurn returns the Turn of a grant from ClaimTurn (for consumers other than the Dispatcher,
@@ -107,12 +112,60 @@ func (t *Turn) Plane() *Plane { return t.plane }
 // turn no longer holds the task's authority (its lease ran out and another consumer took the
 // task), and with ErrTaskTerminal when the task finished (a cancel, a timeout).
 func (t *Turn) Update(ctx context.Context, changes ...Change) error {
-	nt, err := t.plane.applyTurn(ctx, t.grant, t.Task.Origin.Principal, t.Task.ID, changes...)
+	nt, err := t.update(ctx, nil, changes...)
 	if err != nil {
 		return err
 	}
 	t.Task = nt
 	return nil
+}
+
+// update applies changes under the turn's authority, and also(tx, task after the changes, now) in
+// the same transaction (evidence of the change).
+func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx store.Tx, t *Task, now time.Time) error,
+	changes ...Change) (*Task, error) {
+	p, g := t.plane, t.grant
+	principal, taskID := t.Task.Origin.Principal, t.Task.ID
+	var (
+		nt    *Task
+		ended bool
+	)
+	err := p.retryConcurrent(ctx, true, func() error {
+		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			now := p.clock()
+			if g.TaskID != taskID || g.Principal != principal {
+				return ErrNoTurn
+			}
+			w, err := p.checkGrant(ctx, tx, g, now)
+			if err != nil {
+				return err
+			}
+			if nt, err = applyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil {
+				return err
+			}
+			if also != nil {
+				if err := also(ctx, tx, nt, now); err != nil {
+					return err
+				}
+			}
+			// A finished task needs no more turns: retire the wake now rather than in a
+			// transaction of its own (EndTurn). A native task's result goes home first, so its
+			// wake is left to EndTurn.
+			ended = t.endOnFinish && nt.Status.State.Terminal() && !(p.queue.results != nil && native(nt))
+			if ended {
+				return retire(ctx, tx, w, store.WakeDone, "settled: "+string(nt.Status.State), now)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update task %s: %w", taskID, err)
+	}
+	if ended {
+		t.ended.Store(true)
+	}
+	p.broker.publish(principal, taskID)
+	return nt, nil
 }
 
 // Refresh re-reads the turn's task.
@@ -125,43 +178,10 @@ func (t *Turn) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// applyTurn is Apply under a turn's authority: the grant is checked in the same transaction.
-func (p *Plane) applyTurn(ctx context.Context, g *Grant, principal, taskID string, changes ...Change) (*Task, error) {
-	return p.applyTurnWith(ctx, g, principal, taskID, nil, changes...)
-}
-
-// applyTurnWith is applyTurn that also runs also(tx, task after the changes, now) in the same
-// transaction (evidence of the change).
-func (p *Plane) applyTurnWith(ctx context.Context, g *Grant, principal, taskID string,
-	also func(ctx context.Context, tx store.Tx, t *Task, now time.Time) error, changes ...Change) (*Task, error) {
-	var t *Task
-	err := p.retryConcurrent(ctx, true, func() error {
-		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			now := p.clock()
-			if g != nil {
-				if g.TaskID != taskID || g.Principal != principal {
-					return ErrNoTurn
-				}
-				if _, err := p.checkGrant(ctx, tx, g, now); err != nil {
-					return err
-				}
-			}
-			var err error
-			if t, err = applyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil || also == nil {
-				return err
-			}
-			return also(ctx, tx, t, now)
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("update task %s: %w", taskID, err)
-	}
-	p.broker.publish(principal, taskID)
-	return t, nil
-}
-
 // Dispatcher defaults.
 const (
+	// DefaultConcurrency is how many turns a Dispatcher runs at once unless told otherwise.
+	DefaultConcurrency = 32
 	// DefaultTurnLease is how long a turn's authority lasts without renewal; the Dispatcher
 	// renews it every third of that while the executor runs.
 	DefaultTurnLease = time.Minute
@@ -173,8 +193,10 @@ const (
 // at a time, oldest first, one turn per task. Several Dispatchers (in several processes sharing a
 // Postgres store) may run at once: a wake is claimed by exactly one of them.
 type Dispatcher struct {
-	Plane       *Plane
-	Executor    Executor
+	Plane    *Plane
+	Executor Executor
+	// Concurrency is how many turns run at once (default DefaultConcurrency). A claimer with no
+	// turn waits parked, at no cost to the store.
 	Concurrency int
 	// Poll is how often the store is re-read when nothing pokes the dispatcher (wakes left by a
 	// previous run, re-offers falling due, wakes accepted by another process). Default 1s.
@@ -190,6 +212,7 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	running map[string]*liveTurn // task id → its running turn
+	polls   chan struct{}        // one poll on offer to the waiting claimers
 }
 
 type liveTurn struct {
@@ -209,7 +232,7 @@ func (d *Dispatcher) lease() time.Duration {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	conc := d.Concurrency
 	if conc <= 0 {
-		conc = 8
+		conc = DefaultConcurrency
 	}
 	poll := d.Poll
 	if poll <= 0 {
@@ -221,37 +244,55 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.running = map[string]*liveTurn{}
+	d.polls = make(chan struct{}, 1)
 	d.mu.Unlock()
+	hints := d.Plane.wakeHints()
 	// conc claimers, each running the turns it claims. They claim concurrently, so their claim
 	// transactions share commits (SQLite group commit) or run side by side (Postgres, SKIP
 	// LOCKED) instead of queuing one claim behind another.
 	var wg sync.WaitGroup
 	for range conc {
-		wg.Go(func() { d.claimLoop(ctx, owner, poll) })
+		wg.Go(func() { d.claimLoop(ctx, owner, hints, d.polls) })
 	}
+	wg.Go(func() { d.pollLoop(ctx, poll) })
 	wg.Wait()
 	return nil
 }
 
-// claimLoop claims and runs turns one at a time until ctx ends. With nothing to claim it waits
-// for a wake of this process, or polls (wakes of other processes, re-offers coming due).
-func (d *Dispatcher) claimLoop(ctx context.Context, owner string, poll time.Duration) {
+// claimLoop claims and runs turns one at a time until ctx ends. A waiting claimer is parked
+// where an acceptance creating a task can hand it that task's first turn directly (see
+// Plane.takeClaimer). It claims when a hint says this process enqueued or released a wake (one
+// hint wakes one claimer), and when the dispatcher's poll picks it (wakes of other processes,
+// re-offers coming due, hints dropped). A claim that found work nobody hinted at (at start, or by
+// polling) is followed at once by another, and passes the poll on to one more claimer, to drain
+// a backlog; a hinted one is not, since its hint was for one wake.
+func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <-chan struct{}) {
+	claimNow := true // wakes left by a previous run
 	for ctx.Err() == nil {
-		changed := d.Plane.WakesChanged()
-		g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
-		if err != nil && ctx.Err() == nil {
-			d.Plane.log.Error("claim wake", "err", err)
+		var g *Grant
+		if claimNow {
+			g = d.claim(ctx, owner)
+			claimNow = g != nil
+		} else {
+			handed, polled := false, false
+			g, handed, polled = d.wait(ctx, owner, hints, polls)
+			if !handed && ctx.Err() == nil {
+				g = d.claim(ctx, owner)
+				claimNow = polled && g != nil
+			}
+		}
+		if claimNow {
+			d.nudge()
 		}
 		if g == nil {
-			// Jitter keeps idle claimers from polling in step.
-			wait := poll/2 + rand.N(poll)
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-			case <-time.After(wait):
-			}
 			continue
+		}
+		if ctx.Err() != nil {
+			// Handed a turn while stopping: give it back to the queue at once.
+			if err := d.Plane.EndTurn(context.WithoutCancel(ctx), g, TurnEnd{Shutdown: true}); err != nil && !errors.Is(err, ErrNoTurn) {
+				d.Plane.log.Error("end turn handed over at shutdown", "task", g.TaskID, "err", err)
+			}
+			return
 		}
 		turnCtx, cancel := context.WithCancel(ctx)
 		lt := &liveTurn{cancel: cancel}
@@ -261,6 +302,66 @@ func (d *Dispatcher) claimLoop(ctx context.Context, owner string, poll time.Dura
 		d.runTurn(ctx, turnCtx, g)
 		d.finish(g.TaskID, lt)
 	}
+}
+
+// pollLoop offers a poll to one waiting claimer every poll interval (with jitter), until ctx
+// ends.
+func (d *Dispatcher) pollLoop(ctx context.Context, poll time.Duration) {
+	for {
+		t := time.NewTimer(poll/2 + rand.N(poll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+			d.nudge()
+		}
+	}
+}
+
+// nudge offers one waiting claimer a poll.
+func (d *Dispatcher) nudge() {
+	select {
+	case d.polls <- struct{}{}:
+	default: // a poll is already on offer
+	}
+}
+
+func (d *Dispatcher) claim(ctx context.Context, owner string) *Grant {
+	g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
+	if err != nil && ctx.Err() == nil {
+		d.Plane.log.Error("claim wake", "err", err)
+	}
+	return g
+}
+
+// wait parks the claimer until an acceptance hands it a turn (handed: g is that turn, or nil when
+// the acceptance made none), a hint arrives, a poll picks it (polled), or ctx ends.
+func (d *Dispatcher) wait(ctx context.Context, owner string, hints, polls <-chan struct{}) (g *Grant, handed, polled bool) {
+	c := &idleClaimer{owner: owner, lease: d.lease(), grant: make(chan *Grant, 1)}
+	d.Plane.parkClaimer(c)
+	hinted := false
+	select {
+	case g = <-c.grant:
+		return g, true, false
+	case <-ctx.Done():
+	case <-hints:
+		hinted = true
+	case <-polls:
+		polled = true
+	}
+	if d.Plane.unparkClaimer(c) {
+		return nil, false, polled
+	}
+	// An acceptance took the claimer meanwhile: its outcome is on the way. The hint or poll this
+	// claimer took is for another wake; pass it on.
+	if hinted {
+		d.Plane.rehint()
+	}
+	if polled {
+		d.nudge()
+	}
+	return <-c.grant, true, false
 }
 
 // finish ends lt, the turn of taskID this process ran. Once a turn has ended, another claimer may
@@ -295,7 +396,8 @@ func (d *Dispatcher) canceledHere(taskID string) bool {
 func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant) {
 	log := d.Plane.log.With("task", g.TaskID, "wake", g.WakeID, "offer", g.Offer)
 	turn := d.Plane.NewTurn(g)
-	stopBeat := d.heartbeat(ctx, g)
+	turn.endOnFinish = true
+	stopBeat := d.heartbeat(ctx, turn)
 	err := d.execute(ctx, turn)
 	stopBeat()
 	bg := context.WithoutCancel(ctx)
@@ -309,6 +411,9 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant) {
 	}
 	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) {
 		d.failTurn(bg, turn, err)
+	}
+	if turn.ended.Load() {
+		return // the update that finished the task ended the turn
 	}
 	if err := d.Plane.EndTurn(bg, g, TurnEnd{}); err != nil && !errors.Is(err, ErrNoTurn) {
 		log.Error("end turn", "err", err)
@@ -359,8 +464,7 @@ func (d *Dispatcher) failTurn(ctx context.Context, turn *Turn, cause error) {
 				"error": cause.Error()}, now)
 		}
 	}
-	t, err := d.Plane.applyTurnWith(ctx, turn.grant, turn.Principal(), turn.Task.ID, also,
-		failStatus(reason, cause.Error(), d.Plane.newID()))
+	t, err := turn.update(ctx, also, failStatus(reason, cause.Error(), d.Plane.newID()))
 	switch {
 	case errors.Is(err, ErrTaskTerminal) || errors.Is(err, ErrNoTurn):
 	case err != nil:
@@ -373,7 +477,8 @@ func (d *Dispatcher) failTurn(ctx context.Context, turn *Turn, cause error) {
 // heartbeat renews the turn's lease every third of it until stopped. When the authority is lost,
 // or the task finished under the turn (a cancel or timeout in any process), it stops the turn; a
 // finish that did not come through CancelTurn here is passed on to a Canceler executor.
-func (d *Dispatcher) heartbeat(ctx context.Context, g *Grant) (stop func()) {
+func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn) (stop func()) {
+	g := turn.grant
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -390,6 +495,8 @@ func (d *Dispatcher) heartbeat(ctx context.Context, g *Grant) (stop func()) {
 			switch {
 			case ctx.Err() != nil:
 				return
+			case errors.Is(err, ErrNoTurn) && turn.ended.Load():
+				return // the executor finished the task, which ended the turn
 			case errors.Is(err, ErrNoTurn):
 				d.Plane.log.Warn("turn lost its authority; stopping it", "task", g.TaskID, "wake", g.WakeID)
 				d.stopTurn(g.TaskID)

@@ -80,6 +80,12 @@ func applyTx(ctx context.Context, tx store.Tx, principal, taskID string, expectV
 	if expectVersion != AnyVersion && t.Version != expectVersion {
 		return nil, ErrConcurrentModification
 	}
+	return applyLoaded(ctx, tx, t, now, changes...)
+}
+
+// applyLoaded is applyTx on t, the task as this transaction has it (read or written in it); it
+// changes t.
+func applyLoaded(ctx context.Context, tx store.Tx, t *Task, now time.Time, changes ...Change) (*Task, error) {
 	prev := t.Version
 	for _, c := range changes {
 		if t.Status.State.Terminal() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -107,8 +108,59 @@ type queueConfig struct {
 	questions    func(source string) error
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced when wakes may have become due
+	changed chan struct{}  // closed and replaced when wakes may have become due
+	hints   chan struct{}  // one token per poke, for Dispatcher claimers (see wakeHints)
+	idle    []*idleClaimer // Dispatcher claimers waiting for work (see takeClaimer)
 }
+
+// idleClaimer is a Dispatcher claimer waiting for work. An acceptance that creates a task may
+// take it and grant it that task's first turn in the acceptance transaction itself, saving the
+// claim transaction (and its commit) between a new task and its executor.
+type idleClaimer struct {
+	owner string
+	lease time.Duration
+	// grant receives exactly one value once an acceptance took the claimer: the grant, or nil
+	// when the acceptance made none (a duplicate, a failure).
+	grant chan *Grant
+}
+
+// parkClaimer makes c available to acceptances.
+func (p *Plane) parkClaimer(c *idleClaimer) {
+	p.queue.mu.Lock()
+	p.queue.idle = append(p.queue.idle, c)
+	p.queue.mu.Unlock()
+}
+
+// unparkClaimer withdraws c; false means an acceptance took it first and will send on c.grant.
+func (p *Plane) unparkClaimer(c *idleClaimer) bool {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	i := slices.Index(p.queue.idle, c)
+	if i < 0 {
+		return false
+	}
+	p.queue.idle = slices.Delete(p.queue.idle, i, i+1)
+	return true
+}
+
+// takeClaimer takes an idle claimer for a new task's first turn, or returns nil. While a hint is
+// waiting, a wake accepted earlier has not been claimed yet: it goes first, as the queue is
+// served oldest first.
+func (p *Plane) takeClaimer() *idleClaimer {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	n := len(p.queue.idle)
+	if n == 0 || len(p.queue.hints) > 0 {
+		return nil
+	}
+	c := p.queue.idle[n-1]
+	p.queue.idle = p.queue.idle[:n-1]
+	return c
+}
+
+// maxWakeHints bounds the hints waiting for a claimer; a poke beyond it is dropped, and the
+// wake it announced is found by a claimer's poll instead.
+const maxWakeHints = 1024
 
 func (q *queueConfig) limit() int {
 	if q.maxWaiting <= 0 {
@@ -145,36 +197,65 @@ func (p *Plane) pokeWakes() {
 		close(p.queue.changed)
 		p.queue.changed = nil
 	}
+	if p.queue.hints != nil {
+		select {
+		case p.queue.hints <- struct{}{}:
+		default: // full: the claimers' polls find the wake
+		}
+	}
 	p.queue.mu.Unlock()
+}
+
+// rehint puts back a hint a claimer took but did not use.
+func (p *Plane) rehint() {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	select {
+	case p.queue.hints <- struct{}{}:
+	default:
+	}
+}
+
+// wakeHints returns the channel that carries one token each time this process enqueues or
+// releases a wake. Unlike WakesChanged, which wakes every waiter, a token wakes one claimer, so a
+// wake costs one claim transaction rather than one per idle claimer.
+func (p *Plane) wakeHints() <-chan struct{} {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	if p.queue.hints == nil {
+		p.queue.hints = make(chan struct{}, maxWakeHints)
+	}
+	return p.queue.hints
 }
 
 // enqueueWake inserts the wake of an accepted or continued task in the acceptance transaction.
 // Past the admission bound the wake is recorded failed, the task FAILED (reason overflow) and
 // wake-failed evidence written: the caller sees the refusal, nothing is dropped silently.
-func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time) (*Task, error) {
+func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time) (*Task, store.Wake, error) {
 	w := store.Wake{ID: p.newID(), Principal: t.Origin.Principal, TaskID: t.ID, Activation: t.LastSeq,
 		State: store.WakePending, CreatedAt: now, UpdatedAt: now}
 	limit := p.queue.limit()
 	waiting, err := tx.CountWakes(ctx, store.WakePending, limit)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue wake: %w", err)
+		return nil, w, fmt.Errorf("enqueue wake: %w", err)
 	}
 	if waiting < limit {
 		if err := tx.InsertWake(ctx, w); err != nil {
-			return nil, fmt.Errorf("enqueue wake: %w", err)
+			return nil, w, fmt.Errorf("enqueue wake: %w", err)
 		}
-		return t, nil
+		return t, w, nil
 	}
 	w.State, w.Detail = store.WakeFailed, fmt.Sprintf("overflow: %d wakes waiting", waiting)
 	if err := tx.InsertWake(ctx, w); err != nil {
-		return nil, fmt.Errorf("enqueue wake: %w", err)
+		return nil, w, fmt.Errorf("enqueue wake: %w", err)
 	}
 	if err := evidence(ctx, tx, t.Origin.Principal, source, EvidenceWakeFailed, t.ID,
 		map[string]any{"reason": ReasonOverflow, "wake": w.ID, "waiting": waiting, "limit": limit}, now); err != nil {
-		return nil, err
+		return nil, w, err
 	}
-	return applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonOverflow,
+	ft, err := applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonOverflow,
 		fmt.Sprintf("not started: %d tasks are already waiting for the executor", waiting), p.newID()))
+	return ft, w, err
 }
 
 // failStatus is the FAILED status change of a failure with a reason.
@@ -320,18 +401,40 @@ func (p *Plane) claimTx(ctx context.Context, tx store.Tx, req ClaimRequest) (*Gr
 			return nil, claimNone, nil, w, ErrConcurrentModification // another turn is live
 		}
 	}
+	g, err := p.grantTx(ctx, tx, w, nt, req.Owner, now)
+	if err != nil {
+		return nil, claimNone, nil, w, err
+	}
+	return g, claimGranted, nil, w, nil
+}
+
+// grantTx makes w, leased to owner, the active turn of nt (already WORKING): the next offer of
+// the wake, with woken evidence.
+func (p *Plane) grantTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task, owner string, now time.Time) (*Grant, error) {
 	w.State, w.Attempts, w.UpdatedAt = store.WakeActive, w.Attempts+1, now
-	w.Detail = fmt.Sprintf("offer %d to %s", w.Attempts, req.Owner)
+	w.Detail = fmt.Sprintf("offer %d to %s", w.Attempts, owner)
 	if err := tx.SaveWake(ctx, w); err != nil {
-		return nil, claimNone, nil, w, err
+		return nil, err
 	}
-	if err := evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceWoken, t.ID, map[string]any{
-		"wake": w.ID, "activation": w.Activation, "offer": w.Attempts, "owner": req.Owner,
+	if err := evidence(ctx, tx, nt.Origin.Principal, nt.Origin.Source, EvidenceWoken, nt.ID, map[string]any{
+		"wake": w.ID, "activation": w.Activation, "offer": w.Attempts, "owner": owner,
 	}, now); err != nil {
-		return nil, claimNone, nil, w, err
+		return nil, err
 	}
-	return &Grant{Principal: w.Principal, TaskID: w.TaskID, WakeID: w.ID, Owner: req.Owner, Activation: w.Activation,
-		Offer: w.Attempts, LeaseUntil: w.LeaseUntil, Task: nt}, claimGranted, nil, w, nil
+	return &Grant{Principal: w.Principal, TaskID: w.TaskID, WakeID: w.ID, Owner: owner, Activation: w.Activation,
+		Offer: w.Attempts, LeaseUntil: w.LeaseUntil, Task: nt}, nil
+}
+
+// grantNewTx grants c the first turn of t, a task this acceptance transaction created with its
+// wake w: no other wake of t can exist, so none is checked. t itself is left as it is.
+func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w store.Wake, t *Task, now time.Time) (*Grant, error) {
+	cp := *t // SetStatus without a message changes no slice or map of t
+	nt, err := applyLoaded(ctx, tx, &cp, now, SetStatus{State: StateWorking})
+	if err != nil {
+		return nil, err
+	}
+	w.LeaseOwner, w.LeaseUntil = c.owner, now.Add(c.lease)
+	return p.grantTx(ctx, tx, w, nt, c.owner, now)
 }
 
 // retireSettled retires the wake of a task that needs no turn. A native task's result must go home
@@ -440,53 +543,75 @@ type TurnEnd struct {
 // active turn is left alone (ErrNoTurn).
 func (p *Plane) EndTurn(ctx context.Context, g *Grant, end TurnEnd) error {
 	ctx = context.WithoutCancel(ctx)
-	t, err := p.GetTask(ctx, g.Principal, g.TaskID)
-	if err != nil && !errors.Is(err, ErrTaskNotFound) {
-		return fmt.Errorf("end turn of task %s: %w", g.TaskID, err)
-	}
 	handedOff := true
-	if t != nil && settledState(t) {
-		handedOff = p.sendHome(ctx, t)
+	if p.queue.results != nil {
+		t, err := p.GetTask(ctx, g.Principal, g.TaskID)
+		if err != nil && !errors.Is(err, ErrTaskNotFound) {
+			return fmt.Errorf("end turn of task %s: %w", g.TaskID, err)
+		}
+		if t != nil && settledState(t) {
+			handedOff = p.sendHome(ctx, t)
+		}
 	}
-	var failed *Task
-	err = p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		failed = nil
+	var (
+		failed *Task
+		due    bool // a wake of the task is due now: the turn's own (shutdown) or one it held back
+	)
+	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		failed, due = nil, false
 		now := p.clock()
 		w, err := p.checkGrant(ctx, tx, g, now)
 		if err != nil {
 			return err
 		}
-		cur, err := getTask(ctx, tx, g.Principal, g.TaskID)
-		switch {
-		case errors.Is(err, ErrTaskNotFound):
-			return retire(ctx, tx, w, store.WakeDone, "task gone", now)
-		case err != nil:
+		if err := p.endTurnTx(ctx, tx, g, w, end, handedOff, now, &failed); err != nil {
 			return err
-		case end.Shutdown && !settledState(cur):
-			w.DueAt = now
-			return retire(ctx, tx, w, store.WakePending, "turn interrupted by shutdown", now)
-		case settledState(cur) && handedOff:
-			return retire(ctx, tx, w, store.WakeDone, "settled: "+string(cur.Status.State), now)
-		case settledState(cur):
-			w.DueAt = now.Add(p.queue.delay(1))
-			return retire(ctx, tx, w, store.WakePending, "result hand-off failed; retrying", now)
-		case w.Attempts > MaxReoffers:
-			failed, err = p.giveUp(ctx, tx, w, cur, now)
-			return err
-		default:
-			w.DueAt = now.Add(p.queue.delay(w.Attempts))
-			return retire(ctx, tx, w, store.WakePending, fmt.Sprintf("unsettled after offer %d; re-offered", w.Attempts), now)
 		}
+		// A wake accepted for the task during the turn (a continuation) was held back by it and
+		// is due now.
+		others, err := tx.ListTaskWakes(ctx, g.Principal, g.TaskID)
+		for _, o := range others {
+			due = due || (o.State == store.WakePending && !o.DueAt.After(now) && !o.LeaseUntil.After(now))
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("end turn of task %s: %w", g.TaskID, err)
 	}
-	p.pokeWakes()
+	if due {
+		p.pokeWakes()
+	}
 	if failed != nil {
 		p.broker.publish(g.Principal, g.TaskID)
 		p.sendHome(ctx, failed)
 	}
 	return nil
+}
+
+// endTurnTx retires w, the wake of the turn g that ended as end says.
+func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wake, end TurnEnd, handedOff bool,
+	now time.Time, failed **Task) error {
+	cur, err := getTask(ctx, tx, g.Principal, g.TaskID)
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		return retire(ctx, tx, w, store.WakeDone, "task gone", now)
+	case err != nil:
+		return err
+	case end.Shutdown && !settledState(cur):
+		w.DueAt = now
+		return retire(ctx, tx, w, store.WakePending, "turn interrupted by shutdown", now)
+	case settledState(cur) && handedOff:
+		return retire(ctx, tx, w, store.WakeDone, "settled: "+string(cur.Status.State), now)
+	case settledState(cur):
+		w.DueAt = now.Add(p.queue.delay(1))
+		return retire(ctx, tx, w, store.WakePending, "result hand-off failed; retrying", now)
+	case w.Attempts > MaxReoffers:
+		*failed, err = p.giveUp(ctx, tx, w, cur, now)
+		return err
+	default:
+		w.DueAt = now.Add(p.queue.delay(w.Attempts))
+		return retire(ctx, tx, w, store.WakePending, fmt.Sprintf("unsettled after offer %d; re-offered", w.Attempts), now)
+	}
 }
 
 // settledState reports whether a task needs no turn now: terminal, or waiting for an answer.

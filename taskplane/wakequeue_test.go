@@ -514,3 +514,91 @@ func TestWakeClaimsAcrossProcessesNeverShareATurn(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleClaimerGetsTheNewTasksFirstTurnInTheAcceptance(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		handed := p.ParkClaimer("disp-1", time.Minute)
+		acc, err := p.Accept(ctx, a2aEvent("m-1", "hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The acceptance reports the task as the event made it; the grant came with it.
+		if acc.Outcome != taskplane.Created || acc.Task.Status.State != taskplane.StateSubmitted {
+			t.Fatalf("acceptance: %s, task %s; want created, SUBMITTED", acc.Outcome, acc.Task.Status.State)
+		}
+		g, taken := handed()
+		if !taken || g == nil {
+			t.Fatalf("the idle claimer was not handed the turn when Accept returned (taken %v, grant %v)", taken, g)
+		}
+		if g.TaskID != acc.Task.ID || g.Owner != "disp-1" || g.Offer != 1 || g.Task.Status.State != taskplane.StateWorking {
+			t.Fatalf("grant: task %s owner %s offer %d state %s", g.TaskID, g.Owner, g.Offer, g.Task.Status.State)
+		}
+		// Durable: the stored task is WORKING, its log is the creation then the move to WORKING,
+		// and the wake is leased, so no other claimer finds it.
+		if st := taskState(t, p, acc.Task.ID).Status.State; st != taskplane.StateWorking {
+			t.Fatalf("stored task is %s, want WORKING", st)
+		}
+		evs, err := p.Events(ctx, "alice", acc.Task.ID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 2 || evs[0].Kind != taskplane.EventTask || evs[1].Kind != taskplane.EventStatus ||
+			evs[1].Status.Status.State != taskplane.StateWorking {
+			t.Fatalf("log: %+v; want the task, then status WORKING", evs)
+		}
+		wantNoClaim(t, p, "other")
+		if woken := evidenceDetails(t, p, taskplane.EvidenceWoken, acc.Task.ID); len(woken) != 1 || woken[0]["owner"] != "disp-1" {
+			t.Fatalf("woken evidence: %v", woken)
+		}
+		// The turn works like a claimed one, and finishing the task ends it.
+		if err := p.NewTurn(g).Complete(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		endTurn(t, p, g)
+		wantNoClaim(t, p, "other")
+	})
+}
+
+func TestAcceptanceHandsNoTurnWhileAnEarlierWakeWaits(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		p.WakeHints()
+		first, err := p.Accept(ctx, a2aEvent("m-1", "first")) // no claimer idle: a hint waits
+		if err != nil {
+			t.Fatal(err)
+		}
+		handed := p.ParkClaimer("disp-1", time.Minute)
+		if _, err := p.Accept(ctx, a2aEvent("m-2", "second")); err != nil {
+			t.Fatal(err)
+		}
+		if _, taken := handed(); taken {
+			t.Fatal("the second task's acceptance took the idle claimer while the first task's wake waited")
+		}
+		if g := claimAs(t, p, "disp-1"); g == nil || g.TaskID != first.Task.ID {
+			t.Fatalf("claim: %+v; want the first task (oldest first)", g)
+		}
+	})
+}
+
+func TestAcceptanceThatMakesNoTaskReleasesTheClaimer(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		acc, err := p.Accept(ctx, a2aEvent("m-1", "hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		handed := p.ParkClaimer("disp-1", time.Minute)
+		dup, err := p.Accept(ctx, a2aEvent("m-1", "hello"))
+		if err != nil || dup.Outcome != taskplane.Duplicate {
+			t.Fatalf("duplicate: %v %v", dup.Outcome, err)
+		}
+		if g, taken := handed(); !taken || g != nil {
+			t.Fatalf("after a duplicate the claimer got (%v, taken %v); want released with no grant", g, taken)
+		}
+		// The first task's wake is still there for a claimer.
+		if g := claimAs(t, p, "disp-2"); g == nil || g.TaskID != acc.Task.ID {
+			t.Fatalf("claim: %+v", g)
+		}
+	})
+}

@@ -106,7 +106,7 @@ func Default() Config {
 		BlockingTimeout: 60 * time.Second,
 		Retention:       30 * 24 * time.Hour,
 		RetentionEvery:  time.Hour,
-		Concurrency:     8,
+		Concurrency:     32,
 		ShutdownTimeout: 30 * time.Second,
 		LogLevel:        "info",
 

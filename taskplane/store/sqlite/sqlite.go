@@ -141,7 +141,7 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 	rdb.SetMaxIdleConns(max(4, runtime.GOMAXPROCS(0)))
 
 	s := &Store{
-		reader: reader{db: rdb},
+		reader: reader{db: cachedDB{db: rdb, c: newStmtCache(rdb)}},
 		path:   path,
 		lock:   lock,
 		wdb:    wdb,
@@ -206,6 +206,7 @@ func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string)) e
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.w.stop()
+		s.reader.db.c.close()
 		errs := []error{s.rdb.Close(), s.wdb.Close(), s.lock.unlock()}
 		s.closeErr = errors.Join(errs...)
 		if s.closeErr != nil {

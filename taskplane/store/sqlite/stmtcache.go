@@ -10,10 +10,10 @@ import (
 // and anything beyond the bound is simply prepared per use, as without a cache.
 const maxCachedStmts = 256
 
-// stmtCache keeps the writer's statements prepared across transactions. Parsing SQL was a large
-// share of an Update's CPU time. A statement is prepared on the writer's single connection, which
-// a running transaction holds, so a query first seen inside a transaction is only noted there and
-// prepared by warm, which the writer calls between transactions.
+// stmtCache keeps statements prepared across transactions: parsing SQL was a large share of an
+// Update's CPU time, and of a read's. The writer has one connection, which a running transaction
+// holds, so a query first seen inside a transaction is only noted there and prepared by warm,
+// which the writer calls between transactions. The read pool has one cache too (see cachedDB).
 type stmtCache struct {
 	db *sql.DB
 
@@ -85,4 +85,57 @@ func (t cachedTx) QueryRowContext(ctx context.Context, query string, args ...any
 		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
 	}
 	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// cachedDB runs queries on the read pool through a cache. A statement prepared on the pool is
+// prepared again by database/sql on each connection that first runs it.
+type cachedDB struct {
+	db *sql.DB
+	c  *stmtCache
+}
+
+// stmt returns the prepared statement for query, preparing it now on a miss (the caller holds no
+// connection of the pool here, so preparing cannot wait for one the caller holds), or nil.
+func (d cachedDB) stmt(ctx context.Context, query string) *sql.Stmt {
+	if st := d.c.lookup(query); st != nil {
+		return st
+	}
+	d.c.warm(ctx)
+	d.c.mu.Lock()
+	defer d.c.mu.Unlock()
+	return d.c.stmts[query]
+}
+
+func (d cachedDB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := d.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return d.db.ExecContext(ctx, query, args...)
+}
+
+func (d cachedDB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := d.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return d.db.QueryContext(ctx, query, args...)
+}
+
+func (d cachedDB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := d.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return d.db.QueryRowContext(ctx, query, args...)
+}
+
+// snapshot runs fn in one read-only transaction, through the cache. A query first seen inside it
+// is prepared after the transaction has given its connection back.
+func (d cachedDB) snapshot(ctx context.Context, fn func(q querier) error) error {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	err = fn(cachedTx{tx: tx, c: d.c})
+	tx.Rollback() // read-only: nothing to commit
+	d.c.warm(ctx)
+	return err
 }

@@ -20,16 +20,11 @@ type querier interface {
 // reader serves store.Reader from the read-only pool. Operations that issue more than one query
 // run them in one read transaction, so they see one snapshot.
 type reader struct {
-	db *sql.DB
+	db cachedDB
 }
 
 func (r reader) snapshot(ctx context.Context, fn func(q querier) error) error {
-	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // read-only: nothing to commit
-	return fn(tx)
+	return r.db.snapshot(ctx, fn)
 }
 
 func (r reader) GetTask(ctx context.Context, principal, id string) (store.Task, error) {

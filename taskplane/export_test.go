@@ -1,0 +1,21 @@
+package taskplane
+
+import "time"
+
+// ParkClaimer parks an idle claimer as a waiting Dispatcher claimer does. handed reports, without
+// waiting, whether an acceptance took it and what it handed over (a grant, or nil).
+func (p *Plane) ParkClaimer(owner string, lease time.Duration) (handed func() (g *Grant, taken bool)) {
+	c := &idleClaimer{owner: owner, lease: lease, grant: make(chan *Grant, 1)}
+	p.parkClaimer(c)
+	return func() (*Grant, bool) {
+		select {
+		case g := <-c.grant:
+			return g, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// WakeHints makes the plane keep hints, as a running Dispatcher does.
+func (p *Plane) WakeHints() <-chan struct{} { return p.wakeHints() }
