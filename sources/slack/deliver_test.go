@@ -263,6 +263,7 @@ func TestSlackRateLimitIsRetryAfterAndPermanentErrorsFail(t *testing.T) {
 	mu.Lock()
 	answer = "channel_not_found"
 	mu.Unlock()
+	c.Advance(time.Second) // past the lane's pacing interval since the last send
 	gone, err := eng.Deliver(context.Background(), delivery.RequestFor(acc.Task, delivery.OpReply, agent("a2", "again")))
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +276,7 @@ func TestSlackRateLimitIsRetryAfterAndPermanentErrorsFail(t *testing.T) {
 	mu.Lock()
 	answer = "internal_error"
 	mu.Unlock()
+	c.Advance(time.Second)
 	unsure, err := eng.Deliver(context.Background(), delivery.RequestFor(acc.Task, delivery.OpReply, agent("a3", "third")))
 	if err != nil {
 		t.Fatal(err)

@@ -52,8 +52,6 @@ var errNoLockMechanism = errors.New("no lock mechanism for this engine")
 const (
 	maxUpdateAttempts = 5
 	retryBaseDelay    = 2 * time.Millisecond
-	// notifyTimeout bounds sending the hints of a committed Update.
-	notifyTimeout = 5 * time.Second
 )
 
 // Store is a store.Store on a Postgres database, safe for use by many processes at once.
@@ -131,7 +129,7 @@ func (s *Store) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 	}
 }
 
-// Update runs fn in one READ COMMITTED transaction. A serialization failure or deadlock (from fn's
+// Update runs fn in one READ COMMITTED transaction, its result-free writes pipelined (see pipe). A serialization failure or deadlock (from fn's
 // statements or the commit) rolls back and runs fn again, up to maxUpdateAttempts times; any other
 // error from fn rolls back and is returned unchanged (wrapped with ErrClosed only when Close
 // interrupted the call).
@@ -169,46 +167,47 @@ func (s *Store) closedErr(ctx context.Context, err error) error {
 }
 
 func (s *Store) updateOnce(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	ptx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: begin: %w", err)
 	}
-	// Rollback after Commit is a no-op; after an error it must run even if ctx is canceled.
-	defer ptx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck
-	t := &tx{reader: reader{q: ptx}, s: s}
+	defer c.Release() // a connection left inside a transaction is closed by the pool, not reused
+	p := &pipe{conn: c.Conn()}
+	t := &tx{reader: reader{q: p}, s: s, p: p}
 	if err := fn(ctx, t); err != nil {
+		// The rollback must run even if ctx is canceled.
+		_ = p.rollback(context.WithoutCancel(ctx))
 		return err
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	var hints func(b *pgx.Batch) int
+	if len(t.hints) > 0 {
+		hints = func(b *pgx.Batch) int {
+			b.Queue(notifySQL, s.channel, t.hints)
+			return 1
+		}
+	}
+	hintErr, err := p.commit(ctx, hints)
+	if err != nil {
+		_ = p.rollback(context.WithoutCancel(ctx))
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
-	s.notifyAfterCommit(ctx, t.hints)
+	if hintErr != nil {
+		slog.WarnContext(ctx, "postgres store: send task event hints", "error", hintErr, "tasks", len(t.hints))
+	}
 	return nil
 }
 
-// notifySQL sends the hints of one committed Update in a transaction of its own that commits
-// without waiting for its WAL flush: a hint needs no durability.
+// notifySQL sends the hints of one committed Update. It follows the COMMIT in the same pipeline
+// (one round trip), in a transaction of its own that commits without waiting for its WAL flush: a
+// hint needs no durability. It is not queued inside the writing transaction because a
+// transaction that notifies holds a database-wide lock from queuing its notifications until its
+// commit is flushed: every commit that appends events would then wait for the previous one's
+// fsync. Measured on the dev machine (BenchmarkUpdate/AppendTaskEvent), notifying inside the
+// transaction cut throughput about five times. The cost is that a crash between the commit and
+// the hint loses the hint, which a follower's re-read of the event log covers, as for any lost
+// hint. Failures are logged, not returned: the Update itself has committed.
 const notifySQL = `SELECT set_config('synchronous_commit', 'off', true),
 	(SELECT count(*) FROM (SELECT pg_notify($1, h) FROM unnest($2::text[]) AS h) AS sent)`
-
-// notifyAfterCommit sends the task-event hints of a committed Update. They are sent after the
-// commit, not queued inside the writing transaction, because a transaction that notifies holds a
-// database-wide lock from queuing its notifications until its commit is flushed: every commit
-// that appends events would then wait for the previous one's fsync. Measured on the dev machine
-// (BenchmarkUpdate/AppendTaskEvent), notifying inside the transaction cut throughput about five
-// times. The cost is that a crash between the commit and this call loses the hint, which a
-// follower's re-read of the event log covers, as for any lost hint. Failures are logged, not
-// returned: the Update itself has committed.
-func (s *Store) notifyAfterCommit(ctx context.Context, hints []string) {
-	if len(hints) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
-	defer cancel()
-	if _, err := s.pool.Exec(ctx, notifySQL, s.channel, hints); err != nil {
-		slog.WarnContext(ctx, "postgres store: send task event hints", "error", err, "tasks", len(hints))
-	}
-}
 
 // retryable reports whether err means the transaction was aborted by a serialization failure or a
 // deadlock, so running it again may succeed.

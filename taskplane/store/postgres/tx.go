@@ -17,8 +17,9 @@ import (
 type tx struct {
 	reader
 	s *Store
+	p *pipe // the reader's querier: writes with no result are held back on it (later)
 	// hints are the "principal/taskID" payloads of the tasks this transaction appended events to;
-	// Update sends them after the commit (see notifyAfterCommit).
+	// Update sends them right after the commit (see notifySQL).
 	hints []string
 }
 
@@ -56,15 +57,9 @@ func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool,
 }
 
 func (t *tx) UpdateClaim(ctx context.Context, c store.Claim) error {
-	tag, err := t.q.Exec(ctx, `UPDATE claims SET state = $4, outcome_kind = $5, task_id = $6, context_id = $7,
-		message = $8, updated_at = $9 WHERE principal = $1 AND source = $2 AND identity = $3`,
+	t.p.later("update claim", `UPDATE claims SET state = $4, outcome_kind = $5, task_id = $6, context_id = $7,
+		message = $8, updated_at = $9 WHERE principal = $1 AND source = $2 AND identity = $3`, affected(store.ErrNotFound),
 		c.Principal, c.Source, c.Identity, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID, c.Message, c.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("update claim: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("update claim: %w", store.ErrNotFound)
-	}
 	return nil
 }
 
@@ -107,11 +102,8 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 }
 
 func (t *tx) InsertContext(ctx context.Context, c store.Context) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, c.Principal, c.ID, c.Source, c.ConversationKey, c.CreatedAt, c.LastEventAt)
-	if err != nil {
-		return fmt.Errorf("insert context: %w", err)
-	}
+	t.p.later("insert context", `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, nil, c.Principal, c.ID, c.Source, c.ConversationKey, c.CreatedAt, c.LastEventAt)
 	return nil
 }
 
@@ -121,29 +113,20 @@ func (t *tx) TouchContext(ctx context.Context, principal, contextID string, at t
 	// update happens only when the stored time is more than store.TouchGranularity older: the
 	// UPDATE's condition is checked on the snapshot first, and a row it skips is never locked.
 	// It still never moves activity backwards.
-	var exists bool
-	err := t.q.QueryRow(ctx, `WITH touched AS (
+	// The SELECT's row count (in the command tag) says whether the context exists.
+	t.p.later("touch context", `WITH touched AS (
 			UPDATE contexts SET last_event_at = $3
 			WHERE principal = $1 AND id = $2 AND last_event_at < $4
 			RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM contexts WHERE principal = $1 AND id = $2)`,
-		principal, contextID, at, at.Add(-store.TouchGranularity)).Scan(&exists)
-	if err != nil {
-		return fmt.Errorf("touch context: %w", err)
-	}
-	if !exists {
-		return fmt.Errorf("touch context: %w", store.ErrNotFound)
-	}
+		SELECT 1 FROM contexts WHERE principal = $1 AND id = $2`, affected(store.ErrNotFound),
+		principal, contextID, at, at.Add(-store.TouchGranularity))
 	return nil
 }
 
 func (t *tx) InsertTask(ctx context.Context, task store.Task) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO tasks (`+taskColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+	t.p.later("insert task", `INSERT INTO tasks (`+taskColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, nil,
 		task.Principal, task.ID, task.ContextID, task.Source, task.State, task.StatusTime, task.Version, task.LastSeq,
 		task.Body, task.CreatedAt, task.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("insert task: %w", err)
-	}
 	return nil
 }
 
@@ -204,33 +187,22 @@ func (t *tx) PutAnchor(ctx context.Context, a store.Anchor) error {
 }
 
 func (t *tx) InsertEvidence(ctx context.Context, e store.Evidence) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO evidence (principal, source, kind, task_id, detail, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, e.Principal, e.Source, e.Kind, e.TaskID, e.Detail, e.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("insert evidence: %w", err)
-	}
+	t.p.later("insert evidence", `INSERT INTO evidence (principal, source, kind, task_id, detail, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, nil, e.Principal, e.Source, e.Kind, e.TaskID, e.Detail, e.CreatedAt)
 	return nil
 }
 
 func (t *tx) InsertWake(ctx context.Context, w store.Wake) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, attempts, detail, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+	t.p.later("insert wake", `INSERT INTO wakes (principal, id, task_id, activation, state, attempts, detail, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, nil,
 		w.Principal, w.ID, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail, w.CreatedAt, w.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("insert wake: %w", err)
-	}
 	return nil
 }
 
 func (t *tx) UpdateWake(ctx context.Context, w store.Wake) error {
-	tag, err := t.q.Exec(ctx, `UPDATE wakes SET state = $3, attempts = $4, updated_at = $5, detail = $6
-		WHERE principal = $1 AND id = $2`, w.Principal, w.ID, string(w.State), w.Attempts, w.UpdatedAt, w.Detail)
-	if err != nil {
-		return fmt.Errorf("update wake: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("update wake: %w", store.ErrNotFound)
-	}
+	t.p.later("update wake", `UPDATE wakes SET state = $3, attempts = $4, updated_at = $5, detail = $6
+		WHERE principal = $1 AND id = $2`, affected(store.ErrNotFound),
+		w.Principal, w.ID, string(w.State), w.Attempts, w.UpdatedAt, w.Detail)
 	return nil
 }
 

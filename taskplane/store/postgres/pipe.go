@@ -1,0 +1,232 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// pipe is the querier of one Update: a connection in an explicit READ COMMITTED transaction whose
+// result-free writes (see later) are held back and sent, pipelined, with the next statement that
+// returns something or with the COMMIT. A round trip to the server then carries several
+// statements; an acceptance takes about five instead of a dozen. BEGIN itself travels with the
+// first statement, and an Update that ran no statement sends nothing at all.
+//
+// A held-back write's error surfaces from the call that sends it (a later read, or Commit), still
+// wrapping the driver's error; a fn returns the errors it gets, so the transaction is rolled back
+// either way (see store.Store.Update).
+type pipe struct {
+	conn    *pgx.Conn
+	begun   bool // BEGIN has been sent
+	pending []heldWrite
+}
+
+// heldWrite is a write waiting in a pipe.
+type heldWrite struct {
+	sql  string
+	args []any
+	// check inspects the write's command tag (nil: any success will do); what it returns wraps
+	// into the error of the call that sent the write.
+	check func(pgconn.CommandTag) error
+	what  string // names the write in errors
+}
+
+var _ querier = (*pipe)(nil)
+
+const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+// later holds a write back until the next statement that returns something, or Commit.
+func (p *pipe) later(what, sql string, check func(pgconn.CommandTag) error, args ...any) {
+	p.pending = append(p.pending, heldWrite{sql: sql, args: args, check: check, what: what})
+}
+
+// send queues BEGIN (once) and the held-back writes on b, ahead of whatever the caller adds, and
+// returns how many results precede the caller's.
+func (p *pipe) send(b *pgx.Batch) int {
+	n := 0
+	if !p.begun {
+		b.Queue(beginSQL)
+		n++
+	}
+	for _, w := range p.pending {
+		b.Queue(w.sql, w.args...)
+	}
+	return n + len(p.pending)
+}
+
+// settle reads the results of what send queued, in order, and returns the first failure.
+func (p *pipe) settle(br pgx.BatchResults) error {
+	var first error
+	if !p.begun {
+		if _, err := br.Exec(); err != nil {
+			first = fmt.Errorf("begin: %w", err)
+		}
+		p.begun = true
+	}
+	for _, w := range p.pending {
+		tag, err := br.Exec()
+		if err == nil && w.check != nil {
+			err = w.check(tag)
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("%s: %w", w.what, err)
+		}
+	}
+	p.pending = p.pending[:0]
+	return first
+}
+
+// direct reports whether a statement can go out on its own: the transaction is open and nothing
+// is held back.
+func (p *pipe) direct() bool { return p.begun && len(p.pending) == 0 }
+
+func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if p.direct() {
+		return p.conn.Exec(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	p.send(b)
+	b.Queue(sql, args...)
+	br := p.conn.SendBatch(ctx, b)
+	defer br.Close()
+	if err := p.settle(br); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return br.Exec()
+}
+
+func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if p.direct() {
+		return p.conn.Query(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	p.send(b)
+	b.Queue(sql, args...)
+	br := p.conn.SendBatch(ctx, b)
+	if err := p.settle(br); err != nil {
+		br.Close()
+		return errRows{err}, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return errRows{err}, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (p *pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := p.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return rowOf{rows}
+}
+
+// commit sends the held-back writes, COMMIT, and then, in a transaction of their own, the
+// statements of after (the task-event hints), in one round trip. after's errors are returned
+// separately: by then the commit has happened.
+func (p *pipe) commit(ctx context.Context, after func(b *pgx.Batch) int) (afterErr, err error) {
+	if !p.begun && len(p.pending) == 0 {
+		return nil, nil // nothing was sent, so there is nothing to commit
+	}
+	b := &pgx.Batch{}
+	p.send(b)
+	b.Queue("COMMIT")
+	n := 0
+	if after != nil {
+		n = after(b)
+	}
+	br := p.conn.SendBatch(ctx, b)
+	defer br.Close()
+	if err := p.settle(br); err != nil {
+		return nil, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	if tag.String() == "ROLLBACK" {
+		return nil, fmt.Errorf("commit: %w", pgx.ErrTxCommitRollback)
+	}
+	p.begun = false
+	for range n {
+		if _, err := br.Exec(); err != nil && afterErr == nil {
+			afterErr = err
+		}
+	}
+	return afterErr, nil
+}
+
+// rollback ends a transaction that was begun; held-back writes are dropped unsent.
+func (p *pipe) rollback(ctx context.Context) error {
+	p.pending = p.pending[:0]
+	if !p.begun {
+		return nil
+	}
+	_, err := p.conn.Exec(ctx, "ROLLBACK")
+	if err == nil {
+		p.begun = false
+	}
+	return err
+}
+
+// affected returns a check that a write touched exactly one row, else ErrNotFound-wrapping err.
+func affected(notFound error) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return notFound
+		}
+		return nil
+	}
+}
+
+// batchRows closes its batch with the rows.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	r.br.Close() // nothing follows the rows but the batch's end; their errors are the rows'
+}
+
+// rowOf is pgx's QueryRow over rows: the first row, or ErrNoRows.
+type rowOf struct{ rows pgx.Rows }
+
+func (r rowOf) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// errRows is a pgx.Rows that only reports err.
+type errRows struct{ err error }
+
+func (errRows) Close()                                       {}
+func (r errRows) Err() error                                 { return r.err }
+func (errRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (errRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (errRows) Next() bool                                   { return false }
+func (r errRows) Scan(...any) error                          { return r.err }
+func (r errRows) Values() ([]any, error)                     { return nil, r.err }
+func (errRows) RawValues() [][]byte                          { return nil }
+func (errRows) Conn() *pgx.Conn                              { return nil }
+func (errRows) TypeMap() *pgtype.Map                         { return nil }
