@@ -48,10 +48,13 @@ type Store interface {
 	Reader
 
 	// Update runs fn in one write transaction and commits it. fn must have no effects outside tx:
-	// it may be run again (Postgres retries serialization failures) and, on SQLite, it shares one
-	// physical transaction with other callers' fns (group commit) inside its own savepoint. Update
-	// returns only after the commit holding fn's writes is durable, or an error; if fn returns an
-	// error, none of its writes are kept and Update returns that error.
+	// it may be run again (Postgres retries serialization failures), and it may share one physical
+	// transaction with other callers' fns (group commit) inside its own savepoint, so it must never
+	// wait for another Update of the same store. Update returns only after the commit holding fn's
+	// writes is durable, or an error; if fn returns an error, none of its writes are kept and
+	// Update returns that error. A Tx may send a write whose result it does not report later than
+	// the call (pipelining); that write's error is then returned by a later call of fn's Tx, or by
+	// Update, so fn must return the errors its Tx calls return.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 
 	// Listen calls fn for every task event appended and committed by any process sharing the

@@ -19,8 +19,22 @@
 //
 // # Transactions
 //
-// Update runs its callback in one READ COMMITTED transaction and runs it again, a bounded number of
+// Update runs its callback in a READ COMMITTED transaction and runs it again, a bounded number of
 // times, when Postgres aborts it with a serialization failure (40001) or a deadlock (40P01).
+//
+// Group commit: Updates queue for a few committers (half the pool); each takes the Updates
+// waiting for it, up to 32, runs their callbacks one after another in one transaction, each in a
+// savepoint of its own (a failing callback is rolled back to it; the others keep their writes),
+// and commits once. A lone Update takes no savepoint. Inside a transaction, statements are
+// pipelined: BEGIN travels with the first statement, and writes whose result nobody reads
+// (evidence, wakes, a claim's outcome, a context's touch, a new task) are held back and sent with
+// the next statement that returns rows, the RELEASE of their savepoint, or the COMMIT; the task
+// event hints follow the COMMIT in the same round trip. A held-back write's error is returned by
+// the call that sent it, still wrapping the driver's error. An acceptance takes about six round
+// trips instead of a dozen, and a WAL flush carries a group of them instead of one or two (see
+// docs/benchmarks.md). Two Updates of one Store may share a transaction, so a callback must never
+// wait for another Update of the same Store.
+//
 // Correctness under concurrency comes from row locks and unique indexes, not from isolation:
 //
 //   - InsertClaim and EnsureContext insert with ON CONFLICT DO NOTHING and then read. An insert
@@ -45,7 +59,8 @@
 // log by sequence, a lease row — and no caller changes: shared code asks Capabilities().Listen,
 // never the driver type.
 //
-// The hints are sent after the commit rather than queued inside the writing transaction because
+// The hints are sent after the commit (in their own transaction, which does not wait for its
+// flush) rather than queued inside the writing transaction because
 // a transaction that notifies holds a database-wide lock until its commit is flushed, which turns
 // concurrent commits into one fsync each: on the 2-core dev machine, parallel Updates appending
 // task events ran at about 1,000/s with in-transaction NOTIFY and about 5,300/s without

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -19,9 +20,16 @@ import (
 // wrapping the driver's error; a fn returns the errors it gets, so the transaction is rolled back
 // either way (see store.Store.Update).
 type pipe struct {
-	conn    *pgx.Conn
+	conn *pgx.Conn
+	// run, when set, is the context the statements run on, whatever context a caller passes
+	// (group commit: one caller's cancellation must not cut a statement of the shared
+	// transaction). A caller's context is still checked before its statements are sent.
+	run     context.Context
 	begun   bool // BEGIN has been sent
 	pending []heldWrite
+	// The savepoint of the running fn (group commit): its place in pending until sent.
+	marked, markSent bool
+	mark             int
 }
 
 // heldWrite is a write waiting in a pipe.
@@ -41,6 +49,43 @@ const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 // later holds a write back until the next statement that returns something, or Commit.
 func (p *pipe) later(what, sql string, check func(pgconn.CommandTag) error, args ...any) {
 	p.pending = append(p.pending, heldWrite{sql: sql, args: args, check: check, what: what})
+}
+
+// io returns the context to run a caller's statement on, or the caller's error.
+func (p *pipe) io(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.run != nil {
+		return p.run, nil
+	}
+	return ctx, nil
+}
+
+// savepoint holds back "SAVEPOINT fn": the start of the next fn's writes.
+func (p *pipe) savepoint() {
+	p.marked, p.markSent, p.mark = true, false, len(p.pending)
+	p.later("savepoint", "SAVEPOINT fn", nil)
+}
+
+// undo rolls the transaction back to the savepoint of the running fn, dropping the fn's
+// held-back writes; when none of the fn's statements reached the server, there is nothing to
+// roll back.
+func (p *pipe) undo() error {
+	if !p.marked {
+		return errors.New("postgres: no savepoint to roll back to")
+	}
+	p.marked = false
+	if !p.markSent {
+		p.pending = p.pending[:p.mark]
+		return nil
+	}
+	p.pending = p.pending[:0]
+	if _, err := p.conn.Exec(p.run, "ROLLBACK TO SAVEPOINT fn"); err != nil {
+		return err
+	}
+	p.later("release", "RELEASE SAVEPOINT fn", nil)
+	return nil
 }
 
 // send queues BEGIN (once) and the held-back writes on b, ahead of whatever the caller adds, and
@@ -76,6 +121,7 @@ func (p *pipe) settle(br pgx.BatchResults) error {
 		}
 	}
 	p.pending = p.pending[:0]
+	p.markSent = p.markSent || p.marked
 	return first
 }
 
@@ -84,6 +130,10 @@ func (p *pipe) settle(br pgx.BatchResults) error {
 func (p *pipe) direct() bool { return p.begun && len(p.pending) == 0 }
 
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	ctx, err := p.io(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	if p.direct() {
 		return p.conn.Exec(ctx, sql, args...)
 	}
@@ -99,6 +149,10 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 }
 
 func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	ctx, err := p.io(ctx)
+	if err != nil {
+		return errRows{err}, err
+	}
 	if p.direct() {
 		return p.conn.Query(ctx, sql, args...)
 	}

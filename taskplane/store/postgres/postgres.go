@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"net/url"
 	"runtime"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -64,6 +61,9 @@ type Store struct {
 	closeOnce sync.Once
 	closing   context.Context // canceled by Close; ends pending Updates and Listens
 	close     context.CancelFunc
+
+	queue     chan *request // Updates waiting for a committer (see group.go)
+	committed chan struct{} // closed when every committer has stopped
 }
 
 var _ store.Store = (*Store)(nil)
@@ -102,6 +102,7 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	s.channel = notifyChannel(schema)
+	s.startCommitters(committers(cfg.MaxConns))
 	return s, nil
 }
 
@@ -127,74 +128,6 @@ func (s *Store) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 		stop()
 		cancel(nil)
 	}
-}
-
-// Update runs fn in one READ COMMITTED transaction, its result-free writes pipelined (see pipe). A serialization failure or deadlock (from fn's
-// statements or the commit) rolls back and runs fn again, up to maxUpdateAttempts times; any other
-// error from fn rolls back and is returned unchanged (wrapped with ErrClosed only when Close
-// interrupted the call).
-func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	if s.closing.Err() != nil {
-		return ErrClosed
-	}
-	ctx, cancel := s.bind(ctx)
-	defer cancel()
-	for attempt := 1; ; attempt++ {
-		err := s.updateOnce(ctx, fn)
-		if err == nil || !retryable(err) || attempt == maxUpdateAttempts {
-			return s.closedErr(ctx, err)
-		}
-		// Jittered exponential backoff so the transactions that collided do not collide again.
-		d := retryBaseDelay << (attempt - 1)
-		d = d/2 + rand.N(d)
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return s.closedErr(ctx, err)
-		case <-t.C:
-		}
-	}
-}
-
-// closedErr marks an error of an Update that Close interrupted with ErrClosed. The original error
-// stays in the chain, so errors.Is still finds what fn returned.
-func (s *Store) closedErr(ctx context.Context, err error) error {
-	if err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
-		return fmt.Errorf("%w: %w", ErrClosed, err)
-	}
-	return err
-}
-
-func (s *Store) updateOnce(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	c, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: begin: %w", err)
-	}
-	defer c.Release() // a connection left inside a transaction is closed by the pool, not reused
-	p := &pipe{conn: c.Conn()}
-	t := &tx{reader: reader{q: p}, s: s, p: p}
-	if err := fn(ctx, t); err != nil {
-		// The rollback must run even if ctx is canceled.
-		_ = p.rollback(context.WithoutCancel(ctx))
-		return err
-	}
-	var hints func(b *pgx.Batch) int
-	if len(t.hints) > 0 {
-		hints = func(b *pgx.Batch) int {
-			b.Queue(notifySQL, s.channel, t.hints)
-			return 1
-		}
-	}
-	hintErr, err := p.commit(ctx, hints)
-	if err != nil {
-		_ = p.rollback(context.WithoutCancel(ctx))
-		return fmt.Errorf("postgres: commit: %w", err)
-	}
-	if hintErr != nil {
-		slog.WarnContext(ctx, "postgres store: send task event hints", "error", hintErr, "tasks", len(t.hints))
-	}
-	return nil
 }
 
 // notifySQL sends the hints of one committed Update. It follows the COMMIT in the same pipeline

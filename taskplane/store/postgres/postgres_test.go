@@ -693,21 +693,23 @@ func TestUpdateRetriesSerializationFailures(t *testing.T) {
 	})
 }
 
-// A real deadlock between two Updates: Postgres aborts one, Update runs it again, both commit.
+// A real deadlock between two Updates of two processes: Postgres aborts one, Update runs it
+// again, both commit. (Two Updates of one Store may share a transaction, where they cannot wait
+// for each other.)
 func TestUpdateRetriesDeadlock(t *testing.T) {
 	t.Parallel()
 	u := newSchema(t)
 	q := u.Query()
 	q.Set("deadlock_timeout", "50ms")
 	u.RawQuery = q.Encode()
-	s := open(t, u)
+	s, s2 := open(t, u), open(t, u)
 	seedTask(t, s, "alice", "a")
 	seedTask(t, s, "alice", "b")
 
 	var barrier sync.WaitGroup
 	barrier.Add(2)
 	var attempts atomic.Int32
-	lockBoth := func(first, second string) error {
+	lockBoth := func(s *postgres.Store, first, second string) error {
 		var once bool
 		return s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
 			attempts.Add(1)
@@ -724,8 +726,8 @@ func TestUpdateRetriesDeadlock(t *testing.T) {
 		})
 	}
 	errs := make(chan error, 2)
-	go func() { errs <- lockBoth("a", "b") }()
-	go func() { errs <- lockBoth("b", "a") }()
+	go func() { errs <- lockBoth(s, "a", "b") }()
+	go func() { errs <- lockBoth(s2, "b", "a") }()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatalf("Update: %v", err)
