@@ -876,3 +876,94 @@ func runParallelUpdates(b *testing.B, s store.Store, fn func(ctx context.Context
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
+
+// Updates that wait for a committer share its next transaction, each in its own savepoint: one
+// failing fn loses only its own writes, and the group commits once.
+func TestQueuedUpdatesShareOneCommitAndAFailingFnLosesOnlyItsWrites(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	ctx := context.Background()
+	// Hold every committer in an Update of its own, so the next Updates queue. One at a time: a
+	// committer takes what is queued, and two holders in one group would wait for each other.
+	n := s.Committers()
+	release := make(chan struct{})
+	held := make(chan error, n)
+	for range n {
+		running := make(chan struct{})
+		go func() {
+			held <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				close(running)
+				<-release
+				return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: "held", CreatedAt: t0})
+			})
+		}()
+		<-running
+	}
+
+	const queued = 12
+	sentinel := errors.New("this one fails")
+	var (
+		mu    sync.Mutex
+		txids = map[int64]int{}
+	)
+	errs := make(chan error, queued)
+	for i := range queued {
+		go func() {
+			errs <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				id, err := postgres.TxID(ctx, tx)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				txids[id]++
+				mu.Unlock()
+				kind := "queued"
+				if i == 5 {
+					kind = "lost"
+				}
+				if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: kind, CreatedAt: t0}); err != nil {
+					return err
+				}
+				if i == 5 {
+					return sentinel
+				}
+				return nil
+			})
+		}()
+	}
+	// Let every queued Update reach the queue before the committers are free.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Queued() < queued {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d Updates queued", s.Queued())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range n {
+		if err := <-held; err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := 0
+	for range queued {
+		switch err := <-errs; {
+		case errors.Is(err, sentinel):
+			failed++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d Updates returned the fn's error, want 1", failed)
+	}
+	if len(txids) >= queued {
+		t.Errorf("the %d queued Updates ran in %d transactions; want them grouped", queued, len(txids))
+	}
+	for kind, want := range map[string]int{"held": n, "queued": queued - 1, "lost": 0} {
+		ev, err := s.ListEvidence(ctx, store.EvidenceFilter{Kind: kind})
+		if err != nil || len(ev) != want {
+			t.Errorf("%s evidence: %d rows, %v; want %d", kind, len(ev), err, want)
+		}
+	}
+}

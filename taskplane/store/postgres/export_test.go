@@ -1,0 +1,20 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
+
+// TxID returns the id of the Postgres transaction tx runs in.
+func TxID(ctx context.Context, stx store.Tx) (int64, error) {
+	var id int64
+	err := stx.(*tx).q.QueryRow(ctx, "SELECT txid_current()").Scan(&id)
+	return id, err
+}
+
+// Committers returns how many groups s commits at once.
+func (s *Store) Committers() int { return committers(s.pool.Config().MaxConns) }
+
+// Queued returns how many Updates wait for a committer.
+func (s *Store) Queued() int { return len(s.queue) }
