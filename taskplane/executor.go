@@ -212,6 +212,7 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	running map[string]*liveTurn // task id → its running turn
+	early   map[string]time.Time // cancels that came before their turn started here, by task id
 	polls   chan struct{}        // one poll on offer to the waiting claimers
 }
 
@@ -298,6 +299,12 @@ func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <
 		lt := &liveTurn{cancel: cancel}
 		d.mu.Lock()
 		d.running[g.TaskID] = lt
+		if _, ok := d.early[g.TaskID]; ok {
+			// Canceled between the grant and now.
+			delete(d.early, g.TaskID)
+			lt.canceled = true
+			cancel()
+		}
 		d.mu.Unlock()
 		d.runTurn(ctx, turnCtx, g)
 		d.finish(g.TaskID, lt)
@@ -375,14 +382,27 @@ func (d *Dispatcher) finish(taskID string, lt *liveTurn) {
 	d.mu.Unlock()
 }
 
-// CancelTurn stops the running turn of a task in this process, if any (after a cancel).
+// CancelTurn stops the running turn of a task in this process, if any (after a cancel). A turn
+// granted here but not started yet (its grant is on the way to a claimer) is stopped as it
+// starts: the cancel is remembered for a lease.
 func (d *Dispatcher) CancelTurn(taskID string) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if lt := d.running[taskID]; lt != nil {
 		lt.canceled = true
 		lt.cancel()
+		return
 	}
-	d.mu.Unlock()
+	now := time.Now()
+	for id, at := range d.early {
+		if now.Sub(at) > d.lease() {
+			delete(d.early, id)
+		}
+	}
+	if d.early == nil {
+		d.early = map[string]time.Time{}
+	}
+	d.early[taskID] = now
 }
 
 func (d *Dispatcher) canceledHere(taskID string) bool {
