@@ -162,9 +162,13 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 		acc      Acceptance
 		conflict bool
 		// An idle claimer of this process, if any, gets the new task's first turn in this
-		// transaction; it hears the outcome (a grant, or nil) once the transaction is over.
-		hand = handOff{c: p.takeClaimer()}
+		// transaction; it hears the outcome (a grant, or nil) once the transaction is over. Only
+		// an event that can only make new work takes one.
+		hand handOff
 	)
+	if ev.TaskID == "" && ev.ReplyTo == "" && ev.Reply == nil {
+		hand.c = p.takeClaimer()
+	}
 	// A continuation racing another writer of the same task on a shared engine retries whole.
 	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {

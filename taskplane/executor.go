@@ -517,6 +517,12 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn) (stop func()) {
 				return
 			case errors.Is(err, ErrNoTurn) && turn.ended.Load():
 				return // the executor finished the task, which ended the turn
+			case errors.Is(err, ErrNoTurn) && d.finished(ctx, g):
+				// The task finished, and its wake was retired (by the turn's own last update,
+				// which it has not noted yet, or by a claimer after the lease ran out): no
+				// authority was lost to another turn.
+				d.stopTurn(g.TaskID)
+				return
 			case errors.Is(err, ErrNoTurn):
 				d.Plane.log.Warn("turn lost its authority; stopping it", "task", g.TaskID, "wake", g.WakeID)
 				d.stopTurn(g.TaskID)
@@ -535,6 +541,13 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn) (stop func()) {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// finished reports whether g's task is terminal: a turn that lost its authority because its own
+// update finished the task (the renewal ran between that commit and the turn noting it).
+func (d *Dispatcher) finished(ctx context.Context, g *Grant) bool {
+	t, err := d.Plane.GetTask(ctx, g.Principal, g.TaskID)
+	return err == nil && t.Status.State.Terminal()
 }
 
 func (d *Dispatcher) stopTurn(taskID string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -428,7 +429,9 @@ func (p *Plane) grantTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task
 // grantNewTx grants c the first turn of t, a task this acceptance transaction created with its
 // wake w: no other wake of t can exist, so none is checked. t itself is left as it is.
 func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w store.Wake, t *Task, now time.Time) (*Grant, error) {
-	cp := *t // SetStatus without a message changes no slice or map of t
+	// A copy: the grant's task goes to the claimer's goroutine, t back to Accept's caller.
+	cp := *t
+	cp.History, cp.Artifacts, cp.Metadata = slices.Clone(t.History), slices.Clone(t.Artifacts), maps.Clone(t.Metadata)
 	nt, err := applyLoaded(ctx, tx, &cp, now, SetStatus{State: StateWorking})
 	if err != nil {
 		return nil, err

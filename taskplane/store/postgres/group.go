@@ -72,6 +72,9 @@ func (s *Store) startCommitters(n int) {
 // started, Update waits for the outcome, since fn's writes may commit; fn's statements fail with
 // ctx.Err() from then on, and a statement already sent runs to its end.
 func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	if ctx.Value(committerKey{}) == s {
+		return errors.New("postgres store: Update called inside an Update fn (it could wait for itself)")
+	}
 	if s.closing.Err() != nil {
 		return ErrClosed
 	}
@@ -208,7 +211,7 @@ func (s *Store) runGroup(group []*request) []*request {
 			}
 		}
 		if solo {
-			_ = p.rollback(context.WithoutCancel(gctx))
+			_ = p.rollback()
 			again(r, fnErr)
 			return s.backoff(retry, lastErr)
 		}
@@ -216,7 +219,7 @@ func (s *Store) runGroup(group []*request) []*request {
 			// The transaction is lost (the connection broke, or Close): r hears its error, the
 			// fns that had succeeded in it run again.
 			r.done <- s.closedErr(fnErr)
-			_ = p.rollback(context.WithoutCancel(gctx))
+			_ = p.rollback()
 			if gctx.Err() != nil {
 				fail(append(ok, group[i+1:]...), fmt.Errorf("postgres: transaction lost: %w", err))
 				fail(retry, lastErr)
@@ -235,7 +238,7 @@ func (s *Store) runGroup(group []*request) []*request {
 	}
 	hintErr, err := p.commit(gctx, after)
 	if err != nil {
-		_ = p.rollback(context.WithoutCancel(gctx))
+		_ = p.rollback()
 		if solo && len(ok) == 1 {
 			again(ok[0], fmt.Errorf("postgres: commit: %w", err)) // its held-back writes failed here
 		} else {
@@ -273,6 +276,10 @@ func (s *Store) backoff(retry []*request, lastErr error) []*request {
 	}
 }
 
+// committerKey marks the context handed to an fn, to catch an Update nested inside an fn: it
+// could wait for a committer busy running that fn.
+type committerKey struct{}
+
 // call runs r.fn on t and turns a panic into an error for r's caller alone.
 func call(r *request, t *tx) (err error) {
 	defer func() {
@@ -280,7 +287,7 @@ func call(r *request, t *tx) (err error) {
 			err = fmt.Errorf("postgres store: panic in Update fn: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return r.fn(r.ctx, t)
+	return r.fn(context.WithValue(r.ctx, committerKey{}, t.s), t)
 }
 
 // closedErr marks an error of an Update that Close interrupted with ErrClosed. The original error

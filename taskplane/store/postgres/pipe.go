@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // pipe is the querier of one Update: a connection in an explicit READ COMMITTED transaction whose
@@ -36,9 +39,11 @@ type pipe struct {
 type heldWrite struct {
 	sql  string
 	args []any
-	// check inspects the write's command tag (nil: any success will do); what it returns wraps
-	// into the error of the call that sent the write.
-	check func(pgconn.CommandTag) error
+	// check maps the write's error (nil: the error as it is); what it returns wraps into the
+	// error of the call that sent the write. A write that must touch a row checks that on the
+	// server (see mustTouch), so a failed check aborts the transaction before any COMMIT that
+	// follows it in the pipeline can run.
+	check func(error) error
 	what  string // names the write in errors
 }
 
@@ -47,7 +52,7 @@ var _ querier = (*pipe)(nil)
 const beginSQL = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 // later holds a write back until the next statement that returns something, or Commit.
-func (p *pipe) later(what, sql string, check func(pgconn.CommandTag) error, args ...any) {
+func (p *pipe) later(what, sql string, check func(error) error, args ...any) {
 	p.pending = append(p.pending, heldWrite{sql: sql, args: args, check: check, what: what})
 }
 
@@ -112,9 +117,9 @@ func (p *pipe) settle(br pgx.BatchResults) error {
 		p.begun = true
 	}
 	for _, w := range p.pending {
-		tag, err := br.Exec()
-		if err == nil && w.check != nil {
-			err = w.check(tag)
+		_, err := br.Exec()
+		if err != nil && w.check != nil {
+			err = w.check(err)
 		}
 		if err != nil && first == nil {
 			first = fmt.Errorf("%s: %w", w.what, err)
@@ -215,12 +220,19 @@ func (p *pipe) commit(ctx context.Context, after func(b *pgx.Batch) int) (afterE
 	return afterErr, nil
 }
 
-// rollback ends a transaction that was begun; held-back writes are dropped unsent.
-func (p *pipe) rollback(ctx context.Context) error {
+// rollbackTimeout bounds a ROLLBACK; a connection that cannot roll back in that time is
+// closed by the pool when it comes back (it is still inside a transaction).
+const rollbackTimeout = 10 * time.Second
+
+// rollback ends a transaction that was begun; held-back writes are dropped unsent. It runs even
+// when the store is closing.
+func (p *pipe) rollback() error {
 	p.pending = p.pending[:0]
 	if !p.begun {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
 	_, err := p.conn.Exec(ctx, "ROLLBACK")
 	if err == nil {
 		p.begun = false
@@ -228,14 +240,21 @@ func (p *pipe) rollback(ctx context.Context) error {
 	return err
 }
 
-// affected returns a check that a write touched exactly one row, else ErrNotFound-wrapping err.
-func affected(notFound error) func(pgconn.CommandTag) error {
-	return func(tag pgconn.CommandTag) error {
-		if tag.RowsAffected() != 1 {
-			return notFound
-		}
-		return nil
+// mustTouch wraps a data-modifying statement (it must end in RETURNING 1) so that it fails on the
+// server when it touched no row: the division by zero aborts the transaction (or the fn's
+// savepoint), and notTouched maps that failure to ErrNotFound. A check made in the client would
+// come too late: the COMMIT pipelined behind the write would already have run.
+func mustTouch(write string) string {
+	return `WITH w AS (` + write + `) SELECT 1 / (SELECT count(*)::int FROM w)`
+}
+
+// notTouched maps mustTouch's failure to ErrNotFound.
+func notTouched(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "22012" { // division_by_zero
+		return store.ErrNotFound
 	}
+	return err
 }
 
 // batchRows closes its batch with the rows.

@@ -967,3 +967,51 @@ func TestQueuedUpdatesShareOneCommitAndAFailingFnLosesOnlyItsWrites(t *testing.T
 		}
 	}
 }
+
+// A held-back write that must touch a row and touches none fails the Update, and nothing of the
+// Update commits — though its COMMIT was pipelined behind the write.
+func TestHeldBackWriteThatTouchesNoRowCommitsNothing(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	ctx := context.Background()
+	writes := map[string]func(ctx context.Context, tx store.Tx) error{
+		"UpdateClaim": func(ctx context.Context, tx store.Tx) error {
+			return tx.UpdateClaim(ctx, store.Claim{Principal: "alice", Source: "slack", Identity: "nope", State: store.ClaimDone})
+		},
+		"TouchContext": func(ctx context.Context, tx store.Tx) error {
+			return tx.TouchContext(ctx, "alice", "nope", t0)
+		},
+		"UpdateWake": func(ctx context.Context, tx store.Tx) error {
+			return tx.UpdateWake(ctx, store.Wake{Principal: "alice", ID: "nope", State: store.WakeDone})
+		},
+	}
+	for name, write := range writes {
+		err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: name, CreatedAt: t0}); err != nil {
+				return err
+			}
+			return write(ctx, tx)
+		})
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s of a missing row: Update = %v, want ErrNotFound", name, err)
+		}
+		if ev, err := s.ListEvidence(ctx, store.EvidenceFilter{Kind: name}); err != nil || len(ev) != 0 {
+			t.Errorf("%s: the failed Update's evidence committed (%d rows, %v)", name, len(ev), err)
+		}
+	}
+}
+
+// An Update inside an Update fn is refused at once: the inner one could wait for the committer
+// running the outer.
+func TestNestedUpdateIsRefused(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	var inner error
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		inner = s.Update(ctx, func(context.Context, store.Tx) error { return nil })
+		return nil
+	})
+	if err != nil || inner == nil || !strings.Contains(inner.Error(), "inside an Update fn") {
+		t.Fatalf("outer %v, inner %v; want the inner Update refused", err, inner)
+	}
+}

@@ -57,8 +57,8 @@ func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool,
 }
 
 func (t *tx) UpdateClaim(ctx context.Context, c store.Claim) error {
-	t.p.later("update claim", `UPDATE claims SET state = $4, outcome_kind = $5, task_id = $6, context_id = $7,
-		message = $8, updated_at = $9 WHERE principal = $1 AND source = $2 AND identity = $3`, affected(store.ErrNotFound),
+	t.p.later("update claim", mustTouch(`UPDATE claims SET state = $4, outcome_kind = $5, task_id = $6, context_id = $7,
+		message = $8, updated_at = $9 WHERE principal = $1 AND source = $2 AND identity = $3 RETURNING 1`), notTouched,
 		c.Principal, c.Source, c.Identity, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID, c.Message, c.UpdatedAt)
 	return nil
 }
@@ -113,12 +113,12 @@ func (t *tx) TouchContext(ctx context.Context, principal, contextID string, at t
 	// update happens only when the stored time is more than store.TouchGranularity older: the
 	// UPDATE's condition is checked on the snapshot first, and a row it skips is never locked.
 	// It still never moves activity backwards.
-	// The SELECT's row count (in the command tag) says whether the context exists.
+	// The count of the context's rows, 0 or 1, divides: a missing context fails on the server.
 	t.p.later("touch context", `WITH touched AS (
 			UPDATE contexts SET last_event_at = $3
 			WHERE principal = $1 AND id = $2 AND last_event_at < $4
 			RETURNING 1)
-		SELECT 1 FROM contexts WHERE principal = $1 AND id = $2`, affected(store.ErrNotFound),
+		SELECT 1 / (SELECT count(*)::int FROM contexts WHERE principal = $1 AND id = $2)`, notTouched,
 		principal, contextID, at, at.Add(-store.TouchGranularity))
 	return nil
 }
@@ -200,8 +200,8 @@ func (t *tx) InsertWake(ctx context.Context, w store.Wake) error {
 }
 
 func (t *tx) UpdateWake(ctx context.Context, w store.Wake) error {
-	t.p.later("update wake", `UPDATE wakes SET state = $3, attempts = $4, updated_at = $5, detail = $6
-		WHERE principal = $1 AND id = $2`, affected(store.ErrNotFound),
+	t.p.later("update wake", mustTouch(`UPDATE wakes SET state = $3, attempts = $4, updated_at = $5, detail = $6
+		WHERE principal = $1 AND id = $2 RETURNING 1`), notTouched,
 		w.Principal, w.ID, string(w.State), w.Attempts, w.UpdatedAt, w.Detail)
 	return nil
 }

@@ -20,6 +20,7 @@ type stmtCache struct {
 	mu     sync.Mutex
 	stmts  map[string]*sql.Stmt
 	missed map[string]struct{}
+	closed bool
 }
 
 func newStmtCache(db *sql.DB) *stmtCache {
@@ -37,23 +38,42 @@ func (c *stmtCache) lookup(query string) *sql.Stmt {
 	return st
 }
 
-// warm prepares the queries missed since the last call. It must run while no transaction holds
-// the writer's connection. A query that fails to prepare (it has several statements, say) is
-// left to run unprepared.
+// warm prepares the queries missed since the last call. It must run while the caller holds no
+// connection the preparation could need (the writer calls it between transactions). A query that
+// fails to prepare (it has several statements, say) is left to run unprepared. The lock is not
+// held while preparing: on the read pool, preparing waits for a free connection, which a reader
+// inside a snapshot may hold while it looks a statement up.
 func (c *stmtCache) warm(ctx context.Context) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	if c.closed || len(c.missed) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	queries := make([]string, 0, len(c.missed))
 	for q := range c.missed {
-		delete(c.missed, q)
-		if st, err := c.db.PrepareContext(ctx, q); err == nil {
+		queries = append(queries, q)
+	}
+	clear(c.missed)
+	c.mu.Unlock()
+	for _, q := range queries {
+		st, err := c.db.PrepareContext(ctx, q)
+		if err != nil {
+			continue
+		}
+		c.mu.Lock()
+		if c.closed || c.stmts[q] != nil {
+			st.Close() // closed meanwhile, or another caller prepared it first
+		} else {
 			c.stmts[q] = st
 		}
+		c.mu.Unlock()
 	}
 }
 
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closed = true
 	for q, st := range c.stmts {
 		st.Close()
 		delete(c.stmts, q)
