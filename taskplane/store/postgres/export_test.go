@@ -17,4 +17,4 @@ func TxID(ctx context.Context, stx store.Tx) (int64, error) {
 func (s *Store) Committers() int { return committers(s.pool.Config().MaxConns) }
 
 // Queued returns how many Updates wait for a committer.
-func (s *Store) Queued() int { return len(s.queue) }
+func (s *Store) Queued() int { return s.queue.Len() }

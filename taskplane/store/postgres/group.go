@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/groupcommit"
 )
 
 // Group commit: Updates queue for a few committers, each of which runs the Updates waiting for it
@@ -25,40 +25,13 @@ import (
 // the last fn of a group waits for the first) stays bounded under load.
 const maxGroup = 32
 
-// Request states, as in the SQLite driver: a request moves from queued to running (a committer
-// took it) or to abandoned (its caller gave up first), never both.
-const (
-	reqQueued int32 = iota
-	reqRunning
-	reqAbandoned
-)
-
-// request is one Update waiting for a committer.
-type request struct {
-	ctx      context.Context
-	fn       func(ctx context.Context, tx store.Tx) error
-	state    atomic.Int32
-	attempts int
-	done     chan error // buffered: a committer never blocks on a caller that left
-}
-
 // committers is how many groups run at once: half the pool, leaving the rest to reads and LISTEN.
 func committers(poolSize int32) int { return max(2, int(poolSize)/2) }
 
-// startCommitters starts the committers; they stop when the store closes.
+// startCommitters starts the committers; Close stops them.
 func (s *Store) startCommitters(n int) {
-	s.queue = make(chan *request, maxGroup*n)
-	s.committed = make(chan struct{})
-	var live atomic.Int32
-	live.Store(int32(n))
-	for range n {
-		go func() {
-			s.commitLoop()
-			if live.Add(-1) == 0 {
-				close(s.committed)
-			}
-		}()
-	}
+	s.queue = groupcommit.New(maxGroup*n, ErrClosed)
+	s.queue.Start(n, maxGroup, s.runGroup)
 }
 
 // Update runs fn in one READ COMMITTED transaction, which it may share with other Updates of this
@@ -78,92 +51,20 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx stor
 	if s.closing.Err() != nil {
 		return ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	select {
-	case s.queue <- r:
-	case <-s.closing.Done():
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return ctx.Err()
-		}
-		return <-r.done
-	case <-s.committed:
-		// The committers have stopped; a request one of them took was answered before.
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return ErrClosed
-		}
-		return <-r.done
-	}
-}
-
-func (s *Store) commitLoop() {
-	group := make([]*request, 0, maxGroup)
-	for {
-		var first *request
-		select {
-		case <-s.closing.Done():
-			s.drain()
-			return
-		case first = <-s.queue:
-		}
-		group = append(group[:0], first)
-	collect:
-		for len(group) < maxGroup {
-			select {
-			case r := <-s.queue:
-				group = append(group, r)
-			default:
-				break collect
-			}
-		}
-		live := group[:0]
-		for _, r := range group {
-			if r.state.CompareAndSwap(reqQueued, reqRunning) {
-				live = append(live, r)
-			}
-		}
-		for len(live) > 0 {
-			live = s.runGroup(live)
-		}
-		clear(group)
-	}
-}
-
-// drain fails every request still queued.
-func (s *Store) drain() {
-	for {
-		select {
-		case r := <-s.queue:
-			if r.state.CompareAndSwap(reqQueued, reqRunning) {
-				r.done <- ErrClosed
-			}
-		default:
-			return
-		}
-	}
+	return s.queue.Submit(ctx, fn)
 }
 
 // runGroup runs the fns of group in one transaction and commits once. It answers every request
 // except those it returns, which are to run again in a fresh transaction: deadlock and
 // serialization victims (after a backoff), and, when the transaction itself was lost, the fns that
 // had succeeded in it.
-func (s *Store) runGroup(group []*request) []*request {
+func (s *Store) runGroup(group []*groupcommit.Request) []*groupcommit.Request {
 	// The group's statements run on the store's context, never on one caller's: cancelling a
 	// statement of a shared transaction must not cost the other callers their writes.
 	gctx := s.closing
-	fail := func(reqs []*request, err error) {
+	fail := func(reqs []*groupcommit.Request, err error) {
 		for _, r := range reqs {
-			r.done <- s.closedErr(err)
+			r.Answer(s.closedErr(err))
 		}
 	}
 	c, err := s.pool.Acquire(gctx)
@@ -174,20 +75,20 @@ func (s *Store) runGroup(group []*request) []*request {
 	defer c.Release() // a connection left inside a transaction is closed by the pool, not reused
 	p := &pipe{conn: c.Conn(), run: gctx}
 	var (
-		ok      []*request
-		retry   []*request
+		ok      []*groupcommit.Request
+		retry   []*groupcommit.Request
 		hints   []string
 		lastErr error
 	)
 	// again answers r with err, or, for a deadlock or serialization victim with attempts left,
 	// keeps it to run again.
-	again := func(r *request, err error) {
-		r.attempts++
-		if retryable(err) && r.attempts < maxUpdateAttempts {
+	again := func(r *groupcommit.Request, err error) {
+		r.Attempts++
+		if retryable(err) && r.Attempts < maxUpdateAttempts {
 			retry, lastErr = append(retry, r), err
 			return
 		}
-		r.done <- s.closedErr(err)
+		r.Answer(s.closedErr(err))
 	}
 	// A group of one needs no savepoint: its fn's failure rolls back the transaction, and the
 	// fn's held-back writes go with the COMMIT.
@@ -218,7 +119,7 @@ func (s *Store) runGroup(group []*request) []*request {
 		if err := p.undo(); err != nil {
 			// The transaction is lost (the connection broke, or Close): r hears its error, the
 			// fns that had succeeded in it run again.
-			r.done <- s.closedErr(fnErr)
+			r.Answer(s.closedErr(fnErr))
 			_ = p.rollback()
 			if gctx.Err() != nil {
 				fail(append(ok, group[i+1:]...), fmt.Errorf("postgres: transaction lost: %w", err))
@@ -250,7 +151,7 @@ func (s *Store) runGroup(group []*request) []*request {
 		slog.Warn("postgres store: send task event hints", "error", hintErr, "tasks", len(hints))
 	}
 	for _, r := range ok {
-		r.done <- nil
+		r.Answer(nil)
 	}
 	return s.backoff(retry, lastErr)
 }
@@ -258,17 +159,17 @@ func (s *Store) runGroup(group []*request) []*request {
 // backoff waits before retry runs again, a jittered exponential delay so that the transactions
 // that collided do not collide again, and returns it; if the store closes meanwhile, retry is
 // answered with lastErr instead.
-func (s *Store) backoff(retry []*request, lastErr error) []*request {
+func (s *Store) backoff(retry []*groupcommit.Request, lastErr error) []*groupcommit.Request {
 	if len(retry) == 0 {
 		return nil
 	}
-	d := retryBaseDelay << (retry[0].attempts - 1)
+	d := retryBaseDelay << (retry[0].Attempts - 1)
 	t := time.NewTimer(d/2 + rand.N(d))
 	defer t.Stop()
 	select {
 	case <-s.closing.Done():
 		for _, r := range retry {
-			r.done <- s.closedErr(lastErr)
+			r.Answer(s.closedErr(lastErr))
 		}
 		return nil
 	case <-t.C:
@@ -280,14 +181,14 @@ func (s *Store) backoff(retry []*request, lastErr error) []*request {
 // could wait for a committer busy running that fn.
 type committerKey struct{}
 
-// call runs r.fn on t and turns a panic into an error for r's caller alone.
-func call(r *request, t *tx) (err error) {
+// call runs r.Fn on t and turns a panic into an error for r's caller alone.
+func call(r *groupcommit.Request, t *tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("postgres store: panic in Update fn: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return r.fn(context.WithValue(r.ctx, committerKey{}, t.s), t)
+	return r.Fn(context.WithValue(r.Ctx, committerKey{}, t.s), t)
 }
 
 // closedErr marks an error of an Update that Close interrupted with ErrClosed. The original error

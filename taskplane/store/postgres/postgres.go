@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/groupcommit"
 )
 
 func init() {
@@ -62,8 +63,7 @@ type Store struct {
 	closing   context.Context // canceled by Close; ends pending Updates and Listens
 	close     context.CancelFunc
 
-	queue     chan *request // Updates waiting for a committer (see group.go)
-	committed chan struct{} // closed when every committer has stopped
+	queue *groupcommit.Queue // Updates waiting for a committer (see group.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -114,7 +114,8 @@ func (s *Store) Capabilities() store.Capabilities {
 // Close cancels pending Updates and Listens, then closes the pool. It is safe to call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.close()
+		s.close()       // statements in flight fail, so the committers finish their groups
+		s.queue.Close() // queued Updates fail; returns once the committers have stopped
 		s.pool.Close()
 	})
 	return nil

@@ -6,7 +6,7 @@ package sqlite
 func Batches(s *Store) int64 { return s.w.batches.Load() }
 
 // Queued reports how many Updates wait in the writer's queue.
-func Queued(s *Store) int { return len(s.w.queue) }
+func Queued(s *Store) int { return s.w.q.Len() }
 
 // Closing is closed once Close has begun.
-func Closing(s *Store) <-chan struct{} { return s.w.closing }
+func Closing(s *Store) <-chan struct{} { return s.w.q.Closing() }

@@ -6,41 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/groupcommit"
 )
 
 // maxBatch bounds how many fns share one transaction, so one commit's latency (and the time the
 // last fn of a batch waits for the first) stays bounded under load.
 const maxBatch = 256
 
-// Request states. A request moves from queued to running (the writer took it) or to abandoned
-// (its caller gave up first), never both: the compare-and-swap decides who owns it.
-const (
-	reqQueued int32 = iota
-	reqRunning
-	reqAbandoned
-)
-
-// request is one Update waiting for the writer.
-type request struct {
-	ctx   context.Context
-	fn    func(ctx context.Context, tx store.Tx) error
-	state atomic.Int32
-	done  chan error // buffered: the writer never blocks on a caller that left
-}
-
 // writer is the single goroutine that runs every Update of a Store (group commit).
 type writer struct {
-	s       *Store
-	db      *sql.DB
-	stmts   *stmtCache
-	queue   chan *request
-	closing chan struct{}
-	stopped chan struct{}
-	stopMu  sync.Once
+	s     *Store
+	db    *sql.DB
+	stmts *stmtCache
+	q     *groupcommit.Queue
 
 	batches atomic.Int64 // committed or attempted transactions, for tests and metrics
 }
@@ -53,17 +34,19 @@ func (w *writer) start(s *Store, db *sql.DB) {
 	w.s = s
 	w.db = db
 	w.stmts = newStmtCache(db)
-	w.queue = make(chan *request, maxBatch)
-	w.closing = make(chan struct{})
-	w.stopped = make(chan struct{})
-	go w.loop()
+	w.q = groupcommit.New(maxBatch, ErrClosed)
+	w.q.Start(1, maxBatch, func(batch []*groupcommit.Request) []*groupcommit.Request {
+		retry := w.runBatch(batch)
+		w.stmts.warm(context.Background()) // no transaction holds the connection now
+		return retry
+	})
 }
 
 // stop makes the writer finish its current batch, fail what is still queued, and exit; it
 // returns once the writer has exited.
 func (w *writer) stop() {
-	w.stopMu.Do(func() { close(w.closing) })
-	<-w.stopped
+	w.q.Close()
+	w.stmts.close()
 }
 
 // Update runs fn in the writer's next transaction, inside its own savepoint, and returns once
@@ -78,104 +61,21 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx stor
 	if ctx.Value(writerKey{}) == s {
 		return errors.New("sqlite store: Update called inside an Update fn (it would deadlock)")
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	w := &s.w
-	r := &request{ctx: ctx, fn: fn, done: make(chan error, 1)}
-	select {
-	case w.queue <- r:
-	case <-w.closing:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return ctx.Err()
-		}
-		return <-r.done
-	case <-w.stopped:
-		// The writer has exited; a request it took was answered before it did.
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return ErrClosed
-		}
-		return <-r.done
-	}
-}
-
-func (w *writer) loop() {
-	defer close(w.stopped)
-	defer w.stmts.close()
-	batch := make([]*request, 0, maxBatch)
-	for {
-		// Closing wins over queued work: Close promises that pending Updates fail.
-		select {
-		case <-w.closing:
-			w.drain()
-			return
-		default:
-		}
-		var first *request
-		select {
-		case <-w.closing:
-			w.drain()
-			return
-		case first = <-w.queue:
-		}
-		batch = append(batch[:0], first)
-	collect:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-w.queue:
-				batch = append(batch, r)
-			default:
-				break collect
-			}
-		}
-		live := batch[:0]
-		for _, r := range batch {
-			if r.state.CompareAndSwap(reqQueued, reqRunning) {
-				live = append(live, r)
-			}
-		}
-		for len(live) > 0 {
-			live = w.runBatch(live)
-		}
-		w.stmts.warm(context.Background())
-		clear(batch) // drop references to finished requests and their fns
-	}
-}
-
-// drain fails every request still queued.
-func (w *writer) drain() {
-	for {
-		select {
-		case r := <-w.queue:
-			if r.state.CompareAndSwap(reqQueued, reqRunning) {
-				r.done <- ErrClosed
-			}
-		default:
-			return
-		}
-	}
+	return s.w.q.Submit(ctx, fn)
 }
 
 // runBatch runs the fns of batch in one transaction, each in its own savepoint, and commits once.
 // It answers every request except those it returns: when a fn's failure (or a statement's)
 // destroyed the whole transaction, that fn's caller gets the error and the other requests are
 // returned to be run again in a fresh transaction, which the Update contract allows.
-func (w *writer) runBatch(batch []*request) (retry []*request) {
+func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Request) {
 	w.batches.Add(1)
 	// The writer's statements run on a context that is never cancelled: cancelling a statement
 	// interrupts it, and an interrupted write rolls back the whole shared transaction.
 	bg := context.Background()
-	fail := func(reqs []*request, err error) {
+	fail := func(reqs []*groupcommit.Request, err error) {
 		for _, r := range reqs {
-			r.done <- err
+			r.Answer(err)
 		}
 	}
 	tx, err := w.db.BeginTx(bg, nil)
@@ -183,7 +83,7 @@ func (w *writer) runBatch(batch []*request) (retry []*request) {
 		fail(batch, fmt.Errorf("sqlite store: begin: %w", err))
 		return nil
 	}
-	ok := make([]*request, 0, len(batch))
+	ok := make([]*groupcommit.Request, 0, len(batch))
 	for i, r := range batch {
 		if _, err := tx.ExecContext(bg, "SAVEPOINT fn"); err != nil {
 			tx.Rollback()
@@ -205,11 +105,11 @@ func (w *writer) runBatch(batch []*request) (retry []*request) {
 			if fnErr == nil {
 				fnErr = fmt.Errorf("sqlite store: transaction lost: %w", endErr)
 			}
-			r.done <- fnErr
+			r.Answer(fnErr)
 			return append(ok, batch[i+1:]...)
 		}
 		if fnErr != nil {
-			r.done <- fnErr
+			r.Answer(fnErr)
 			continue
 		}
 		ok = append(ok, r)
@@ -222,8 +122,8 @@ func (w *writer) runBatch(batch []*request) (retry []*request) {
 	return nil
 }
 
-// call runs r.fn on tx and turns a panic into an error for r's caller alone.
-func (w *writer) call(r *request, tx *sql.Tx) (err error) {
+// call runs r.Fn on tx and turns a panic into an error for r's caller alone.
+func (w *writer) call(r *groupcommit.Request, tx *sql.Tx) (err error) {
 	t := &txn{q: cachedTx{tx: tx, c: w.stmts}}
 	defer func() {
 		// A Tx kept by fn must not write into the next fn's savepoint.
@@ -232,5 +132,5 @@ func (w *writer) call(r *request, tx *sql.Tx) (err error) {
 			err = fmt.Errorf("sqlite store: panic in Update fn: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return r.fn(context.WithValue(r.ctx, writerKey{}, w.s), t)
+	return r.Fn(context.WithValue(r.Ctx, writerKey{}, w.s), t)
 }
