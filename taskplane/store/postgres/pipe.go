@@ -134,6 +134,20 @@ func (p *pipe) settle(br pgx.BatchResults) error {
 // is held back.
 func (p *pipe) direct() bool { return p.begun && len(p.pending) == 0 }
 
+// sendWith sends the held-back writes (and BEGIN, once) with one more statement, reads their
+// results, and returns the batch positioned at that statement's result; the caller closes it.
+func (p *pipe) sendWith(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	p.send(b)
+	b.Queue(sql, args...)
+	br := p.conn.SendBatch(ctx, b)
+	if err := p.settle(br); err != nil {
+		br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
 func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	ctx, err := p.io(ctx)
 	if err != nil {
@@ -142,14 +156,11 @@ func (p *pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 	if p.direct() {
 		return p.conn.Exec(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	p.send(b)
-	b.Queue(sql, args...)
-	br := p.conn.SendBatch(ctx, b)
-	defer br.Close()
-	if err := p.settle(br); err != nil {
+	br, err := p.sendWith(ctx, sql, args)
+	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
+	defer br.Close()
 	return br.Exec()
 }
 
@@ -161,12 +172,8 @@ func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	if p.direct() {
 		return p.conn.Query(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	p.send(b)
-	b.Queue(sql, args...)
-	br := p.conn.SendBatch(ctx, b)
-	if err := p.settle(br); err != nil {
-		br.Close()
+	br, err := p.sendWith(ctx, sql, args)
+	if err != nil {
 		return errRows{err}, err
 	}
 	rows, err := br.Query()
