@@ -76,6 +76,13 @@ func newSchema(tb testing.TB) *url.URL {
 }
 
 // open opens a Store on u and closes it when the test ends.
+// setParam sets one URL parameter (a pgx option or a server run-time parameter) on u.
+func setParam(u *url.URL, key, value string) {
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+}
+
 func open(tb testing.TB, u *url.URL) *postgres.Store {
 	tb.Helper()
 	s, err := postgres.Open(context.Background(), u)
@@ -192,9 +199,7 @@ func TestOpenSchemasAreIsolated(t *testing.T) {
 func TestOpenMissingSchema(t *testing.T) {
 	t.Parallel()
 	u := newSchema(t)
-	q := u.Query()
-	q.Set("search_path", "no_such_schema_here")
-	u.RawQuery = q.Encode()
+	setParam(u, "search_path", "no_such_schema_here")
 	_, err := postgres.Open(context.Background(), u)
 	if err == nil {
 		t.Fatal("Open succeeded with a search_path naming no existing schema")
@@ -699,9 +704,7 @@ func TestUpdateRetriesSerializationFailures(t *testing.T) {
 func TestUpdateRetriesDeadlock(t *testing.T) {
 	t.Parallel()
 	u := newSchema(t)
-	q := u.Query()
-	q.Set("deadlock_timeout", "50ms")
-	u.RawQuery = q.Encode()
+	setParam(u, "deadlock_timeout", "50ms")
 	s, s2 := open(t, u), open(t, u)
 	seedTask(t, s, "alice", "a")
 	seedTask(t, s, "alice", "b")
@@ -803,9 +806,7 @@ func TestCloseFailsPendingUpdate(t *testing.T) {
 func TestTimesRoundTripInUTC(t *testing.T) {
 	t.Parallel()
 	u := newSchema(t)
-	q := u.Query()
-	q.Set("timezone", "Asia/Kathmandu")
-	u.RawQuery = q.Encode()
+	setParam(u, "timezone", "Asia/Kathmandu")
 	s := open(t, u)
 	at := time.Date(2026, 3, 1, 23, 59, 59, 123456000, time.UTC)
 	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
