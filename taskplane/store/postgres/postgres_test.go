@@ -985,6 +985,9 @@ func TestHeldBackWriteThatTouchesNoRowCommitsNothing(t *testing.T) {
 		"UpdateWake": func(ctx context.Context, tx store.Tx) error {
 			return tx.UpdateWake(ctx, store.Wake{Principal: "alice", ID: "nope", State: store.WakeDone})
 		},
+		"SaveWake": func(ctx context.Context, tx store.Tx) error {
+			return tx.SaveWake(ctx, store.Wake{Principal: "alice", ID: "nope", State: store.WakeDone})
+		},
 	}
 	for name, write := range writes {
 		err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {

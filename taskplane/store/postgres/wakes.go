@@ -135,15 +135,9 @@ func (t *tx) ClaimWakes(ctx context.Context, c store.WakeClaim) ([]store.Wake, e
 }
 
 func (t *tx) SaveWake(ctx context.Context, w store.Wake) error {
-	tag, err := t.q.Exec(ctx, `UPDATE wakes SET state = $3, attempts = $4, detail = $5, activation = $6, lease_owner = $7,
-		lease_until = $8, due_at = $9, updated_at = $10 WHERE principal = $1 AND id = $2`,
-		w.Principal, w.ID, string(w.State), w.Attempts, w.Detail, w.Activation, w.LeaseOwner, w.LeaseUntil, w.DueAt,
-		w.UpdatedAt)
-	if err != nil {
-		return fmt.Errorf("save wake %s: %w", w.ID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("save wake %s: %w", w.ID, store.ErrNotFound)
-	}
+	t.p.later("save wake "+w.ID, mustTouch(`UPDATE wakes SET state = $3, attempts = $4, detail = $5, activation = $6,
+		lease_owner = $7, lease_until = $8, due_at = $9, updated_at = $10 WHERE principal = $1 AND id = $2 RETURNING 1`),
+		notTouched, w.Principal, w.ID, string(w.State), w.Attempts, w.Detail, w.Activation, w.LeaseOwner, w.LeaseUntil,
+		w.DueAt, w.UpdatedAt)
 	return nil
 }
