@@ -194,26 +194,26 @@ func (p *Plane) WakesChanged() <-chan struct{} {
 
 func (p *Plane) pokeWakes() {
 	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
 	if p.queue.changed != nil {
 		close(p.queue.changed)
 		p.queue.changed = nil
 	}
-	if p.queue.hints != nil {
-		select {
-		case p.queue.hints <- struct{}{}:
-		default: // full: the claimers' polls find the wake
-		}
-	}
-	p.queue.mu.Unlock()
+	p.hintLocked()
 }
 
 // rehint puts back a hint a claimer took but did not use.
 func (p *Plane) rehint() {
 	p.queue.mu.Lock()
 	defer p.queue.mu.Unlock()
+	p.hintLocked()
+}
+
+// hintLocked adds one hint, if a Dispatcher keeps them (p.queue.mu held).
+func (p *Plane) hintLocked() {
 	select {
-	case p.queue.hints <- struct{}{}:
-	default:
+	case p.queue.hints <- struct{}{}: // a nil channel (no Dispatcher yet) is never ready
+	default: // full: the claimers' polls find the wake
 	}
 }
 

@@ -75,15 +75,11 @@ a running "channels serve" uses.`,
 			if events < 1 || conc < 1 || convs < 1 {
 				return usageError{errors.New("--events, --concurrency and --conversations must be at least 1")}
 			}
-			rawURL := a.cfg.Store
-			if !cmd.Flags().Changed("store") {
-				dir, err := os.MkdirTemp("", "channels-bench-")
-				if err != nil {
-					return fmt.Errorf("bench: temporary store directory: %w", err)
-				}
-				defer os.RemoveAll(dir)
-				rawURL = "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db"))
+			rawURL, cleanup, err := a.benchStore(cmd)
+			if err != nil {
+				return err
 			}
+			defer cleanup()
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -113,17 +109,14 @@ a running "channels serve" uses.`,
 	return cmd
 }
 
-// benchAccept runs the fsync probe, then the acceptance load, on the store at rawURL.
-// benchAccept runs the acceptance load; progress, if not nil, is called with the number of events
-// taken so far about twice a second.
+// benchAccept runs the fsync probe, then the acceptance load, on the store at rawURL; progress, if
+// not nil, is called with the number of events taken so far about twice a second.
 func benchAccept(ctx context.Context, rawURL string, events, conc, convs int, probe time.Duration, progress func(done int)) (acceptResult, error) {
 	dir, err := probeDir(rawURL)
 	if err != nil {
 		return acceptResult{}, err
 	}
-	openCtx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
-	st, err := store.Open(openCtx, rawURL)
-	cancel()
+	st, err := openStoreURL(ctx, rawURL)
 	if err != nil {
 		return acceptResult{}, fmt.Errorf("bench: %w", err)
 	}
@@ -203,11 +196,8 @@ func benchAccept(ctx context.Context, rawURL string, events, conc, convs int, pr
 	if err := ctx.Err(); err != nil {
 		return acceptResult{}, fmt.Errorf("bench interrupted: %w", err)
 	}
-	slices.Sort(lat)
 	r := acceptResult{
 		AcceptsPerSec: round(float64(events)/elapsed.Seconds(), 1),
-		P50Ms:         round(ms(percentile(lat, 0.50)), 3),
-		P99Ms:         round(ms(percentile(lat, 0.99)), 3),
 		Events:        events,
 		Concurrency:   conc,
 		Store:         redactedStore(rawURL),
@@ -217,6 +207,7 @@ func benchAccept(ctx context.Context, rawURL string, events, conc, convs int, pr
 		ProbeDir:      dir,
 		Overflowed:    int(overflowed.Load()),
 	}
+	r.P50Ms, r.P99Ms = latencyMs(lat)
 	if fsyncs > 0 {
 		r.AcceptsPerFsync = round(float64(events)/elapsed.Seconds()/fsyncs, 2)
 	}
@@ -317,6 +308,25 @@ func fsyncProbe(dir string, d time.Duration) (float64, error) {
 		n++
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// benchStore returns the store a bench writes to: --store if given, else a fresh SQLite database in
+// a temporary directory that cleanup removes.
+func (a *app) benchStore(cmd *cobra.Command) (rawURL string, cleanup func(), err error) {
+	if cmd.Flags().Changed("store") {
+		return a.cfg.Store, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "channels-bench-")
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: temporary store directory: %w", err)
+	}
+	return "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db")), func() { os.RemoveAll(dir) }, nil
+}
+
+// latencyMs sorts lat and returns its 50th and 99th percentiles in milliseconds.
+func latencyMs(lat []time.Duration) (p50, p99 float64) {
+	slices.Sort(lat)
+	return round(ms(percentile(lat, 0.50)), 3), round(ms(percentile(lat, 0.99)), 3)
 }
 
 func percentile(sorted []time.Duration, q float64) time.Duration {

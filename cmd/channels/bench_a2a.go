@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +29,6 @@ import (
 	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/executor/echo"
-	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // a2aLoad is the figures of one load run against one server.
@@ -195,9 +193,7 @@ func startBenchChannels(ctx context.Context, cfg config.Config) (*benchServer, e
 		}
 	}
 	storeURL := "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db"))
-	openCtx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
-	st, err := store.Open(openCtx, storeURL)
-	cancel()
+	st, err := openStoreURL(ctx, storeURL)
 	if err != nil {
 		undo()
 		return nil, fmt.Errorf("bench a2a: %w", err)
@@ -326,15 +322,13 @@ func runA2ALoad(ctx context.Context, name, base string, o a2aBenchOptions, cpuPr
 	if err := ctx.Err(); err != nil {
 		return a2aLoad{}, fmt.Errorf("bench a2a interrupted: %w", err)
 	}
-	slices.Sort(lat)
 	n := len(lat) + errs
 	r := a2aLoad{Server: name, Target: base, Requests: n, Errors: errs, FirstError: first,
 		Seconds: round(elapsed.Seconds(), 3)}
 	if elapsed > 0 {
 		r.ReqPerSec = round(float64(len(lat))/elapsed.Seconds(), 1)
 	}
-	r.P50Ms = round(ms(percentile(lat, 0.50)), 3)
-	r.P99Ms = round(ms(percentile(lat, 0.99)), 3)
+	r.P50Ms, r.P99Ms = latencyMs(lat)
 	return r, nil
 }
 

@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,15 +67,11 @@ it writes deliveries (principal and source "bench") into that store: use a throw
 			if n < 1 || conc < 1 || lanes < 0 || (lanes > 0 && interval <= 0) {
 				return usageError{errors.New("--deliveries and --concurrency must be at least 1, --lanes at least 0, --lane-interval positive")}
 			}
-			rawURL := a.cfg.Store
-			if !cmd.Flags().Changed("store") {
-				dir, err := os.MkdirTemp("", "channels-bench-")
-				if err != nil {
-					return fmt.Errorf("bench: temporary store directory: %w", err)
-				}
-				defer os.RemoveAll(dir)
-				rawURL = "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db"))
+			rawURL, cleanup, err := a.benchStore(cmd)
+			if err != nil {
+				return err
 			}
+			defer cleanup()
 			r, err := benchDeliveries(cmd.Context(), rawURL, n, conc, lanes, interval, latency)
 			if err != nil {
 				return err
@@ -129,9 +122,7 @@ func benchLane(d delivery.Delivery) string {
 }
 
 func benchDeliveries(ctx context.Context, rawURL string, n, conc, lanes int, interval, latency time.Duration) (deliveriesResult, error) {
-	openCtx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
-	st, err := store.Open(openCtx, rawURL)
-	cancel()
+	st, err := openStoreURL(ctx, rawURL)
 	if err != nil {
 		return deliveriesResult{}, fmt.Errorf("bench: %w", err)
 	}
@@ -170,9 +161,8 @@ func benchDeliveries(ctx context.Context, rawURL string, n, conc, lanes int, int
 		if err != nil {
 			return deliveriesResult{}, err
 		}
-		slices.Sort(lat)
 		r.DeliveriesPerSec = round(float64(n)/elapsed.Seconds(), 1)
-		r.P50Ms, r.P99Ms = round(ms(percentile(lat, 0.50)), 3), round(ms(percentile(lat, 0.99)), 3)
+		r.P50Ms, r.P99Ms = latencyMs(lat)
 		r.Seconds = round(elapsed.Seconds(), 3)
 	} else {
 		r.Mode, r.Lanes, r.LaneIntervalMs = "lanes", lanes, ms(interval)

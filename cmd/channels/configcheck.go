@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,9 +138,7 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 	}
 
 	if connect && len(r.Errors) == 0 {
-		ctx, cancel := context.WithTimeout(cmd.Context(), storeOpenTimeout)
-		defer cancel()
-		st, err := store.Open(ctx, cfg.Store)
+		st, err := openStoreURL(cmd.Context(), cfg.Store)
 		switch {
 		case errors.Is(err, store.ErrInUse):
 			r.Warnings = append(r.Warnings, "store: in use by another process (a running channels serve holds this SQLite store)")

@@ -34,9 +34,7 @@ With the SQLite store these commands need the store to themselves: stop "channel
 // openDeliveries opens the configured store and an engine without routes over it (enough to
 // read and resolve; it sends nothing).
 func (a *app) openDeliveries(ctx context.Context) (*delivery.Engine, store.Store, error) {
-	octx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
-	defer cancel()
-	st, err := store.Open(octx, a.cfg.Store)
+	st, err := openStoreURL(ctx, a.cfg.Store)
 	if err != nil {
 		return nil, nil, fmt.Errorf("deliveries: %w", err)
 	}

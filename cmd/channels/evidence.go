@@ -276,9 +276,7 @@ func (a *app) openEvidence(ctx context.Context, server string) (evidenceReader, 
 		return &apiEvidence{base: strings.TrimRight(server, "/"), token: a.cfg.AdminToken,
 			client: &http.Client{Timeout: 30 * time.Second}}, nil
 	}
-	octx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
-	defer cancel()
-	st, err := store.Open(octx, a.cfg.Store)
+	st, err := openStoreURL(ctx, a.cfg.Store)
 	if err != nil {
 		if errors.Is(err, store.ErrInUse) {
 			return nil, fmt.Errorf("%w (a running server holds this SQLite store: read through it with --server URL)", err)

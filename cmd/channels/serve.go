@@ -31,6 +31,14 @@ import (
 // storeOpenTimeout bounds opening the store (a Postgres that does not answer) at start-up.
 const storeOpenTimeout = 30 * time.Second
 
+// openStoreURL opens the store at rawURL (applying its migrations), giving up after
+// storeOpenTimeout.
+func openStoreURL(ctx context.Context, rawURL string) (store.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	defer cancel()
+	return store.Open(ctx, rawURL)
+}
+
 func (a *app) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -124,9 +132,7 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 
-	openCtx, cancelOpen := context.WithTimeout(ctx, storeOpenTimeout)
-	st, err := store.Open(openCtx, cfg.Store)
-	cancelOpen()
+	st, err := openStoreURL(ctx, cfg.Store)
 	if err != nil {
 		return err
 	}

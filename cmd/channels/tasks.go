@@ -75,9 +75,7 @@ Exit status: 0 on success, 1 when the store cannot be read, 2 on a usage mistake
 }
 
 func (a *app) openStore(ctx context.Context) (store.Store, error) {
-	octx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
-	defer cancel()
-	st, err := store.Open(octx, a.cfg.Store)
+	st, err := openStoreURL(ctx, a.cfg.Store)
 	if err != nil && errors.Is(err, store.ErrInUse) {
 		return nil, fmt.Errorf("%w (stop channels serve, or use Postgres to read beside it)", err)
 	}
