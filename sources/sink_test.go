@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,23 +181,29 @@ func TestPermanentTellsSettledErrorsFromRetries(t *testing.T) {
 	}
 }
 
+// registryRuns makes TestRegistry's names unique per run: the registry is global, and the test
+// may run more than once in one process (-count).
+var registryRuns atomic.Int32
+
 func TestRegistry(t *testing.T) {
 	f := func(sources.Config) (sources.Source, error) { return nil, errors.New("unused") }
-	sources.Register("zz-test-b", f)
-	sources.Register("zz-test-a", f)
+	prefix := fmt.Sprintf("zz-%d-test-", registryRuns.Add(1))
+	a, b := prefix+"a", prefix+"b"
+	sources.Register(b, f)
+	sources.Register(a, f)
 	names := sources.Names()
-	if i, j := indexOf(names, "zz-test-a"), indexOf(names, "zz-test-b"); i < 0 || j != i+1 {
+	if i, j := indexOf(names, a), indexOf(names, b); i < 0 || j != i+1 {
 		t.Fatalf("Names() = %v, want sorted", names)
 	}
-	mustPanic(t, "duplicate", func() { sources.Register("zz-test-a", f) })
-	mustPanic(t, "nil factory", func() { sources.Register("zz-test-c", nil) })
-	if _, err := sources.New("zz-test-a", sources.Config{}); err == nil {
+	mustPanic(t, "duplicate", func() { sources.Register(a, f) })
+	mustPanic(t, "nil factory", func() { sources.Register(prefix+"c", nil) })
+	if _, err := sources.New(a, sources.Config{}); err == nil {
 		t.Fatal("New of a source without a matrix row succeeded")
 	}
 	if _, err := sources.New("not-registered", sources.Config{}); err == nil {
 		t.Fatal("New of an unregistered source succeeded")
 	}
-	if _, err := sources.NewSink(taskplane.New(storetest.OpenSQLite(t)), "zz-test-a"); err == nil {
+	if _, err := sources.NewSink(taskplane.New(storetest.OpenSQLite(t)), a); err == nil {
 		t.Fatal("NewSink of a source without a matrix row succeeded")
 	}
 }
