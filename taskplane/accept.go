@@ -169,14 +169,21 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	if ev.TaskID == "" && ev.ReplyTo == "" && ev.Reply == nil {
 		hand.c = p.takeClaimer()
 	}
+	// fnDone: the last run of the transaction's function succeeded, so if Update still failed,
+	// the commit itself did, and its outcome may be unknown (a connection lost after COMMIT).
+	var fnDone bool
 	// A continuation racing another writer of the same task on a shared engine retries whole.
 	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			hand.g = nil
-			return p.acceptTx(ctx, tx, &ev, dg, &acc, &conflict, &hand)
+			hand.g, fnDone = nil, false
+			if err := p.acceptTx(ctx, tx, &ev, dg, &acc, &conflict, &hand); err != nil {
+				return err
+			}
+			fnDone = true
+			return nil
 		})
 	})
-	if err != nil {
+	if err != nil && !(fnDone && hand.g != nil && p.grantCommitted(ctx, hand.g)) {
 		hand.g = nil
 	}
 	if hand.c != nil {
@@ -199,6 +206,20 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	}
 	return acc, nil
 }
+
+// grantCommitted reports whether g, made in an acceptance whose commit returned an error, was
+// committed all the same: its wake is leased to g's owner until g's lease end. Then the claimer
+// runs the turn now rather than the task waiting for the lease to run out. A read that fails
+// counts as not committed (the lease's end then re-offers the wake, as before).
+func (p *Plane) grantCommitted(ctx context.Context, g *Grant) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantCheckTimeout)
+	defer cancel()
+	w, err := p.store.GetWake(ctx, g.Principal, g.WakeID)
+	return err == nil && w.State == store.WakeActive && w.LeaseOwner == g.Owner && w.LeaseUntil.Equal(g.LeaseUntil)
+}
+
+// grantCheckTimeout bounds grantCommitted's read.
+const grantCheckTimeout = 5 * time.Second
 
 // handOff is an idle claimer an acceptance may grant its new task's first turn to, and the grant.
 type handOff struct {

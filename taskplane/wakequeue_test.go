@@ -602,3 +602,65 @@ func TestAcceptanceThatMakesNoTaskReleasesTheClaimer(t *testing.T) {
 		}
 	})
 }
+
+// lostCommitStore is a real store whose Update, while lose is set, commits and then reports an
+// error anyway, as a connection lost just after COMMIT was sent leaves the caller.
+type lostCommitStore struct {
+	store.Store
+	lose bool
+}
+
+var errCommitLost = errors.New("connection lost after COMMIT")
+
+func (s *lostCommitStore) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	if err := s.Store.Update(ctx, fn); err != nil || !s.lose {
+		return err
+	}
+	return errCommitLost
+}
+
+// An acceptance whose commit outcome is lost still hands over the turn it committed: the
+// claimer runs it now, instead of the task waiting for the lease to run out. One that did not
+// commit hands nothing.
+func TestAcceptanceWithALostCommitOutcomeHandsTheTurnItCommitted(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		s := &lostCommitStore{Store: open(t), lose: true}
+		p := taskplane.New(s)
+		handed := p.ParkClaimer("disp-1", time.Minute)
+		if _, err := p.Accept(ctx, a2aEvent("m-1", "hello")); !errors.Is(err, errCommitLost) {
+			t.Fatalf("Accept = %v, want the lost commit's error", err)
+		}
+		g, taken := handed()
+		if !taken || g == nil {
+			t.Fatalf("the claimer got (%v, taken %v); want the committed grant", g, taken)
+		}
+		if g.Owner != "disp-1" || g.Task.Status.State != taskplane.StateWorking {
+			t.Fatalf("grant: owner %s, task %s", g.Owner, g.Task.Status.State)
+		}
+		// The grant is the real one: the turn finishes the task and ends.
+		s.lose = false
+		if err := p.NewTurn(g).Complete(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if st := taskState(t, p, g.TaskID).Status.State; st != taskplane.StateCompleted {
+			t.Fatalf("task is %s after the turn, want COMPLETED", st)
+		}
+		// The client's retry is a duplicate of the committed acceptance.
+		dup, err := p.Accept(ctx, a2aEvent("m-1", "hello"))
+		if err != nil || dup.Outcome != taskplane.Duplicate || dup.Task.ID != g.TaskID {
+			t.Fatalf("retry: %+v, %v; want the duplicate of task %s", dup, err, g.TaskID)
+		}
+
+		// A failure before the commit: the fn failed, nothing committed, no grant.
+		fs := &failingStore{Store: open(t), failWake: true}
+		p2 := taskplane.New(fs)
+		handed2 := p2.ParkClaimer("disp-2", time.Minute)
+		if _, err := p2.Accept(ctx, a2aEvent("m-2", "hello")); !errors.Is(err, errInjected) {
+			t.Fatalf("Accept = %v, want the injected failure", err)
+		}
+		if g, taken := handed2(); !taken || g != nil {
+			t.Fatalf("after a failed acceptance the claimer got (%v, taken %v); want released with no grant", g, taken)
+		}
+	})
+}
