@@ -383,6 +383,30 @@ func TestForeignPrincipalsAnchorMakesANewTask(t *testing.T) {
 	})
 }
 
+// Cancel is idempotent: canceling a CANCELED task returns it as it is, writing nothing; another
+// principal's task is not found, and any other terminal task is not cancelable.
+func TestCancelOfACanceledTaskReturnsItUnchanged(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a1", Message: textMsg("a1", "x")})
+		first, canceled, err := p.Cancel(ctx, "alice", acc.Task.ID, nil)
+		if err != nil || !canceled || first.Status.State != taskplane.StateCanceled {
+			t.Fatalf("first cancel: %v, canceled %v", err, canceled)
+		}
+		again, canceled, err := p.Cancel(ctx, "alice", acc.Task.ID, map[string]any{"why": "again"})
+		if err != nil || canceled {
+			t.Fatalf("second cancel: %v, canceled %v; want the task, canceled false", err, canceled)
+		}
+		if again.Version != first.Version || again.LastSeq != first.LastSeq || !again.Status.Timestamp.Equal(first.Status.Timestamp) {
+			t.Fatalf("second cancel changed the task: v%d seq%d at %v, was v%d seq%d at %v", again.Version, again.LastSeq,
+				again.Status.Timestamp, first.Version, first.LastSeq, first.Status.Timestamp)
+		}
+		if _, _, err := p.Cancel(ctx, "mallory", acc.Task.ID, nil); !errors.Is(err, taskplane.ErrTaskNotFound) {
+			t.Fatalf("mallory's cancel: %v, want not found", err)
+		}
+	})
+}
+
 func TestTerminalTaskIsImmutable(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
 		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a1", Message: textMsg("a1", "x")})
@@ -402,7 +426,7 @@ func TestTerminalTaskIsImmutable(t *testing.T) {
 				t.Fatalf("%T: err = %v", c, err)
 			}
 		}
-		if _, err := p.Cancel(context.Background(), "alice", id, nil); !errors.Is(err, taskplane.ErrTaskNotCancelable) {
+		if _, _, err := p.Cancel(context.Background(), "alice", id, nil); !errors.Is(err, taskplane.ErrTaskNotCancelable) {
 			t.Fatalf("cancel: %v", err)
 		}
 		_, err = p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2", TaskID: id, Message: textMsg("a2", "more")})

@@ -203,29 +203,38 @@ func (p *Plane) retryConcurrent(ctx context.Context, retry bool, op func() error
 	}
 }
 
-// Cancel moves a non-terminal task to CANCELED. A terminal task is ErrTaskNotCancelable.
-func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata map[string]any) (*Task, error) {
-	var t *Task
-	err := p.retryConcurrent(ctx, true, func() error {
+// Cancel moves a non-terminal task to CANCELED and reports canceled true. Cancel is idempotent: a
+// task already CANCELED is returned as it is, with canceled false (no event, no notice to its
+// provider). Any other terminal task is ErrTaskNotCancelable.
+func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata map[string]any) (t *Task, canceled bool, err error) {
+	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			cur, err := getTask(ctx, tx, principal, taskID)
 			if err != nil {
 				return err
 			}
-			if cur.Status.State.Terminal() {
+			switch {
+			case cur.Status.State == StateCanceled:
+				t, canceled = cur, false
+				return nil
+			case cur.Status.State.Terminal():
 				return ErrTaskNotCancelable
 			}
 			t, err = applyTx(ctx, tx, principal, taskID, cur.Version, p.clock(), SetStatus{State: StateCanceled, Metadata: metadata})
+			canceled = err == nil
 			return err
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cancel task %s: %w", taskID, err)
+		return nil, false, fmt.Errorf("cancel task %s: %w", taskID, err)
+	}
+	if !canceled {
+		return t, false, nil
 	}
 	p.broker.publish(principal, taskID)
 	// A canceled native task tells its provider, as any other outcome does.
 	p.sendHome(ctx, t)
-	return t, nil
+	return t, true, nil
 }
 
 // GetTask returns the principal's task; another principal's task is ErrTaskNotFound.

@@ -167,7 +167,7 @@ func TestWakeSkipsCanceledWork(t *testing.T) {
 	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
 		canceled := mustAccept(t, p, a2aEvent("m-1", "never mind")).Task
 		live := mustAccept(t, p, a2aEvent("m-2", "do it")).Task
-		if _, err := p.Cancel(context.Background(), "alice", canceled.ID, nil); err != nil {
+		if _, _, err := p.Cancel(context.Background(), "alice", canceled.ID, nil); err != nil {
 			t.Fatal(err)
 		}
 		g := claimAs(t, p, "consumer")

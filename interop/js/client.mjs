@@ -168,13 +168,17 @@ async function suite(binding) {
     expect(t.status.state === TaskState.TASK_STATE_INPUT_REQUIRED, `state ${stateName(t.status.state)}`);
     const c = await client.cancelTask({ id: t.id });
     expect(c.status.state === TaskState.TASK_STATE_CANCELED, `cancel returned ${stateName(c.status.state)}`);
+    // Cancel is idempotent: a second cancel returns the canceled task.
+    const again = await client.cancelTask({ id: t.id });
+    expect(again.status.state === TaskState.TASK_STATE_CANCELED, `second cancel returned ${stateName(again.status.state)}`);
+    const done = await client.sendMessage({ message: message('tck-complete-task', binding) });
     try {
-      await client.cancelTask({ id: t.id });
+      await client.cancelTask({ id: done.id });
     } catch (err) {
-      expect(err instanceof TaskNotCancelableError, `second cancel threw ${err?.name}: ${err?.message}`);
+      expect(err instanceof TaskNotCancelableError, `cancel of a completed task threw ${err?.name}: ${err?.message}`);
       return err.name;
     }
-    throw new Error('a second cancel succeeded');
+    throw new Error('the cancel of a completed task succeeded');
   });
 
   await check(binding, 'not-found', async () => {

@@ -200,9 +200,12 @@ func (s *Service) ListTasks(ctx context.Context, call Call, req *a2awire.ListTas
 // CancelTask cancels a task of the caller: the plane records CANCELED, the dispatcher stops a
 // running turn, and an executor that implements taskplane.Canceler is told.
 func (s *Service) CancelTask(ctx context.Context, call Call, req *a2awire.CancelTaskRequest) (*a2awire.Task, error) {
-	t, err := s.plane.Cancel(ctx, call.Principal, req.ID, req.Metadata)
+	t, canceled, err := s.plane.Cancel(ctx, call.Principal, req.ID, req.Metadata)
 	if err != nil {
 		return nil, err
+	}
+	if !canceled { // already CANCELED: cancel is idempotent, and its effects happened the first time
+		return a2awire.FromTask(t, s.view(call, nil, true)), nil
 	}
 	if s.disp != nil {
 		s.disp.CancelTurn(t.ID)

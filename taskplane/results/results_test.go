@@ -266,7 +266,7 @@ func TestCanceledNativeTaskTellsItsProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plane.Cancel(ctx, "alice", acc.Task.ID, nil); err != nil {
+	if _, _, err := plane.Cancel(ctx, "alice", acc.Task.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := st.ListDeliveries(ctx, store.DeliveryFilter{})

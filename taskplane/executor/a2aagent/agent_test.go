@@ -330,7 +330,7 @@ func testCancel(t *testing.T, ch *channels, ag *agent, srv *httptest.Server) {
 	task = ch.await(t, task.ID, "the downstream task to start", func(t *taskplane.Task) bool { return downstreamID(t) != "" })
 	downstream := downstreamID(task)
 	// What the A2A bindings do on CancelTask: cancel, stop the turn, tell the executor.
-	canceled, err := ch.plane.Cancel(context.Background(), "alice", task.ID, nil)
+	canceled, _, err := ch.plane.Cancel(context.Background(), "alice", task.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func TestConformanceCancelStopsTheResubscribeHold(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wait for WORKING: %v", err)
 	}
-	if _, err := h.Plane.Cancel(ctx, executortest.Principal, acc.Task.ID, nil); err != nil {
+	if _, _, err := h.Plane.Cancel(ctx, executortest.Principal, acc.Task.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.Dispatcher.CancelTurn(acc.Task.ID)
