@@ -456,6 +456,9 @@ func TestLimitsAndValidation(t *testing.T) {
 		code int
 	}{
 		{`{"jsonrpc":"2.0","id":1`, -32700},
+		{`1`, -32600}, // valid JSON, not a Request object
+		{`"GetTask"`, -32600},
+		{`null`, -32600},
 		{`[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]`, -32600},
 		{`{"jsonrpc":"1.0","id":1,"method":"GetTask"}`, -32600},
 		{`{"jsonrpc":"2.0","id":{},"method":"GetTask"}`, -32600},

@@ -70,9 +70,13 @@ func ParseRequest(body []byte) (*Request, *a2awire.Error) {
 	if len(body) > 0 && body[0] == '[' {
 		return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "batch requests are not supported")
 	}
+	if !json.Valid(body) {
+		return req, a2awire.Errorf(a2awire.ErrParse, "request is not valid JSON")
+	}
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(body, &env); err != nil || env == nil {
-		return req, a2awire.Errorf(a2awire.ErrParse, "request is not a JSON object")
+		// Valid JSON, but a number, string, boolean or null: not a Request object.
+		return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "request is not a JSON object")
 	}
 	if id, ok := env["id"]; ok {
 		id = bytes.TrimSpace(id)
