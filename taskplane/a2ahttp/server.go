@@ -96,7 +96,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", r.URL.Path, r.Method))
 		return
 	}
-	call, werr := s.begin(w, r, tenant)
+	call, werr := s.begin(w, r, tenant, rt.op)
 	if werr != nil {
 		writeError(w, werr)
 		return
@@ -106,8 +106,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// begin authenticates and negotiates a request.
-func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant string) (a2aservice.Call, *a2awire.Error) {
+// begin authenticates and negotiates a request for operation op.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant, op string) (a2aservice.Call, *a2awire.Error) {
 	principal, err := s.svc.Authenticate(r)
 	if err != nil {
 		a2aservice.SetChallenge(w, err)
@@ -118,7 +118,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant string) (a
 		return a2aservice.Call{}, err
 	}
 	a2aservice.SetExtensions(w, ext)
-	last, err := a2aservice.LastEventID(r)
+	last, err := a2aservice.LastEventID(op, r)
 	if err != nil {
 		return a2aservice.Call{}, err
 	}

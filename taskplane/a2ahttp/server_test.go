@@ -134,6 +134,24 @@ func TestResumeLastEventID(t *testing.T) {
 	})
 }
 
+// TestLastEventIDMattersOnlyToStreams: the header resumes a stream; a malformed one there is
+// invalid params, and on any other operation (which an SSE client may send it with) it is
+// ignored, on both bindings.
+func TestLastEventIDMattersOnlyToStreams(t *testing.T) {
+	e := newEnv(t)
+	bad := map[string]string{"Last-Event-ID": "not-an-id"}
+	if status, _, body := e.raw(http.MethodGet, "/tasks", tokenAlice, nil, bad); status != http.StatusOK {
+		t.Fatalf("ListTasks with a malformed Last-Event-ID: %d %s, want 200", status, body)
+	}
+	status, _, body := e.raw(http.MethodGet, "/tasks/no-such-task:subscribe", tokenAlice, nil, bad)
+	if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "INVALID_PARAMS" {
+		t.Fatalf("subscribe with a malformed Last-Event-ID: %d %s, want 400 INVALID_PARAMS", status, body)
+	}
+	if r := e.rpc(tokenAlice, "ListTasks", map[string]any{}, bad); r.Error != nil {
+		t.Fatalf("JSON-RPC ListTasks with a malformed Last-Event-ID: %+v", r.Error)
+	}
+}
+
 // s2Last returns the id of the task's last event.
 func s2Last(t *testing.T, e *env, id a2a.TaskID) string {
 	t.Helper()

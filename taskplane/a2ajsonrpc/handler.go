@@ -183,7 +183,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a2aservice.SetExtensions(w, ext)
-	last, lerr := a2aservice.LastEventID(r)
+	last, lerr := a2aservice.LastEventID(req.Method, r)
 	if lerr != nil {
 		fail(lerr)
 		return

@@ -138,10 +138,12 @@ func SetExtensions(w http.ResponseWriter, ext a2awire.Extensions) {
 	}
 }
 
-// LastEventID parses the Last-Event-ID header: -1 when absent.
-func LastEventID(r *http.Request) (int64, *a2awire.Error) {
+// LastEventID parses the Last-Event-ID header of a streaming operation (op is the v1 method
+// name, SendStreamingMessage or SubscribeToTask): -1 when absent. Other operations ignore the
+// header, which an SSE client may send with any request.
+func LastEventID(op string, r *http.Request) (int64, *a2awire.Error) {
 	v := strings.TrimSpace(r.Header.Get(HeaderLastEventID))
-	if v == "" {
+	if v == "" || (op != "SendStreamingMessage" && op != "SubscribeToTask") {
 		return -1, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
