@@ -405,6 +405,42 @@ func TestDNSNameResolvingToAPrivateAddressIsRefusedAtDelivery(t *testing.T) {
 	})
 }
 
+// A receiver's URL may carry a secret in its path or query: a failed delivery's error, in the
+// delivery record and in evidence, names only the receiver's origin.
+func TestDeliveryErrorsNameOnlyTheReceiversOrigin(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		p := taskplane.New(open(t))
+		var answer atomic.Value
+		answer.Store("93.184.216.34")
+		resolver := push.ResolverFunc(func(_ context.Context, _, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr(answer.Load().(string))}, nil
+		})
+		n := push.New(p, fastOptions(push.Options{Resolver: resolver}))
+		const hookURL = "https://hooks.example.com/in/s3cr3t-path?key=s3cr3t-query"
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: hookURL, Token: "tok"})
+		answer.Store("10.20.30.40") // the delivery attempt fails: refused at connect time
+		if _, err := n.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := n.Engine().List(context.Background(), delivery.Filter{Principal: "alice", TaskID: task.ID})
+		if err != nil || len(recs) != 1 || recs[0].LastError == "" {
+			t.Fatalf("deliveries: %+v, %v; want one that failed", recs, err)
+		}
+		if strings.Contains(recs[0].LastError, "s3cr3t") || !strings.Contains(recs[0].LastError, "https://hooks.example.com") {
+			t.Fatalf("delivery error %q: want the origin and no path or query", recs[0].LastError)
+		}
+		evs, err := p.Store().ListEvidence(context.Background(), store.EvidenceFilter{Principal: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if strings.Contains(string(e.Detail), "s3cr3t") {
+				t.Fatalf("%s evidence holds the URL's secret: %s", e.Kind, e.Detail)
+			}
+		}
+	})
+}
+
 func TestRestartResumesFromTheDurableCursor(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		st := open(t)

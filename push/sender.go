@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -105,7 +106,9 @@ func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receip
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return delivery.Receipt{}, classifyTransport(err)
+		// The receiver's URL may hold a secret in its path or query: the error, which delivery
+		// records and evidence carry, names only its origin.
+		return delivery.Receipt{}, classifyTransport(redact.URLError(err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/sources"
 )
 
@@ -64,7 +65,8 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	req.Header.Set(HeaderDelivery, d.ID)
 	resp, err := callbackClient.Do(req)
 	if err != nil {
-		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, err)
+		// The callback URL may hold a secret in its path or query: name only its origin.
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, redact.URLError(err))
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
