@@ -225,13 +225,14 @@ func (t *tx) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.C
 	return stored, nil
 }
 
-// pruneTasksSQL deletes up to $3 terminal tasks in contexts idle since before $1, with their
+// pruneTasksSQL deletes up to $3 terminal tasks unchanged since before $1 in contexts idle since
+// before $1, with their
 // events, anchors and wakes, in one statement. SKIP LOCKED leaves tasks that a live transaction
 // holds for a later run instead of waiting for it.
 const pruneTasksSQL = `WITH victims AS (
 		SELECT t.principal, t.id FROM tasks t
 		JOIN contexts c ON c.principal = t.principal AND c.id = t.context_id
-		WHERE c.last_event_at < $1 AND t.state = ANY($2)
+		WHERE c.last_event_at < $1 AND t.updated_at < $1 AND t.state = ANY($2)
 		LIMIT $3
 		FOR UPDATE OF t SKIP LOCKED
 	), dt AS (

@@ -1360,6 +1360,7 @@ func testPrune(t *testing.T, s store.Store) {
 			newContext("alice", "c-empty", old),   // nothing in it: goes
 			newContext("alice", "c-failed", old),  // "failed" is not in the terminal list
 			newContext("alice", "c-recent", recent),
+			newContext("alice", "c-finished", old), // its task finished after the cutoff
 		} {
 			if err := tx.InsertContext(ctx, c); err != nil {
 				return err
@@ -1370,6 +1371,9 @@ func testPrune(t *testing.T, s store.Store) {
 			newTask("alice", "t-live", "c-live", "working", old),
 			newTask("alice", "t-failed", "c-failed", "failed", old),
 			newTask("alice", "t-recent", "c-recent", "completed", old),
+			// Accepted long ago in an idle conversation, finished recently: its retention runs
+			// from its own last change, so neither it nor its claim goes yet.
+			newTask("alice", "t-finished", "c-finished", "completed", recent),
 		} {
 			if err := tx.InsertTask(ctx, task); err != nil {
 				return err
@@ -1400,10 +1404,11 @@ func testPrune(t *testing.T, s store.Store) {
 			doneClaim("q-done", "t-done", "c-old", old),  // goes with its task
 			doneClaim("q-live", "t-live", "c-live", old), // its task lives
 			newClaim("alice", "slack", "q-pending", store.ClaimPending, old),
-			doneClaim("q-recent", "t-recent", "c-recent", old), // its task lives
-			doneClaim("q-msg-recent-ctx", "", "c-recent", old), // its context is recent
-			doneClaim("q-msg-old", "", "", old),                // message outcome, old: goes
-			doneClaim("q-msg-young", "", "", recent),           // younger than the cutoff
+			doneClaim("q-recent", "t-recent", "c-recent", old),       // its task lives
+			doneClaim("q-finished", "t-finished", "c-finished", old), // its task lives
+			doneClaim("q-msg-recent-ctx", "", "c-recent", old),       // its context is recent
+			doneClaim("q-msg-old", "", "", old),                      // message outcome, old: goes
+			doneClaim("q-msg-young", "", "", recent),                 // younger than the cutoff
 		} {
 			if c.Identity == "q-pending" {
 				c.ContextID = "c-pending"
@@ -1435,7 +1440,7 @@ func testPrune(t *testing.T, s store.Store) {
 		wantNotFound(t, "pruned context "+id, err)
 	}
 
-	for _, id := range []string{"t-live", "t-failed", "t-recent"} {
+	for _, id := range []string{"t-live", "t-failed", "t-recent", "t-finished"} {
 		if _, err := s.GetTask(ctx, "alice", id); err != nil {
 			t.Errorf("task %s must survive: %v", id, err)
 		}
@@ -1452,12 +1457,12 @@ func testPrune(t *testing.T, s store.Store) {
 	if _, err := s.GetAnchor(ctx, "alice", "slack", "m-live"); err != nil {
 		t.Errorf("live task's anchor must survive: %v", err)
 	}
-	for _, id := range []string{"q-live", "q-pending", "q-recent", "q-msg-recent-ctx", "q-msg-young"} {
+	for _, id := range []string{"q-live", "q-pending", "q-recent", "q-msg-recent-ctx", "q-msg-young", "q-finished"} {
 		if _, err := s.GetClaim(ctx, "alice", "slack", id); err != nil {
 			t.Errorf("claim %s must survive: %v", id, err)
 		}
 	}
-	for _, id := range []string{"c-live", "c-pending", "c-failed", "c-recent"} {
+	for _, id := range []string{"c-live", "c-pending", "c-failed", "c-recent", "c-finished"} {
 		if _, err := s.GetContext(ctx, "alice", id); err != nil {
 			t.Errorf("context %s must survive: %v", id, err)
 		}
