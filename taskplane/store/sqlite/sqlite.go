@@ -20,6 +20,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -76,6 +77,9 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create directory for %s: %w", path, err)
+	}
+	if path, err = realPath(path); err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	lock, err := lockFile(path + ".lock")
 	if err != nil {
@@ -149,6 +153,24 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 	}
 	s.w.start(s, wdb)
 	return s, nil
+}
+
+// realPath resolves the symbolic links in path (for a file not created yet, in its directory), so
+// that every name of one database file takes the same lock. (A hard link is another name the lock
+// cannot see through.)
+func realPath(path string) (string, error) {
+	p, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		return p, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(path)), nil
 }
 
 // dbPath extracts the database file path from a sqlite URL and makes it absolute, so the lock

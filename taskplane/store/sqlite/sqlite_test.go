@@ -121,6 +121,31 @@ func TestOpenRefusesSecondOpenInSameProcess(t *testing.T) {
 	}
 }
 
+// A symbolic link to the database file, or to its directory, is the same database: it takes the
+// same lock, so a second writer cannot get in through another name.
+func TestOpenThroughASymlinkTakesTheSameLock(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "data", "channels.db")
+	s := openAt(t, path)
+	fileLink := filepath.Join(dir, "file-link.db")
+	dirLink := filepath.Join(dir, "dir-link")
+	if err := os.Symlink(path, fileLink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "data"), dirLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{fileLink, filepath.Join(dirLink, "channels.db")} {
+		_, err := sqlite.Open(context.Background(), &url.URL{Scheme: "sqlite", Path: other})
+		if !errors.Is(err, store.ErrInUse) {
+			t.Errorf("Open through %s = %v, want ErrInUse", other, err)
+		}
+	}
+	if got := s.Path(); got != path {
+		t.Errorf("Path() = %s, want %s", got, path)
+	}
+}
+
 func TestOpenURLForms(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
