@@ -395,6 +395,42 @@ func TestGateInputRequiredSettlesAndFollowUpContinues(t *testing.T) {
 	}
 }
 
+// AUTH_REQUIRED, like INPUT_REQUIRED, is interrupted, not terminal: it settles a blocking send,
+// a subscription to it opens (snapshot first) and stays open, and a follow-up continues the task,
+// which the open subscription then sees complete.
+func TestGateAuthRequiredSettlesStaysSubscribableAndContinues(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
+	forEachBinding(t, func(t *testing.T, binding string) {
+		c := e.client(binding, tokenAlice)
+		task := send(t, c, userMessage("auth"), nil)
+		if task.Status.State != a2a.TaskStateAuthRequired {
+			t.Fatalf("blocking send returned %s, want AUTH_REQUIRED", task.Status.State)
+		}
+		s, status, body := e.openSSE(ctxT(t), http.MethodGet, "/tasks/"+string(task.ID)+":subscribe", tokenAlice, nil, nil)
+		if s == nil {
+			t.Fatalf("subscribe to an AUTH_REQUIRED task: %d %s", status, body)
+		}
+		defer s.close()
+		first, ok := s.next()
+		if k, st := kind(t, first.Data); !ok || k != "task" || st != "TASK_STATE_AUTH_REQUIRED" {
+			t.Fatalf("first event %q (%v), want the AUTH_REQUIRED task", first.Data, ok)
+		}
+		m := userMessage("signed in")
+		m.TaskID, m.ContextID = task.ID, task.ContextID
+		done := send(t, c, m, nil)
+		if done.ID != task.ID || done.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("follow-up: task %s %s, want %s COMPLETED", done.ID, done.Status.State, task.ID)
+		}
+		var last string
+		for _, ev := range s.all() { // the stream closes at COMPLETED
+			_, last = kind(t, ev.Data)
+		}
+		if last != "TASK_STATE_COMPLETED" {
+			t.Fatalf("the subscription ended at %q, want COMPLETED", last)
+		}
+	})
+}
+
 // Gate: a refused continuation does not persist the message.
 func TestGateRefusedContinuationNotPersisted(t *testing.T) {
 	e := newEnv(t)
