@@ -254,8 +254,10 @@ func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *
 		map[string]any{"reason": ReasonOverflow, "wake": w.ID, "waiting": waiting, "limit": limit}, now); err != nil {
 		return nil, w, err
 	}
+	// The task's owner reads this message: the queue is shared by all principals, so it says how
+	// full the queue is only in the operator's evidence above, not here.
 	ft, err := applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonOverflow,
-		fmt.Sprintf("not started: %d tasks are already waiting for the executor", waiting), p.newID()))
+		"not started: too many tasks are waiting for the executor; send it again later", p.newID()))
 	return ft, w, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -365,6 +366,11 @@ func TestWakeOverflowEvidence(t *testing.T) {
 		failed := evidenceDetails(t, p, taskplane.EvidenceWakeFailed, over.Task.ID)
 		if len(failed) != 1 || failed[0]["reason"] != taskplane.ReasonOverflow || failed[0]["waiting"] != float64(2) {
 			t.Fatalf("wake-failed evidence %v", failed)
+		}
+		// The queue is shared by all principals: how full it is goes to the operator's evidence
+		// only, never into the refused task its owner reads.
+		if m := over.Task.Status.Message; m == nil || len(m.Parts) != 1 || strings.ContainsAny(m.Parts[0].Text, "0123456789") {
+			t.Fatalf("refusal message %+v: want a text without the queue's length", m)
 		}
 		// The bound counts waiting wakes, not active ones: once a turn starts there is room.
 		if g := claimAs(t, p, "consumer"); g == nil || g.TaskID != a.ID {
