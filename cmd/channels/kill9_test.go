@@ -258,6 +258,16 @@ func verifyKill9Store(t *testing.T, storeURL string, reported map[int]string, ve
 	defer st.Close()
 	plane := taskplane.New(st)
 
+	// The accepted evidence, counted per task (read once: evidence has no index by task).
+	evs, err := st.ListEvidence(ctx, store.EvidenceFilter{Principal: kill9Principal, Kind: taskplane.EvidenceAccepted})
+	if err != nil {
+		t.Fatalf("list evidence: %v", err)
+	}
+	accepted := map[string]int{}
+	for _, e := range evs {
+		accepted[e.TaskID]++
+	}
+
 	// Every task: its claim names it, its log starts with the task and has LastSeq gap-free events.
 	perIdentity := map[string]int{}
 	var tok string
@@ -289,6 +299,14 @@ func verifyKill9Store(t *testing.T, storeURL string, reported map[int]string, ve
 				if ev.Seq != int64(i+1) {
 					t.Fatalf("task %s: event %d has seq %d", task.ID, i, ev.Seq)
 				}
+			}
+			// The wake and the evidence are part of the same acceptance: exactly one of each.
+			ws, err := st.ListTaskWakes(ctx, kill9Principal, task.ID)
+			if err != nil || len(ws) != 1 {
+				t.Fatalf("task %s has %d wakes (%v), want 1", task.ID, len(ws), err)
+			}
+			if n := accepted[task.ID]; n != 1 {
+				t.Fatalf("task %s has %d accepted evidence records, want 1", task.ID, n)
 			}
 			verified[task.ID] = true
 		}
