@@ -567,6 +567,46 @@ func TestCheckpointAdvancesWithAcceptanceAndHoldsOnFailure(t *testing.T) {
 	})
 }
 
+// RunRetention prunes continuously, not once: a task that becomes old while it runs is pruned
+// by a later pass, and a live task stays through every pass.
+func TestRunRetentionPrunesContinuously(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		var mu sync.Mutex
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+		p := taskplane.New(open(t), taskplane.WithClock(clock), taskplane.WithRetention(time.Hour))
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() { p.RunRetention(ctx, 5*time.Millisecond); close(stopped) }()
+		defer func() { cancel(); <-stopped }()
+
+		live := mustAccept(t, p, nativeEvent("alice", "ev-live", "c-live", "x"))
+		ask(t, p, "alice", live.Task.ID, taskplane.StateInputRequired)
+		for i, id := range []string{"ev-1", "ev-2"} {
+			acc := mustAccept(t, p, nativeEvent("alice", id, "c-"+id, "y"))
+			if _, err := p.Apply(context.Background(), "alice", acc.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
+				t.Fatal(err)
+			}
+			advance(2 * time.Hour)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				_, err := p.GetTask(context.Background(), "alice", acc.Task.ID)
+				if errors.Is(err, taskplane.ErrTaskNotFound) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("pass %d: task %s still there 10 s after it aged out (%v)", i+1, acc.Task.ID, err)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		if _, err := p.GetTask(context.Background(), "alice", live.Task.ID); err != nil {
+			t.Fatalf("the waiting task did not survive the passes: %v", err)
+		}
+	})
+}
+
 func TestRetentionKeepsLiveStateAndReacceptsAPrunedIdentity(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		s := open(t)
