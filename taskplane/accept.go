@@ -472,6 +472,9 @@ func (p *Plane) continueTask(ctx context.Context, tx store.Tx, t *Task, msg Mess
 	if err != nil {
 		return err
 	}
+	if err := checkTaskSize(t, row); err != nil {
+		return err
+	}
 	if err := tx.UpdateTask(ctx, row, prev); err != nil {
 		return fmt.Errorf("continue task %s: %w", t.ID, err)
 	}

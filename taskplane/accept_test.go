@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -403,6 +404,55 @@ func TestCancelOfACanceledTaskReturnsItUnchanged(t *testing.T) {
 		}
 		if _, _, err := p.Cancel(ctx, "mallory", acc.Task.ID, nil); !errors.Is(err, taskplane.ErrTaskNotFound) {
 			t.Fatalf("mallory's cancel: %v, want not found", err)
+		}
+	})
+}
+
+// A task's stored body is bounded (MaxTaskBytes): an artifact or a continuation that would grow
+// it past the bound is refused as invalid and leaves nothing behind; a change that ends the task
+// still goes through, so a full task can finish.
+func TestTaskGrowthPastTheBoundIsRefusedButTheTaskCanStillEnd(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a1", Message: textMsg("a1", "x")})
+		id := acc.Task.ID
+		big := strings.Repeat("x", taskplane.MaxTaskBytes/2)
+		add := func(artifact string) error {
+			_, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion,
+				taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: artifact, Parts: []taskplane.Part{taskplane.TextPart(big)}}})
+			return err
+		}
+		if err := add("half"); err != nil {
+			t.Fatalf("an artifact of half the bound: %v", err)
+		}
+		before, err := p.GetTask(ctx, "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := add("over"); !errors.Is(err, taskplane.ErrInvalid) {
+			t.Fatalf("an artifact past the bound: %v, want ErrInvalid", err)
+		}
+		_, err = p.Accept(ctx, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2", TaskID: id,
+			Message: taskplane.Message{ID: "a2", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart(big)}}})
+		if !errors.Is(err, taskplane.ErrInvalid) {
+			t.Fatalf("a continuation past the bound: %v, want ErrInvalid", err)
+		}
+		after, err := p.GetTask(ctx, "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version != before.Version || after.LastSeq != before.LastSeq || len(after.Artifacts) != 1 || len(after.History) != len(before.History) {
+			t.Fatalf("refused changes left traces: v%d seq%d %d artifacts %d messages, was v%d seq%d",
+				after.Version, after.LastSeq, len(after.Artifacts), len(after.History), before.Version, before.LastSeq)
+		}
+		if _, err := p.Store().GetClaim(ctx, "alice", taskplane.SourceA2A, "a2"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the refused continuation left a claim: %v", err)
+		}
+		// Ending the task, with an artifact that takes it past the bound, still works.
+		if _, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion,
+			taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "last", Parts: []taskplane.Part{taskplane.TextPart(big)}}},
+			taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
+			t.Fatalf("completing a full task: %v", err)
 		}
 	})
 }

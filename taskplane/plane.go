@@ -91,6 +91,20 @@ func decodeTask(r store.Task) (*Task, error) {
 	}, nil
 }
 
+// MaxTaskBytes bounds a task's stored body (its history, artifacts, metadata and status, encoded):
+// a change that would grow a task past it is refused with ErrInvalid — a continuation, a message or
+// an artifact — so one conversation cannot grow a row without bound (each change rewrites the
+// body). A change that ends the task is let through, so a full task can still fail or complete.
+const MaxTaskBytes = 8 << 20
+
+// checkTaskSize refuses row, the encoding of t, when it is over MaxTaskBytes and t is not ending.
+func checkTaskSize(t *Task, row store.Task) error {
+	if len(row.Body) > MaxTaskBytes && !t.Status.State.Terminal() {
+		return invalidf("task %s would hold %d bytes, more than the limit of %d: start a new task", t.ID, len(row.Body), MaxTaskBytes)
+	}
+	return nil
+}
+
 // encodeTask turns a Task into a store row (Version and LastSeq as held by t).
 func encodeTask(t *Task) (store.Task, error) {
 	body, err := json.Marshal(taskBody{

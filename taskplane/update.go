@@ -100,6 +100,9 @@ func applyLoaded(ctx context.Context, tx store.Tx, t *Task, now time.Time, chang
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTaskSize(t, row); err != nil {
+		return nil, err
+	}
 	if err := tx.UpdateTask(ctx, row, prev); err != nil {
 		return nil, err
 	}
