@@ -474,7 +474,8 @@ func TestGateNoArtifactsAfterTerminal(t *testing.T) {
 	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
 	// A turn that outlives its cancel cannot add an artifact.
 	held := send(t, c, userMessage("hold"), &a2a.SendMessageConfig{ReturnImmediately: true})
-	waitState(t, c, held.ID, a2a.TaskStateWorking)
+	// The executor's own WORKING update, not the hand-off's: the turn is holding now.
+	waitHeld(t, c, held.ID)
 	if _, err := c.CancelTask(ctxT(t), &a2a.CancelTaskRequest{ID: held.ID}); err != nil {
 		t.Fatal(err)
 	}
