@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -422,5 +423,25 @@ func TestWebhookSenderClassifiesRefusals(t *testing.T) {
 				t.Fatalf("Classify(%v) = %v, %v; want %v, %v", err, kind, wait, tc.want, tc.wantWait)
 			}
 		})
+	}
+}
+
+// A callback URL may carry a secret in its path or query: a failed request's error names only
+// the callback's origin.
+func TestWebhookSenderErrorNamesOnlyTheCallbacksOrigin(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the request fails
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice",
+		Options: options("http://" + addr + "/cb/s3cr3t-path?key=s3cr3t-query")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "http://"+addr) {
+		t.Fatalf("Send error %v: want the callback's origin and no path or query", err)
 	}
 }
