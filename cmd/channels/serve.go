@@ -217,13 +217,9 @@ func (a *app) serve(ctx context.Context) error {
 	// Requests run on reqCtx; cancelling it ends streams that did not close when asked.
 	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
-	srv := &http.Server{
-		Handler:           ops.handler(a2a, &ready),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(ops.handler(a2a, &ready))
+	srv.BaseContext = func(net.Listener) context.Context { return reqCtx }
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	ops.waitConnected(ctx)
@@ -291,5 +287,21 @@ func runListener(ctx context.Context, p *taskplane.Plane, log *slog.Logger) {
 			return
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// bodyReadTimeout bounds how long a request's headers and body may take to arrive, so a slow
+// sender cannot hold a handler. It does not bound the response: net/http lifts the connection's
+// read deadline once the handler has read the body, so SSE streams, blocking sends and
+// long-polls last as long as they need.
+var bodyReadTimeout = time.Minute
+
+// newHTTPServer returns the server of "channels serve" for h, with its timeouts.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       bodyReadTimeout,
+		IdleTimeout:       2 * time.Minute,
 	}
 }
