@@ -443,6 +443,9 @@ func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextI
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTaskSize(t, row); err != nil {
+		return nil, err
+	}
 	if err := tx.InsertTask(ctx, row); err != nil {
 		return nil, fmt.Errorf("insert task: %w", err)
 	}

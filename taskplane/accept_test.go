@@ -408,32 +408,62 @@ func TestCancelOfACanceledTaskReturnsItUnchanged(t *testing.T) {
 	})
 }
 
-// A task's stored body is bounded (MaxTaskBytes): an artifact or a continuation that would grow
-// it past the bound is refused as invalid and leaves nothing behind; a change that ends the task
-// still goes through, so a full task can finish.
-func TestTaskGrowthPastTheBoundIsRefusedButTheTaskCanStillEnd(t *testing.T) {
+// A task's stored body is bounded (MaxTaskBytes): a first message, an artifact or a continuation
+// that would leave it past the bound is refused as invalid and leaves nothing behind. A bare status
+// move is never refused, even when it takes a full task a few bytes past the bound — a claim's
+// WORKING must not fail, or the task would block the wake queue — and a change that ends the task
+// still goes through.
+func TestTaskGrowthPastTheBoundIsRefusedButTheTaskCanStillMoveAndEnd(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
 		ctx := context.Background()
+		huge := strings.Repeat("x", taskplane.MaxTaskBytes)
+		_, err := p.Accept(ctx, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a0",
+			Message: taskplane.Message{ID: "a0", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart(huge)}}})
+		if !errors.Is(err, taskplane.ErrInvalid) {
+			t.Fatalf("a first message past the bound: %v, want ErrInvalid", err)
+		}
+		if _, err := p.Store().GetClaim(ctx, "alice", taskplane.SourceA2A, "a0"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the refused first message left a claim: %v", err)
+		}
+
 		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a1", Message: textMsg("a1", "x")})
 		id := acc.Task.ID
-		big := strings.Repeat("x", taskplane.MaxTaskBytes/2)
-		add := func(artifact string) error {
+		size := func() int {
+			row, err := p.Store().GetTask(ctx, "alice", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(row.Body)
+		}
+		add := func(artifact string, n int) error {
 			_, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion,
-				taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: artifact, Parts: []taskplane.Part{taskplane.TextPart(big)}}})
+				taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: artifact, Parts: []taskplane.Part{taskplane.TextPart(strings.Repeat("x", n))}}})
 			return err
 		}
-		if err := add("half"); err != nil {
-			t.Fatalf("an artifact of half the bound: %v", err)
+		// Fill the task to one byte under the bound: a second one-byte artifact shows what one
+		// more artifact (with an id of the same length) costs besides its text.
+		if err := add("probe1", 1); err != nil {
+			t.Fatal(err)
 		}
-		before, err := p.GetTask(ctx, "alice", id)
+		before := size()
+		if err := add("probe2", 1); err != nil {
+			t.Fatal(err)
+		}
+		overhead := size() - before - 1
+		if err := add("fill01", taskplane.MaxTaskBytes-1-size()-overhead); err != nil {
+			t.Fatalf("filling to the bound: %v", err)
+		}
+		if got := size(); got != taskplane.MaxTaskBytes-1 {
+			t.Fatalf("filled body is %d bytes, want %d", got, taskplane.MaxTaskBytes-1)
+		}
+		full, err := p.GetTask(ctx, "alice", id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := add("over"); !errors.Is(err, taskplane.ErrInvalid) {
+		if err := add("over", 10); !errors.Is(err, taskplane.ErrInvalid) {
 			t.Fatalf("an artifact past the bound: %v, want ErrInvalid", err)
 		}
-		_, err = p.Accept(ctx, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2", TaskID: id,
-			Message: taskplane.Message{ID: "a2", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart(big)}}})
+		_, err = p.Accept(ctx, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2", TaskID: id, Message: textMsg("a2", "more")})
 		if !errors.Is(err, taskplane.ErrInvalid) {
 			t.Fatalf("a continuation past the bound: %v, want ErrInvalid", err)
 		}
@@ -441,16 +471,22 @@ func TestTaskGrowthPastTheBoundIsRefusedButTheTaskCanStillEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.Version != before.Version || after.LastSeq != before.LastSeq || len(after.Artifacts) != 1 || len(after.History) != len(before.History) {
-			t.Fatalf("refused changes left traces: v%d seq%d %d artifacts %d messages, was v%d seq%d",
-				after.Version, after.LastSeq, len(after.Artifacts), len(after.History), before.Version, before.LastSeq)
+		if after.Version != full.Version || after.LastSeq != full.LastSeq || len(after.Artifacts) != 3 || len(after.History) != len(full.History) {
+			t.Fatalf("refused changes left traces: v%d seq%d, was v%d seq%d", after.Version, after.LastSeq, full.Version, full.LastSeq)
 		}
 		if _, err := p.Store().GetClaim(ctx, "alice", taskplane.SourceA2A, "a2"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("the refused continuation left a claim: %v", err)
 		}
-		// Ending the task, with an artifact that takes it past the bound, still works.
+		// A bare status move takes it past the bound, and is not refused.
+		if _, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateInputRequired}); err != nil {
+			t.Fatalf("a bare status move of a full task: %v", err)
+		}
+		if got := size(); got <= taskplane.MaxTaskBytes {
+			t.Fatalf("the status move left %d bytes: the test meant to cross the bound", got)
+		}
+		// Ending it, with one more artifact, still works.
 		if _, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion,
-			taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "last", Parts: []taskplane.Part{taskplane.TextPart(big)}}},
+			taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "last", Parts: []taskplane.Part{taskplane.TextPart("done")}}},
 			taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
 			t.Fatalf("completing a full task: %v", err)
 		}

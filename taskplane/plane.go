@@ -92,12 +92,15 @@ func decodeTask(r store.Task) (*Task, error) {
 }
 
 // MaxTaskBytes bounds a task's stored body (its history, artifacts, metadata and status, encoded):
-// a change that would grow a task past it is refused with ErrInvalid — a continuation, a message or
-// an artifact — so one conversation cannot grow a row without bound (each change rewrites the
-// body). A change that ends the task is let through, so a full task can still fail or complete.
+// a change that adds content — the first message, a continuation, a message, an artifact, metadata
+// — and would leave the task over it is refused with ErrInvalid, so one conversation cannot grow a
+// row without bound (each change rewrites the body). A change that adds no content (a bare status
+// move, such as a claim's WORKING) or that ends the task is never refused, so a full task can
+// still be worked, fail or complete.
 const MaxTaskBytes = 8 << 20
 
-// checkTaskSize refuses row, the encoding of t, when it is over MaxTaskBytes and t is not ending.
+// checkTaskSize refuses row, the encoding of t after a change that added content, when it is over
+// MaxTaskBytes and t is not ending.
 func checkTaskSize(t *Task, row store.Task) error {
 	if len(row.Body) > MaxTaskBytes && !t.Status.State.Terminal() {
 		return invalidf("task %s would hold %d bytes, more than the limit of %d: start a new task", t.ID, len(row.Body), MaxTaskBytes)

@@ -100,13 +100,26 @@ func applyLoaded(ctx context.Context, tx store.Tx, t *Task, now time.Time, chang
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTaskSize(t, row); err != nil {
-		return nil, err
+	if addsContent(changes) {
+		if err := checkTaskSize(t, row); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.UpdateTask(ctx, row, prev); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// addsContent reports whether changes add to a task's body beyond a status move: a message, an
+// artifact, metadata, or a status that carries a message.
+func addsContent(changes []Change) bool {
+	for _, c := range changes {
+		if st, ok := c.(SetStatus); !ok || st.Message != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func applyChange(ctx context.Context, tx store.Tx, t *Task, c Change, now time.Time) error {
