@@ -625,6 +625,20 @@ func (s *lostCommitStore) Update(ctx context.Context, fn func(context.Context, s
 	return errCommitLost
 }
 
+// rolledBackStore is a real store whose Update runs the fn successfully, then rolls its
+// transaction back and reports an error: a commit that failed after the work succeeded.
+type rolledBackStore struct{ store.Store }
+
+func (s *rolledBackStore) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	err := s.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		return errCommitLost // rolls the fn's writes back
+	})
+	return err
+}
+
 // An acceptance whose commit outcome is lost still hands over the turn it committed: the
 // claimer runs it now, instead of the task waiting for the lease to run out. One that did not
 // commit hands nothing.
@@ -656,6 +670,18 @@ func TestAcceptanceWithALostCommitOutcomeHandsTheTurnItCommitted(t *testing.T) {
 		dup, err := p.Accept(ctx, a2aEvent("m-1", "hello"))
 		if err != nil || dup.Outcome != taskplane.Duplicate || dup.Task.ID != g.TaskID {
 			t.Fatalf("retry: %+v, %v; want the duplicate of task %s", dup, err, g.TaskID)
+		}
+
+		// The work succeeded but the commit did not (rolled back, then reported): the grant read
+		// back is not there, so the claimer gets nothing.
+		rb := &rolledBackStore{Store: open(t)}
+		p3 := taskplane.New(rb)
+		handed3 := p3.ParkClaimer("disp-3", time.Minute)
+		if _, err := p3.Accept(ctx, a2aEvent("m-3", "hello")); !errors.Is(err, errCommitLost) {
+			t.Fatalf("Accept = %v, want the rolled-back commit's error", err)
+		}
+		if g, taken := handed3(); !taken || g != nil {
+			t.Fatalf("after a rolled-back commit the claimer got (%v, taken %v); want released with no grant", g, taken)
 		}
 
 		// A failure before the commit: the fn failed, nothing committed, no grant.
