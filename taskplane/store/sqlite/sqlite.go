@@ -78,10 +78,14 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create directory for %s: %w", path, err)
 	}
-	if path, err = realPath(path); err != nil {
+	// The lock sits beside the file the path resolves to, so that every name of the database
+	// (a symbolic link to it or to its directory) takes the same lock. The store keeps the path
+	// as configured.
+	real, err := realPath(path)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
-	lock, err := lockFile(path + ".lock")
+	lock, err := lockFile(real + ".lock")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}

@@ -86,8 +86,12 @@ func TestOpenRefusesSecondProcess(t *testing.T) {
 	if code != childInUse {
 		t.Fatalf("second process: exit %d, want %d (ErrInUse); output:\n%s", code, childInUse, out)
 	}
+	real, err := filepath.EvalSymlinks(path) // the lock sits beside the file the path resolves to
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{
-		path + ".lock",
+		real + ".lock",
 		"another channels process",
 		"pid " + strconv.Itoa(os.Getpid()),
 	} {
