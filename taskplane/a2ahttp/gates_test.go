@@ -395,9 +395,9 @@ func TestGateInputRequiredSettlesAndFollowUpContinues(t *testing.T) {
 	}
 }
 
-// AUTH_REQUIRED, like INPUT_REQUIRED, is interrupted, not terminal: it settles a blocking send,
-// a subscription to it opens (snapshot first) and stays open, and a follow-up continues the task,
-// which the open subscription then sees complete.
+// AUTH_REQUIRED, like INPUT_REQUIRED, is interrupted, not terminal: it settles a blocking send
+// (on each binding), a subscription to it (over HTTP+JSON) opens with the snapshot and stays
+// open, and a follow-up continues the task, which the open subscription then sees complete.
 func TestGateAuthRequiredSettlesStaysSubscribableAndContinues(t *testing.T) {
 	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
 	forEachBinding(t, func(t *testing.T, binding string) {

@@ -150,6 +150,9 @@ func TestLastEventIDMattersOnlyToStreams(t *testing.T) {
 	if r := e.rpc(tokenAlice, "ListTasks", map[string]any{}, bad); r.Error != nil {
 		t.Fatalf("JSON-RPC ListTasks with a malformed Last-Event-ID: %+v", r.Error)
 	}
+	if r := e.rpc(tokenAlice, "SubscribeToTask", map[string]any{"id": "no-such-task"}, bad); r.Error == nil || r.Error.Code != -32602 {
+		t.Fatalf("JSON-RPC SubscribeToTask with a malformed Last-Event-ID: %+v, want -32602", r.Error)
+	}
 }
 
 // s2Last returns the id of the task's last event.
