@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -765,4 +766,50 @@ func TestStreamsKeepAliveAndFanOut(t *testing.T) {
 			t.Fatalf("stream ended at %q", last)
 		}
 	})
+}
+
+// Another principal's task answers exactly as a missing one does — status, headers that matter
+// and body, the id aside — on every task operation of both bindings.
+func TestForeignTaskLooksExactlyLikeAMissingOne(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	task := send(t, c, userMessage("complete"), nil)
+	foreign, missing := string(task.ID), "no-such-task-0000000000000000000"
+	same := func(what string, a, b []byte) {
+		t.Helper()
+		if x, y := strings.ReplaceAll(string(a), foreign, "ID"), strings.ReplaceAll(string(b), missing, "ID"); x != y {
+			t.Errorf("%s: foreign task answered\n%s\nmissing task answered\n%s", what, x, y)
+		}
+	}
+	for _, rt := range []struct{ method, path string }{
+		{http.MethodGet, "/tasks/%s"},
+		{http.MethodPost, "/tasks/%s:cancel"},
+		{http.MethodGet, "/tasks/%s:subscribe"},
+	} {
+		fs, fh, fb := e.raw(rt.method, fmt.Sprintf(rt.path, foreign), tokenBob, nil, nil)
+		ms, mh, mb := e.raw(rt.method, fmt.Sprintf(rt.path, missing), tokenBob, nil, nil)
+		if fs != ms || fh.Get("Content-Type") != mh.Get("Content-Type") || fs != http.StatusNotFound {
+			t.Errorf("%s %s: foreign %d %s, missing %d %s", rt.method, rt.path, fs, fh.Get("Content-Type"), ms, mh.Get("Content-Type"))
+		}
+		same(rt.method+" "+rt.path, fb, mb)
+	}
+	for _, m := range []string{"GetTask", "CancelTask", "SubscribeToTask"} {
+		fr := e.rpc(tokenBob, m, map[string]any{"id": foreign}, nil)
+		mr := e.rpc(tokenBob, m, map[string]any{"id": missing}, nil)
+		fj, _ := json.Marshal(fr)
+		mj, _ := json.Marshal(mr)
+		if fr.Error == nil {
+			t.Errorf("JSON-RPC %s of a foreign task succeeded", m)
+		}
+		same("JSON-RPC "+m, fj, mj)
+	}
+	// A continuation naming the foreign task is refused the same way as one naming a missing task.
+	for _, id := range []string{foreign, missing} {
+		m := userMessage("hijack-" + id[:8])
+		m.TaskID = a2a.TaskID(id)
+		_, err := e.client(a2awire.BindingHTTPJSON, tokenBob).SendMessage(ctxT(t), &a2a.SendMessageRequest{Message: m})
+		if !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Errorf("continuation of %s: %v, want TaskNotFound", id, err)
+		}
+	}
 }
