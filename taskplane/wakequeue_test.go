@@ -696,3 +696,23 @@ func TestAcceptanceWithALostCommitOutcomeHandsTheTurnItCommitted(t *testing.T) {
 		}
 	})
 }
+
+// With no setting, 128 wakes may wait (DESIGN.md §4, invariant 7): the 129th acceptance's task
+// is refused as overflow.
+func TestAdmissionBoundDefaultsTo128(t *testing.T) {
+	if taskplane.DefaultMaxWaiting != 128 {
+		t.Fatalf("DefaultMaxWaiting = %d, want 128", taskplane.DefaultMaxWaiting)
+	}
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		for i := range 128 {
+			acc := mustAccept(t, p, a2aEvent(fmt.Sprintf("m-%d", i), "work"))
+			if acc.Task.Status.State != taskplane.StateSubmitted {
+				t.Fatalf("acceptance %d: task %s, want SUBMITTED", i+1, acc.Task.Status.State)
+			}
+		}
+		over := mustAccept(t, p, a2aEvent("m-128", "one too many"))
+		if over.Task.Status.State != taskplane.StateFailed || reasonOf(over.Task) != taskplane.ReasonOverflow {
+			t.Fatalf("the 129th task is %s (reason %q), want FAILED with reason overflow", over.Task.Status.State, reasonOf(over.Task))
+		}
+	})
+}
