@@ -441,6 +441,39 @@ func TestDeliveryErrorsNameOnlyTheReceiversOrigin(t *testing.T) {
 	})
 }
 
+// A receiver that redirects (a trailing slash, http to https) would hand back its secret path in
+// Location: the delivery error names only where the redirect points to.
+func TestRedirectErrorNamesNoPath(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		p := taskplane.New(open(t))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, r.URL.Path+"/", http.StatusPermanentRedirect)
+		}))
+		defer srv.Close()
+		n := push.New(p, fastOptions(push.Options{AllowPrivateNetworks: true}))
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: srv.URL + "/in/s3cr3t-path", Token: "tok"})
+		if _, err := n.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := n.Engine().List(context.Background(), delivery.Filter{Principal: "alice", TaskID: task.ID})
+		if err != nil || len(recs) != 1 || !strings.Contains(recs[0].LastError, "redirect") {
+			t.Fatalf("deliveries: %+v, %v; want one refused for its redirect", recs, err)
+		}
+		if strings.Contains(recs[0].LastError, "s3cr3t") {
+			t.Fatalf("delivery error %q holds the receiver's path", recs[0].LastError)
+		}
+		evs, err := p.Store().ListEvidence(context.Background(), store.EvidenceFilter{Principal: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if strings.Contains(string(e.Detail), "s3cr3t") {
+				t.Fatalf("%s evidence holds the receiver's path: %s", e.Kind, e.Detail)
+			}
+		}
+	})
+}
+
 func TestRestartResumesFromTheDurableCursor(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		st := open(t)

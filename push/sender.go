@@ -141,8 +141,9 @@ func classifyStatus(resp *http.Response, id string) (delivery.Receipt, error) {
 		return delivery.Receipt{}, delivery.WithStatus(delivery.RetryAfter(retryAfter(resp.Header.Get("Retry-After")),
 			fmt.Errorf("receiver asked to retry later")), status)
 	case code >= 300 && code < 400:
-		return delivery.Receipt{}, delivery.WithStatus(delivery.Permanent(fmt.Errorf("receiver redirected to %q; redirects are not followed",
-			resp.Header.Get("Location"))), status)
+		// Only the target's origin: a redirect keeps the secret path of the receiver's URL.
+		return delivery.Receipt{}, delivery.WithStatus(delivery.Permanent(fmt.Errorf("receiver redirected (to %s); redirects are not followed",
+			redirectOrigin(resp.Header.Get("Location")))), status)
 	case code == http.StatusRequestTimeout || code >= 500:
 		return delivery.Receipt{}, delivery.WithStatus(delivery.Indeterminate(fmt.Errorf("receiver failed")), status)
 	}
@@ -161,4 +162,13 @@ func retryAfter(v string) time.Duration {
 		return time.Until(t)
 	}
 	return 0
+}
+
+// redirectOrigin names where a redirect points without its path or query: the origin of an
+// absolute Location, "the same origin" for a relative one.
+func redirectOrigin(location string) string {
+	if o := redact.Origin(location); o != "(url)" {
+		return o
+	}
+	return "the same origin"
 }
