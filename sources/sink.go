@@ -105,7 +105,8 @@ func (s *Sink) Accept(ctx context.Context, ev Event) (taskplane.Acceptance, erro
 		// settled. If recording fails, the event stays unacknowledged.
 		if merr := s.Malformed(ctx, ev.Principal, "invalid-event", ev.Checkpoint,
 			map[string]any{"identity": ev.Identity, "error": err.Error()}); merr != nil {
-			err = fmt.Errorf("%w (and recording it: %v)", err, merr)
+			// Not Permanent: the invalid event is not settled until its evidence is written.
+			err = fmt.Errorf("invalid event not recorded (%v): %w", err, merr)
 		}
 	}
 	if s.observe != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,6 +136,28 @@ func TestMalformedFailsWhenItCannotBeRecorded(t *testing.T) {
 	}
 	if _, rows := counts(t, st, sources.EvidenceMalformed); rows != 1 {
 		t.Fatalf("malformed rows = %d, want 1", rows)
+	}
+}
+
+// An invalid event is settled (acknowledged) only once its malformed evidence is written: with
+// the store down, its error is not Permanent, so the source leaves it for a redelivery.
+func TestInvalidEventIsNotSettledUntilRecorded(t *testing.T) {
+	ctx := context.Background()
+	sink, st := newSink(t)
+	ev := sources.Event{Principal: "alice", Identity: strings.Repeat("x", taskplane.MaxIdentityLen+1), ConversationKey: "c",
+		Message: taskplane.Message{ID: "m", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("x")}}}
+	st.set(true)
+	_, err := sink.Accept(ctx, ev)
+	if err == nil || sources.Permanent(err) {
+		t.Fatalf("invalid event with the store down: %v (Permanent %v), want an error that is not Permanent", err, sources.Permanent(err))
+	}
+	st.set(false)
+	_, err = sink.Accept(ctx, ev)
+	if !sources.Permanent(err) {
+		t.Fatalf("invalid event with the store up: %v, want a Permanent error", err)
+	}
+	if _, rows := counts(t, st, sources.EvidenceMalformed); rows != 1 {
+		t.Fatalf("malformed evidence rows = %d, want 1", rows)
 	}
 }
 
