@@ -360,7 +360,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			continue // more may be due right now
 		}
 		wait := e.poll
-		if due, ok, err := e.store.NextDeliveryDue(ctx); err == nil && ok {
+		// Only rows this engine can claim: another engine's due row must not make it spin.
+		if due, ok, err := e.store.NextDeliveryDue(ctx, e.sources); err == nil && ok {
 			wait = min(wait, max(due.Sub(e.clock()), time.Millisecond))
 		}
 		t := time.NewTimer(wait)

@@ -128,10 +128,10 @@ type DeliveryReader interface {
 	ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error)
 	// ListDeliveryAttempts returns a delivery's attempts in the order they were recorded.
 	ListDeliveryAttempts(ctx context.Context, principal, deliveryID string) ([]DeliveryAttempt, error)
-	// NextDeliveryDue returns the earliest time a prepared or sending delivery becomes claimable
-	// (NextAttemptAt, pushed back by the lease of a sending row and by its lane's next allowed
-	// time), and ok=false when none is pending.
-	NextDeliveryDue(ctx context.Context) (due time.Time, ok bool, err error)
+	// NextDeliveryDue returns the earliest time a prepared or sending delivery of one of sources
+	// (any source when sources is empty) becomes claimable (NextAttemptAt, pushed back by the lease
+	// of a sending row and by its lane's next allowed time), and ok=false when none is pending.
+	NextDeliveryDue(ctx context.Context, sources []string) (due time.Time, ok bool, err error)
 }
 
 // DeliveryTx holds the delivery writes; Tx embeds it.

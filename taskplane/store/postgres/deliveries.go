@@ -102,11 +102,12 @@ func (r reader) ListDeliveryAttempts(ctx context.Context, principal, deliveryID 
 	return out, nil
 }
 
-func (r reader) NextDeliveryDue(ctx context.Context) (time.Time, bool, error) {
+func (r reader) NextDeliveryDue(ctx context.Context, sources []string) (time.Time, bool, error) {
 	var due *time.Time
 	err := r.q.QueryRow(ctx, `SELECT min(GREATEST(d.next_attempt_at, d.lease_until, COALESCE(l.next_allowed, d.next_attempt_at)))
 		FROM deliveries d LEFT JOIN delivery_lanes l ON d.lane <> '' AND l.principal = d.principal AND l.lane = d.lane
-		WHERE d.state IN ('prepared', 'sending')`).Scan(&due)
+		WHERE d.state IN ('prepared', 'sending') AND (cardinality($1::text[]) = 0 OR d.source = ANY($1))`,
+		sourcesArg(sources)).Scan(&due)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next delivery due: %w", err)
 	}
@@ -287,4 +288,12 @@ func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (
 		return 0, fmt.Errorf("prune delivery lanes: %w", err)
 	}
 	return n, nil
+}
+
+// sourcesArg is sources as a text[] argument: never nil, so an empty list is an empty array.
+func sourcesArg(sources []string) []string {
+	if sources == nil {
+		return []string{}
+	}
+	return sources
 }

@@ -103,11 +103,18 @@ func listDeliveryAttempts(ctx context.Context, q querier, principal, deliveryID 
 	return out, nil
 }
 
-func nextDeliveryDue(ctx context.Context, q querier) (time.Time, bool, error) {
+func nextDeliveryDue(ctx context.Context, q querier, sources []string) (time.Time, bool, error) {
 	var due sql.NullInt64
+	where, args := "", []any{}
+	if len(sources) > 0 {
+		where = ` AND d.source IN (` + placeholders(len(sources)) + `)`
+		for _, s := range sources {
+			args = append(args, s)
+		}
+	}
 	err := q.QueryRowContext(ctx, `SELECT MIN(MAX(d.next_attempt_at, d.lease_until, COALESCE(l.next_allowed, d.next_attempt_at)))
 		FROM deliveries d LEFT JOIN delivery_lanes l ON d.lane != '' AND l.principal = d.principal AND l.lane = d.lane
-		WHERE d.state IN ('prepared', 'sending')`).Scan(&due)
+		WHERE d.state IN ('prepared', 'sending')`+where, args...).Scan(&due)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next delivery due: %w", err)
 	}
@@ -274,8 +281,8 @@ func (r reader) ListDeliveryAttempts(ctx context.Context, principal, deliveryID 
 	return listDeliveryAttempts(ctx, r.db, principal, deliveryID)
 }
 
-func (r reader) NextDeliveryDue(ctx context.Context) (time.Time, bool, error) {
-	return nextDeliveryDue(ctx, r.db)
+func (r reader) NextDeliveryDue(ctx context.Context, sources []string) (time.Time, bool, error) {
+	return nextDeliveryDue(ctx, r.db, sources)
 }
 
 // ---- store.DeliveryReader and store.DeliveryTx in a write transaction ----
@@ -298,13 +305,13 @@ func (t *txn) ListDeliveryAttempts(ctx context.Context, principal, deliveryID st
 	})
 }
 
-func (t *txn) NextDeliveryDue(ctx context.Context) (time.Time, bool, error) {
+func (t *txn) NextDeliveryDue(ctx context.Context, sources []string) (time.Time, bool, error) {
 	type result struct {
 		due time.Time
 		ok  bool
 	}
 	r, err := do(ctx, t, func(ctx context.Context, q querier) (result, error) {
-		due, ok, err := nextDeliveryDue(ctx, q)
+		due, ok, err := nextDeliveryDue(ctx, q, sources)
 		return result{due, ok}, err
 	})
 	return r.due, r.ok, err

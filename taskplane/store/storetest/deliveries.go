@@ -478,7 +478,7 @@ func testLaneDelay(t *testing.T, s store.Store) {
 }
 
 func testDeliveryNextDue(t *testing.T, s store.Store) {
-	if _, ok, err := s.NextDeliveryDue(context.Background()); err != nil || ok {
+	if _, ok, err := s.NextDeliveryDue(context.Background(), nil); err != nil || ok {
 		t.Fatalf("NextDeliveryDue on an empty store = ok %v, %v", ok, err)
 	}
 	done := newDelivery("alice", "d-done", store.DeliveryDelivered, t0) // settled rows never count
@@ -491,9 +491,28 @@ func testDeliveryNextDue(t *testing.T, s store.Store) {
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		return tx.DelayLane(ctx, "alice", "L", at(15*time.Second))
 	})
-	due, ok, err := s.NextDeliveryDue(context.Background())
+	due, ok, err := s.NextDeliveryDue(context.Background(), nil)
 	if err != nil || !ok || !due.Equal(at(10*time.Second)) {
 		t.Errorf("NextDeliveryDue = %v %v %v, want t0+10s", due, ok, err)
+	}
+	// Only the given sources count: an engine must not wait on rows it cannot claim.
+	other := newDelivery("alice", "d-other", store.DeliveryPrepared, at(time.Second))
+	other.Source = "github"
+	insertDeliveries(t, s, other)
+	for _, c := range []struct {
+		sources []string
+		want    time.Time
+		ok      bool
+	}{
+		{nil, at(time.Second), true},
+		{[]string{"slack"}, at(10 * time.Second), true},
+		{[]string{"github", "slack"}, at(time.Second), true},
+		{[]string{"email"}, time.Time{}, false},
+	} {
+		due, ok, err := s.NextDeliveryDue(context.Background(), c.sources)
+		if err != nil || ok != c.ok || !due.Equal(c.want) {
+			t.Errorf("NextDeliveryDue(%v) = %v %v %v, want %v %v", c.sources, due, ok, err, c.want, c.ok)
+		}
 	}
 }
 
