@@ -29,7 +29,7 @@ func TestSlackClassifiesSendFailures(t *testing.T) {
 		{"service_unavailable", slack.SlackErrorResponse{Err: "service_unavailable"}, delivery.KindRetryable, 0, "service_unavailable"},
 		{"internal_error may have posted", slack.SlackErrorResponse{Err: "internal_error"}, delivery.KindIndeterminate, 0, "internal_error"},
 		{"a 500", slack.StatusCodeError{Code: 500, Status: "500 Internal Server Error"}, delivery.KindIndeterminate, 0, "500 Internal Server Error"},
-		{"a 503", slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}, delivery.KindRetryable, 0, "503 Service Unavailable"},
+		{"a bare 503 may have posted", slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}, delivery.KindIndeterminate, 0, "503 Service Unavailable"},
 		{"a 404", slack.StatusCodeError{Code: 404, Status: "404 Not Found"}, delivery.KindPermanent, 0, "404 Not Found"},
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, delivery.KindRetryable, 0, ""},
 		{"a reset after writing", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, delivery.KindIndeterminate, 0, ""},

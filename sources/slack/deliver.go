@@ -59,9 +59,7 @@ func classify(err error) error {
 		switch {
 		case sc.Code == http.StatusTooManyRequests: // without a Retry-After
 			return delivery.WithStatus(delivery.RetryAfter(time.Second, err), "429")
-		case sc.Code == http.StatusServiceUnavailable:
-			return delivery.WithStatus(delivery.Retryable(err), sc.Status)
-		case sc.Code >= 500:
+		case sc.Code >= 500: // a bare 503 too: an edge's answer does not prove Slack did not act
 			return delivery.WithStatus(delivery.Indeterminate(err), sc.Status)
 		}
 		return delivery.WithStatus(delivery.Permanent(err), sc.Status)
