@@ -167,7 +167,7 @@ func retryAfter(v string) time.Duration {
 // redirectOrigin names where a redirect points without its path or query: the origin of an
 // absolute Location, "the same origin" for a relative one.
 func redirectOrigin(location string) string {
-	if o := redact.Origin(location); o != "(url)" {
+	if o := redact.Origin(location); o != redact.NoOrigin {
 		return o
 	}
 	return "the same origin"

@@ -18,12 +18,15 @@ func URLError(err error) error {
 	return &c
 }
 
-// Origin returns the scheme and host of raw ("https://example.com:8443"), or "(url)" when raw
+// NoOrigin is what Origin returns for a URL without a host.
+const NoOrigin = "(url)"
+
+// Origin returns the scheme and host of raw ("https://example.com:8443"), or NoOrigin when raw
 // does not parse as an absolute URL.
 func Origin(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return "(url)"
+		return NoOrigin
 	}
 	return u.Scheme + "://" + u.Host
 }

@@ -104,10 +104,10 @@ func (r reader) ListDeliveryAttempts(ctx context.Context, principal, deliveryID 
 
 func (r reader) NextDeliveryDue(ctx context.Context, sources []string) (time.Time, bool, error) {
 	var due *time.Time
+	where, args := sourceFilter("d.source", nil, sources)
 	err := r.q.QueryRow(ctx, `SELECT min(GREATEST(d.next_attempt_at, d.lease_until, COALESCE(l.next_allowed, d.next_attempt_at)))
 		FROM deliveries d LEFT JOIN delivery_lanes l ON d.lane <> '' AND l.principal = d.principal AND l.lane = d.lane
-		WHERE d.state IN ('prepared', 'sending') AND (cardinality($1::text[]) = 0 OR d.source = ANY($1))`,
-		sourcesArg(sources)).Scan(&due)
+		WHERE d.state IN ('prepared', 'sending')`+where, args...).Scan(&due)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next delivery due: %w", err)
 	}
@@ -165,11 +165,7 @@ const dueCondition = `state IN ('prepared', 'sending') AND next_attempt_at <= $1
 
 func (t *tx) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]store.Delivery, error) {
 	args := []any{c.Now, c.Owner, c.LeaseUntil}
-	sources := ""
-	if len(c.Sources) > 0 {
-		args = append(args, c.Sources)
-		sources = ` AND source = ANY($` + strconv.Itoa(len(args)) + `)`
-	}
+	sources, args := sourceFilter("source", args, c.Sources)
 	var query string
 	if c.ID != "" {
 		args = append(args, c.Principal, c.ID)
@@ -290,10 +286,12 @@ func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (
 	return n, nil
 }
 
-// sourcesArg is sources as a text[] argument: never nil, so an empty list is an empty array.
-func sourcesArg(sources []string) []string {
-	if sources == nil {
-		return []string{}
+// sourceFilter returns " AND col = ANY($n)" for sources, $n following args, and args with the
+// sources appended; no sources, no filter.
+func sourceFilter(col string, args []any, sources []string) (string, []any) {
+	if len(sources) == 0 {
+		return "", args
 	}
-	return sources
+	args = append(args, sources)
+	return ` AND ` + col + ` = ANY($` + strconv.Itoa(len(args)) + `)`, args
 }

@@ -226,8 +226,7 @@ func (t *tx) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.C
 }
 
 // pruneTasksSQL deletes up to $3 terminal tasks unchanged since before $1 in contexts idle since
-// before $1, with their
-// events, anchors and wakes, in one statement. SKIP LOCKED leaves tasks that a live transaction
+// before $1, with their events, anchors and wakes, in one statement. SKIP LOCKED leaves tasks that a live transaction
 // holds for a later run instead of waiting for it.
 const pruneTasksSQL = `WITH victims AS (
 		SELECT t.principal, t.id FROM tasks t

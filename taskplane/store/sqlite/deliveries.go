@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -105,13 +106,7 @@ func listDeliveryAttempts(ctx context.Context, q querier, principal, deliveryID 
 
 func nextDeliveryDue(ctx context.Context, q querier, sources []string) (time.Time, bool, error) {
 	var due sql.NullInt64
-	where, args := "", []any{}
-	if len(sources) > 0 {
-		where = ` AND d.source IN (` + placeholders(len(sources)) + `)`
-		for _, s := range sources {
-			args = append(args, s)
-		}
-	}
+	where, args := sourceFilter("d.source", nil, sources)
 	err := q.QueryRowContext(ctx, `SELECT MIN(MAX(d.next_attempt_at, d.lease_until, COALESCE(l.next_allowed, d.next_attempt_at)))
 		FROM deliveries d LEFT JOIN delivery_lanes l ON d.lane != '' AND l.principal = d.principal AND l.lane = d.lane
 		WHERE d.state IN ('prepared', 'sending')`+where, args...).Scan(&due)
@@ -157,24 +152,27 @@ func updateDelivery(ctx context.Context, q querier, d store.Delivery) error {
 	return affectedOne(res, err, "update delivery", "delivery", d.ID)
 }
 
+// sourceFilter returns " AND col IN (…)" for sources, with numbered parameters following args,
+// and args with the sources appended; no sources, no filter.
+func sourceFilter(col string, args []any, sources []string) (string, []any) {
+	if len(sources) == 0 {
+		return "", args
+	}
+	in := make([]string, len(sources))
+	for i, s := range sources {
+		args = append(args, s)
+		in[i] = fmt.Sprintf("?%d", len(args))
+	}
+	return ` AND ` + col + ` IN (` + strings.Join(in, ", ") + `)`, args
+}
+
 // dueCond selects rows a claimer may take at the first argument (now): pending, due, not leased.
 const dueCond = `state IN ('prepared', 'sending') AND next_attempt_at <= ?1 AND lease_until <= ?1`
 
 func claimDeliveries(ctx context.Context, q querier, c store.DeliveryClaim) ([]store.Delivery, error) {
 	// Numbered parameters: ?1 now, ?2 owner, ?3 lease until, then the rest in order.
 	args := []any{micros(c.Now), c.Owner, micros(c.LeaseUntil)}
-	sources := ""
-	if len(c.Sources) > 0 {
-		sources = ` AND source IN (`
-		for i, s := range c.Sources {
-			if i > 0 {
-				sources += ", "
-			}
-			args = append(args, s)
-			sources += fmt.Sprintf("?%d", len(args))
-		}
-		sources += `)`
-	}
+	sources, args := sourceFilter("source", args, c.Sources)
 	var pick string
 	if c.ID != "" {
 		args = append(args, c.Principal, c.ID)
