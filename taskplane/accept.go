@@ -278,9 +278,10 @@ func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg 
 
 func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim store.Claim, now time.Time, hand *handOff) (Acceptance, error) {
 	var (
-		acc  Acceptance
-		cont *Task
-		err  error
+		acc     Acceptance
+		cont    *Task
+		touched bool // the context has this event's activity already
+		err     error
 	)
 	switch {
 	case ev.TaskID != "":
@@ -311,7 +312,7 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		}
 		acc.Task = cont
 	} else {
-		acc.ContextID, err = p.resolveContext(ctx, tx, ev, now)
+		acc.ContextID, touched, err = p.resolveContext(ctx, tx, ev, now)
 		if err != nil {
 			return acc, err
 		}
@@ -327,8 +328,10 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 			}
 		}
 	}
-	if err := tx.TouchContext(ctx, ev.Principal, acc.ContextID, now); err != nil {
-		return acc, fmt.Errorf("touch context: %w", err)
+	if !touched {
+		if err := tx.TouchContext(ctx, ev.Principal, acc.ContextID, now); err != nil {
+			return acc, fmt.Errorf("touch context: %w", err)
+		}
 	}
 
 	// Evidence, wake, checkpoint, and the claim's outcome: all in this transaction.
@@ -354,20 +357,22 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		return acc, err
 	}
 	if acc.Task != nil {
+		// The first turn, granted here, is the next step of the task's log: acc.Task stays the
+		// task as the event made it (SUBMITTED), which subscribers and push configs start after.
+		var lease func(*store.Wake) error
+		if hand.c != nil && acc.Outcome == Created {
+			submitted := acc.Task
+			lease = func(w *store.Wake) (err error) {
+				hand.g, err = p.grantNewTx(ctx, tx, hand.c, w, submitted, now)
+				return err
+			}
+		}
 		// Past the admission bound the task comes back FAILED (reason overflow), with evidence.
-		var w store.Wake
-		if acc.Task, w, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now); err != nil {
+		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now, lease); err != nil {
 			return acc, err
 		}
 		if err := p.registerPushConfigs(ctx, tx, acc.Task, ev.PushConfigs, now); err != nil {
 			return acc, err
-		}
-		// The first turn, granted here, is the next step of the task's log: acc.Task stays the
-		// task as the event made it (SUBMITTED), which subscribers and push configs start after.
-		if hand.c != nil && acc.Outcome == Created && w.State == store.WakePending {
-			if hand.g, err = p.grantNewTx(ctx, tx, hand.c, w, acc.Task, now); err != nil {
-				return acc, err
-			}
 		}
 	}
 	if ev.Checkpoint != nil {
@@ -394,32 +399,33 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	return acc, nil
 }
 
-// resolveContext finds or makes the context of a non-continuation event.
-func (p *Plane) resolveContext(ctx context.Context, tx store.Tx, ev *Event, now time.Time) (string, error) {
+// resolveContext finds or makes the context of a non-continuation event. touched reports that the
+// context records the event's activity already (it was made or ensured at now).
+func (p *Plane) resolveContext(ctx context.Context, tx store.Tx, ev *Event, now time.Time) (id string, touched bool, err error) {
 	if ev.ConversationKey != "" {
 		id, err := tx.EnsureContext(ctx, ev.Principal, ev.Source, ev.ConversationKey, p.newID(), now)
 		if err != nil {
-			return "", fmt.Errorf("context: %w", err)
+			return "", false, fmt.Errorf("context: %w", err)
 		}
-		return id, nil
+		return id, true, nil
 	}
 	if ev.ContextID != "" {
 		c, err := tx.GetContext(ctx, ev.Principal, ev.ContextID)
 		if err == nil {
-			return c.ID, nil
+			return c.ID, false, nil
 		}
 		if !isNotFound(err) {
-			return "", fmt.Errorf("context: %w", err)
+			return "", false, fmt.Errorf("context: %w", err)
 		}
 		// A foreign or unknown contextId never joins anyone's work: fresh context.
 	}
-	id := p.newID()
+	id = p.newID()
 	if err := tx.InsertContext(ctx, store.Context{
 		Principal: ev.Principal, ID: id, Source: ev.Source, CreatedAt: now, LastEventAt: now,
 	}); err != nil {
-		return "", fmt.Errorf("context: %w", err)
+		return "", false, fmt.Errorf("context: %w", err)
 	}
-	return id, nil
+	return id, true, nil
 }
 
 func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextID string, msg Message, now time.Time) (*Task, error) {
@@ -566,7 +572,7 @@ func (p *Plane) CreateTask(ctx context.Context, principal, contextID string) (*T
 	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		now := p.clock()
 		ev := &Event{Principal: principal, Source: SourceA2A, ContextID: contextID}
-		cid, err := p.resolveContext(ctx, tx, ev, now)
+		cid, touched, err := p.resolveContext(ctx, tx, ev, now)
 		if err != nil {
 			return err
 		}
@@ -583,6 +589,9 @@ func (p *Plane) CreateTask(ctx context.Context, principal, contextID string) (*T
 		}
 		if _, err := appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
 			return err
+		}
+		if touched {
+			return nil
 		}
 		return tx.TouchContext(ctx, principal, cid, now)
 	})

@@ -231,34 +231,40 @@ func (p *Plane) wakeHints() <-chan struct{} {
 
 // enqueueWake inserts the wake of an accepted or continued task in the acceptance transaction.
 // Past the admission bound the wake is recorded failed, the task FAILED (reason overflow) and
-// wake-failed evidence written: the caller sees the refusal, nothing is dropped silently.
-func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time) (*Task, store.Wake, error) {
+// wake-failed evidence written: the caller sees the refusal, nothing is dropped silently. An
+// admitted wake is passed to lease, if not nil, before it is inserted (grantNewTx).
+func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time, lease func(*store.Wake) error) (*Task, error) {
 	w := store.Wake{ID: p.newID(), Principal: t.Origin.Principal, TaskID: t.ID, Activation: t.LastSeq,
 		State: store.WakePending, CreatedAt: now, UpdatedAt: now}
 	limit := p.queue.limit()
 	waiting, err := tx.CountWakes(ctx, store.WakePending, limit)
 	if err != nil {
-		return nil, w, fmt.Errorf("enqueue wake: %w", err)
+		return nil, fmt.Errorf("enqueue wake: %w", err)
 	}
 	if waiting < limit {
-		if err := tx.InsertWake(ctx, w); err != nil {
-			return nil, w, fmt.Errorf("enqueue wake: %w", err)
+		if lease != nil {
+			if err := lease(&w); err != nil {
+				return nil, err
+			}
 		}
-		return t, w, nil
+		if err := tx.InsertWake(ctx, w); err != nil {
+			return nil, fmt.Errorf("enqueue wake: %w", err)
+		}
+		return t, nil
 	}
 	w.State, w.Detail = store.WakeFailed, fmt.Sprintf("overflow: %d wakes waiting", waiting)
 	if err := tx.InsertWake(ctx, w); err != nil {
-		return nil, w, fmt.Errorf("enqueue wake: %w", err)
+		return nil, fmt.Errorf("enqueue wake: %w", err)
 	}
 	if err := evidence(ctx, tx, t.Origin.Principal, source, EvidenceWakeFailed, t.ID,
 		map[string]any{"reason": ReasonOverflow, "wake": w.ID, "waiting": waiting, "limit": limit}, now); err != nil {
-		return nil, w, err
+		return nil, err
 	}
 	// The task's owner reads this message: the queue is shared by all principals, so it says how
 	// full the queue is only in the operator's evidence above, not here.
 	ft, err := applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonOverflow,
 		"not started: too many tasks are waiting for the executor; send it again later", p.newID()))
-	return ft, w, err
+	return ft, err
 }
 
 // failStatus is the FAILED status change of a failure with a reason.
@@ -414,11 +420,21 @@ func (p *Plane) claimTx(ctx context.Context, tx store.Tx, req ClaimRequest) (*Gr
 // grantTx makes w, leased to owner, the active turn of nt (already WORKING): the next offer of
 // the wake, with woken evidence.
 func (p *Plane) grantTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task, owner string, now time.Time) (*Grant, error) {
-	w.State, w.Attempts, w.UpdatedAt = store.WakeActive, w.Attempts+1, now
-	w.Detail = fmt.Sprintf("offer %d to %s", w.Attempts, owner)
+	offer(&w, owner, now)
 	if err := tx.SaveWake(ctx, w); err != nil {
 		return nil, err
 	}
+	return p.wokenTx(ctx, tx, w, nt, owner, now)
+}
+
+// offer makes w, leased to owner, the wake's next offer: active, one more attempt.
+func offer(w *store.Wake, owner string, now time.Time) {
+	w.State, w.Attempts, w.UpdatedAt = store.WakeActive, w.Attempts+1, now
+	w.Detail = fmt.Sprintf("offer %d to %s", w.Attempts, owner)
+}
+
+// wokenTx writes the woken evidence of w's offer to owner and returns the grant of it.
+func (p *Plane) wokenTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task, owner string, now time.Time) (*Grant, error) {
 	if err := evidence(ctx, tx, nt.Origin.Principal, nt.Origin.Source, EvidenceWoken, nt.ID, map[string]any{
 		"wake": w.ID, "activation": w.Activation, "offer": w.Attempts, "owner": owner,
 	}, now); err != nil {
@@ -429,8 +445,10 @@ func (p *Plane) grantTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task
 }
 
 // grantNewTx grants c the first turn of t, a task this acceptance transaction created with its
-// wake w: no other wake of t can exist, so none is checked. t itself is left as it is.
-func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w store.Wake, t *Task, now time.Time) (*Grant, error) {
+// wake w, which is not stored yet: it leases w to c, and the caller inserts w so (one write, not
+// an insert and an update). No other wake of t can exist, so none is checked. t itself is left
+// as it is.
+func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w *store.Wake, t *Task, now time.Time) (*Grant, error) {
 	// A copy: the grant's task goes to the claimer's goroutine, t back to Accept's caller.
 	cp := *t
 	cp.History, cp.Artifacts, cp.Metadata = slices.Clone(t.History), slices.Clone(t.Artifacts), maps.Clone(t.Metadata)
@@ -439,7 +457,8 @@ func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w s
 		return nil, err
 	}
 	w.LeaseOwner, w.LeaseUntil = c.owner, now.Add(c.lease)
-	return p.grantTx(ctx, tx, w, nt, c.owner, now)
+	offer(w, c.owner, now)
+	return p.wokenTx(ctx, tx, *w, nt, c.owner, now)
 }
 
 // retireSettled retires the wake of a task that needs no turn. A native task's result must go home

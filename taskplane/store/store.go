@@ -108,7 +108,9 @@ type Tx interface {
 	UpdateClaim(ctx context.Context, c Claim) error
 
 	// EnsureContext returns the context id for (principal, source, conversationKey), creating it
-	// with candidateID if none exists (atomic upsert: concurrent callers get one id).
+	// with candidateID if none exists (atomic upsert: concurrent callers get one id). It records
+	// activity at now in a context that already existed, as TouchContext does, so the caller
+	// need not touch it again.
 	EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (contextID string, err error)
 	// InsertContext inserts a context with no conversation key (e.g. an A2A context).
 	InsertContext(ctx context.Context, c Context) error
@@ -296,7 +298,8 @@ type Wake struct {
 	Detail     string
 	// LeaseOwner and LeaseUntil: who holds the wake (its turn) until when; zero LeaseUntil means
 	// not leased. DueAt is when a pending wake may next be claimed (a re-offer waits). They are
-	// written by ClaimWakes and SaveWake (wakes.go); InsertWake writes them zero.
+	// written by InsertWake (a wake may be inserted already leased), ClaimWakes and SaveWake
+	// (wakes.go).
 	LeaseOwner string
 	LeaseUntil time.Time
 	DueAt      time.Time

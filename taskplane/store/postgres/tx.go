@@ -92,7 +92,7 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 		err = t.q.QueryRow(ctx, `SELECT id FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
 			FOR KEY SHARE`, principal, source, conversationKey).Scan(&id)
 		if err == nil {
-			return id, nil
+			return id, t.TouchContext(ctx, principal, id, now) // the event's activity, as the contract says
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return "", fmt.Errorf("ensure context: %w", err)
@@ -193,9 +193,10 @@ func (t *tx) InsertEvidence(ctx context.Context, e store.Evidence) error {
 }
 
 func (t *tx) InsertWake(ctx context.Context, w store.Wake) error {
-	t.p.later("insert wake", `INSERT INTO wakes (principal, id, task_id, activation, state, attempts, detail, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, nil,
-		w.Principal, w.ID, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail, w.CreatedAt, w.UpdatedAt)
+	t.p.later("insert wake", `INSERT INTO wakes (principal, id, task_id, activation, state, attempts, detail,
+		lease_owner, lease_until, due_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, nil,
+		w.Principal, w.ID, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail,
+		w.LeaseOwner, w.LeaseUntil, w.DueAt, w.CreatedAt, w.UpdatedAt)
 	return nil
 }
 

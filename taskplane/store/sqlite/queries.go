@@ -324,16 +324,16 @@ func ensureContext(ctx context.Context, q querier, principal, source, key, candi
 		// Every keyless call would create a context; that is InsertContext's job, said explicitly.
 		return "", errors.New("ensure context: empty conversation key")
 	}
-	// The conflict target names the partial unique index, so a clash on the candidate's own
-	// primary key is still an error rather than a silent no-op.
-	if _, err := q.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (principal, source, conversation_key) WHERE conversation_key != '' DO NOTHING`,
-		principal, candidateID, source, key, micros(now), micros(now)); err != nil {
-		return "", fmt.Errorf("ensure context %s/%s: %w", source, key, err)
-	}
+	// One statement: insert the candidate, or record the event's activity in the existing context
+	// (never moving it backwards, as TouchContext), and return the id either way. The conflict
+	// target names the partial unique index, so a clash on the candidate's own primary key is
+	// still an error rather than an update of someone else's context.
 	var id string
-	if err := q.QueryRowContext(ctx, `SELECT id FROM contexts WHERE principal = ? AND source = ? AND conversation_key = ?`,
-		principal, source, key).Scan(&id); err != nil {
+	if err := q.QueryRowContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (principal, source, conversation_key) WHERE conversation_key != ''
+		DO UPDATE SET last_event_at = MAX(last_event_at, excluded.last_event_at)
+		RETURNING id`,
+		principal, candidateID, source, key, micros(now), micros(now)).Scan(&id); err != nil {
 		return "", fmt.Errorf("ensure context %s/%s: %w", source, key, err)
 	}
 	return id, nil
@@ -464,9 +464,10 @@ func listEvidence(ctx context.Context, q querier, f store.EvidenceFilter) ([]sto
 // ---- wakes ----
 
 func insertWake(ctx context.Context, q querier, w store.Wake) error {
-	if _, err := q.ExecContext(ctx, `INSERT INTO wakes (id, principal, task_id, activation, state, attempts, detail, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		w.ID, w.Principal, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail, micros(w.CreatedAt), micros(w.UpdatedAt)); err != nil {
+	if _, err := q.ExecContext(ctx, `INSERT INTO wakes (id, principal, task_id, activation, state, attempts, detail,
+		lease_owner, lease_until, due_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		w.ID, w.Principal, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail,
+		w.LeaseOwner, micros(w.LeaseUntil), micros(w.DueAt), micros(w.CreatedAt), micros(w.UpdatedAt)); err != nil {
 		return fmt.Errorf("insert wake %s: %w", w.ID, err)
 	}
 	return nil

@@ -68,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"EnsureSameKeyReturnsSameID", testEnsureContextSameKey},
 			{"EnsureDistinctKeysGetDistinctIDs", testEnsureContextDistinctKeys},
 			{"Ensure50ConcurrentUpdatesAgreeOnOneID", testEnsureContextConcurrent},
+			{"EnsureOfAnExistingKeyRecordsActivityNeverBackwards", testEnsureContextTouches},
 			{"InsertThenGetRoundTrips", testContextInsertGet},
 			{"TouchAdvancesLastEventAtNeverBackwards", testContextTouch},
 			{"MissingIsNotFound", testContextMissing},
@@ -400,6 +401,36 @@ func testEnsureContextConcurrent(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetContext(context.Background(), "alice", got[0]); err != nil {
 		t.Errorf("GetContext(%q): %v", got[0], err)
+	}
+}
+
+// EnsureContext of a conversation that has a context records the event's activity, as
+// TouchContext would (the task plane does not touch it again).
+func testEnsureContextTouches(t *testing.T, s store.Store) {
+	const key = "T1/C1/1700000000.000100"
+	ensureAt := func(now time.Time) {
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.EnsureContext(ctx, "alice", "slack", key, "ctx-b", now)
+			return err
+		})
+	}
+	id := ensure(t, s, "alice", "slack", key, "ctx-a")
+	for _, step := range []struct {
+		ensure, want time.Time
+	}{
+		{at(time.Hour), at(time.Hour)},
+		{at(time.Minute), at(time.Hour)}, // an older event does not make the context look older
+		{at(2 * time.Hour), at(2 * time.Hour)},
+	} {
+		ensureAt(step.ensure)
+		got, err := s.GetContext(context.Background(), "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.LastEventAt.Equal(step.want) || !got.CreatedAt.Equal(t0) {
+			t.Errorf("after EnsureContext at %v: LastEventAt %v, CreatedAt %v; want %v, %v",
+				step.ensure, got.LastEventAt, got.CreatedAt, step.want, t0)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ func wakeQueueCases() []testCase {
 		{"PendingWakeWaitsForItsDueTime", testWakeClaimDue},
 		{"ClaimSkipsDoneAndFailedAndRestrictsToPrincipals", testWakeClaimFilters},
 		{"SaveStoresQueueFieldsAndGetReadsThem", testWakeSaveGet},
+		{"InsertStoresALeaseThatHoldsTheTaskOff", testWakeInsertLeased},
 		{"SaveOrGetOfMissingWakeIsNotFound", testWakeMissing},
 		{"ListTaskWakesIsOldestFirstAndScoped", testWakeListTask},
 		{"CountStopsAtUpTo", testWakeCount},
@@ -164,6 +165,21 @@ func testWakeSaveGet(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "ListWakes reads the queue fields", []store.Wake{saved}, listed)
+}
+
+// An acceptance that hands its new task's first turn to a claimer inserts the wake already leased.
+func testWakeInsertLeased(t *testing.T, s store.Store) {
+	w := taskWake("alice", "w1", "t1", t0)
+	w.State, w.Attempts, w.Detail = store.WakeActive, 1, "offer 1 to p1"
+	w.LeaseOwner, w.LeaseUntil = "p1", at(time.Minute)
+	insertWakes(t, s, w)
+	got, err := s.GetWake(context.Background(), "alice", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "wake inserted leased", w, got)
+	diff(t, "claim while the inserted lease lives", []string{}, wakeIDs(claimWakes(t, s, claim("p2", 59*time.Second, 1))))
+	diff(t, "claim once it has expired", []string{"w1"}, wakeIDs(claimWakes(t, s, claim("p2", time.Minute, 1))))
 }
 
 func testWakeMissing(t *testing.T, s store.Store) {
