@@ -452,11 +452,11 @@ func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextI
 	if err := checkTaskSize(t, row); err != nil {
 		return nil, err
 	}
+	if row.LastSeq, err = appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
+		return nil, err
+	}
 	if err := tx.InsertTask(ctx, row); err != nil {
 		return nil, fmt.Errorf("insert task: %w", err)
-	}
-	if _, err := appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
-		return nil, err
 	}
 	return t, nil
 }
@@ -584,11 +584,11 @@ func (p *Plane) CreateTask(ctx context.Context, principal, contextID string) (*T
 		if err != nil {
 			return err
 		}
+		if row.LastSeq, err = appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
+			return err
+		}
 		if err := tx.InsertTask(ctx, row); err != nil {
 			return fmt.Errorf("insert task: %w", err)
-		}
-		if _, err := appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
-			return err
 		}
 		if touched {
 			return nil

@@ -150,14 +150,16 @@ func getTask(ctx context.Context, r store.Reader, principal, id string) (*Task, 
 
 func isNotFound(err error) bool { return err != nil && errors.Is(err, store.ErrNotFound) }
 
-// appendEvent writes one event to a task's log and returns its sequence.
+// appendEvent writes one event to t's log under the sequence after t.LastSeq, advances t.LastSeq
+// to it and returns it. The caller writes t's row (InsertTask, or UpdateTask guarded by the
+// version it read) in the same transaction: that stores the new LastSeq.
 func appendEvent(ctx context.Context, tx store.Tx, t *Task, kind string, payload any, at time.Time) (int64, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s event: %w", kind, err)
 	}
-	seq, err := tx.AppendTaskEvent(ctx, t.Origin.Principal, t.ID, kind, b, at)
-	if err != nil {
+	seq := t.LastSeq + 1
+	if err := tx.AppendTaskEvent(ctx, t.Origin.Principal, t.ID, seq, kind, b, at); err != nil {
 		return 0, fmt.Errorf("append %s event to task %s: %w", kind, t.ID, err)
 	}
 	t.LastSeq = seq

@@ -119,17 +119,24 @@ type Tx interface {
 	// stored time (so that the events of one busy conversation do not serialize on its row).
 	TouchContext(ctx context.Context, principal, contextID string, at time.Time) error
 
-	// InsertTask inserts a new task; t.Version should be 1 and t.LastSeq 0.
+	// InsertTask inserts a new task; t.Version should be 1 and t.LastSeq the sequence of the last
+	// event appended to its log in the same transaction (0 if none).
 	InsertTask(ctx context.Context, t Task) error
 	// UpdateTask writes t's ContextID-independent mutable fields (State, StatusTime, Body,
-	// UpdatedAt) and sets Version to expectVersion+1, only if the stored version equals
-	// expectVersion; otherwise ErrConcurrentModification. LastSeq is not written (see
-	// AppendTaskEvent).
+	// UpdatedAt, LastSeq) and sets Version to expectVersion+1, only if the stored version equals
+	// expectVersion; otherwise ErrConcurrentModification.
 	UpdateTask(ctx context.Context, t Task, expectVersion int64) error
-	// AppendTaskEvent appends an event to the task's log with the next sequence number (gap-free
-	// per task; allocating it locks the task row, so per-task commits are ordered) and returns it.
-	// On drivers with Listen it also notifies other processes at commit.
-	AppendTaskEvent(ctx context.Context, principal, taskID, kind string, payload []byte, at time.Time) (seq int64, err error)
+	// AppendTaskEvent stores an event in the task's log under seq, which the caller allocates:
+	// one more than the LastSeq of the task as it read it (or the seq of its previous append in
+	// this transaction). The caller writes the task with the new LastSeq in the same transaction
+	// (InsertTask, or UpdateTask guarded by the version it read), so the log stays gap-free and
+	// two writers of one task cannot both take a seq: the second meets the first's event and
+	// gets ErrConcurrentModification (on Postgres, once the first commits; if it rolls back,
+	// the second proceeds). Commits of one task's events therefore come in seq order, and a
+	// reader that has seen seq N never later finds a newly committed seq below N. The store
+	// does not check that the task exists: the caller reads or inserts it in the same
+	// transaction. On drivers with Listen it also notifies other processes at commit.
+	AppendTaskEvent(ctx context.Context, principal, taskID string, seq int64, kind string, payload []byte, at time.Time) error
 
 	// PutAnchor inserts or replaces the anchor (Principal, Source, ProviderID).
 	PutAnchor(ctx context.Context, a Anchor) error

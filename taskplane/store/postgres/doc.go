@@ -40,9 +40,12 @@
 //   - InsertClaim and EnsureContext insert with ON CONFLICT DO NOTHING and then read. An insert
 //     that meets a concurrent uncommitted row waits for its transaction, so concurrent callers
 //     agree on one claim or one context id.
-//   - AppendTaskEvent takes the next sequence by incrementing tasks.last_seq. The row lock orders
-//     the commits of one task's events, so a reader that resumes after sequence N never misses a
-//     lower sequence committed later (the SSE Last-Event-ID guarantee).
+//   - AppendTaskEvent inserts the event under the sequence the caller allocated from the task
+//     row it read; the caller writes the row with the new last sequence, guarded by its version.
+//     A second writer of the same sequence waits on the first one's uncommitted event row and
+//     fails (ErrConcurrentModification) once it commits, so the events of one task commit in
+//     sequence order and a reader that resumes after sequence N never misses a lower sequence
+//     committed later (the SSE Last-Event-ID guarantee).
 //   - Prune skips rows that live transactions hold (FOR UPDATE SKIP LOCKED) instead of waiting.
 //
 // # Engine features behind capability flags

@@ -236,7 +236,7 @@ func TestListenAcrossStores(t *testing.T) {
 		t.Helper()
 		rollback := errors.New("roll back")
 		err := writer.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-			if _, err := tx.AppendTaskEvent(ctx, principal, taskID, "status", []byte(`{}`), t0); err != nil {
+			if _, err := storetest.AppendNext(ctx, tx, principal, taskID, "status", []byte(`{}`), t0); err != nil {
 				return err
 			}
 			if !commit {
@@ -310,7 +310,7 @@ func TestListenIsPerSchema(t *testing.T) {
 	appendEvent := func(s store.Store, taskID string) {
 		t.Helper()
 		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.AppendTaskEvent(ctx, "alice", taskID, "status", nil, t0)
+			_, err := storetest.AppendNext(ctx, tx, "alice", taskID, "status", nil, t0)
 			return err
 		})
 		if err != nil {
@@ -372,7 +372,7 @@ func TestListenReconnects(t *testing.T) {
 		deadline := time.After(15 * time.Second)
 		for {
 			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-				_, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "status", nil, t0)
+				_, err := storetest.AppendNext(ctx, tx, "alice", "task-1", "status", nil, t0)
 				return err
 			})
 			if err != nil {
@@ -504,13 +504,14 @@ func TestInsertClaimAcrossStores(t *testing.T) {
 	}
 }
 
-// beginAppend starts an Update that appends one event to the task and then waits for release
-// before committing. It reports the sequence on seq.
-func beginAppend(s store.Store, principal, taskID string, seq chan<- int64, release <-chan struct{}) <-chan error {
+// beginAppend starts an Update that appends one event to the task as the task plane does
+// (storetest.AppendNext) and then waits for release before committing. It reports the sequence
+// on seq.
+func beginAppend(s store.Store, principal, taskID, payload string, seq chan<- int64, release <-chan struct{}) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		done <- s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-			n, err := tx.AppendTaskEvent(ctx, principal, taskID, "status", []byte(`{}`), t0)
+			n, err := storetest.AppendNext(ctx, tx, principal, taskID, "status", []byte(payload), t0)
 			if err != nil {
 				return err
 			}
@@ -522,7 +523,7 @@ func beginAppend(s store.Store, principal, taskID string, seq chan<- int64, rele
 	return done
 }
 
-// waitLockWait waits until one of the test's backends waits on a lock in AppendTaskEvent.
+// waitLockWait waits until one of the test's backends waits on a lock.
 func waitLockWait(t *testing.T, u *url.URL) {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), u.String())
@@ -534,7 +535,7 @@ func waitLockWait(t *testing.T, u *url.URL) {
 	for time.Now().Before(deadline) {
 		var waiting int
 		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'WITH s AS (%'`,
+			WHERE application_name = $1 AND wait_event_type = 'Lock'`,
 			u.Query().Get("application_name")).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
@@ -544,12 +545,13 @@ func waitLockWait(t *testing.T, u *url.URL) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("the second append never waited on the task row lock")
+	t.Fatal("the second append never waited on a lock")
 }
 
-// The event-log resume guarantee: while one transaction has appended to a task and not
-// committed, a second appender to the same task waits on the task row, so sequence order is commit
-// order. A reader that resumes after the last sequence it saw never skips an event.
+// The event-log resume guarantee: while one transaction has appended seq N to a task and not
+// committed, a second writer that read the same task and appends N too waits for it, and loses
+// once it commits; read again, it appends N+1. So sequence order is commit order, and a reader
+// that resumes after the last sequence it saw never skips an event.
 func TestAppendTaskEventOrdersCommits(t *testing.T) {
 	t.Parallel()
 	u := newSchema(t)
@@ -558,13 +560,13 @@ func TestAppendTaskEventOrdersCommits(t *testing.T) {
 	ctx := context.Background()
 
 	seq1, release1 := make(chan int64, 1), make(chan struct{})
-	done1 := beginAppend(a, "alice", "task-1", seq1, release1)
+	done1 := beginAppend(a, "alice", "task-1", `"first"`, seq1, release1)
 	if got := <-seq1; got != 1 {
 		t.Fatalf("first append got seq %d, want 1", got)
 	}
 	seq2, release2 := make(chan int64, 1), make(chan struct{})
 	close(release2)
-	done2 := beginAppend(b, "alice", "task-1", seq2, release2)
+	done2 := beginAppend(b, "alice", "task-1", `"second"`, seq2, release2)
 	waitLockWait(t, u)
 
 	// Nothing is committed yet.
@@ -575,26 +577,43 @@ func TestAppendTaskEventOrdersCommits(t *testing.T) {
 	if err := <-done1; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done2; err != nil {
+	if err := <-done2; !errors.Is(err, store.ErrConcurrentModification) {
+		t.Fatalf("second writer of seq 1 = %v, want ErrConcurrentModification once the first committed", err)
+	}
+	if err := <-beginAppend(b, "alice", "task-1", `"second"`, seq2, release2); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-seq2; got != 2 {
-		t.Fatalf("second append got seq %d, want 2", got)
+		t.Fatalf("second writer, read again, got seq %d, want 2", got)
 	}
 	ev, err := a.TaskEvents(ctx, "alice", "task-1", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seqs []int64
+	var got []string
 	for _, e := range ev {
-		seqs = append(seqs, e.Seq)
+		got = append(got, fmt.Sprint(e.Seq, "=", string(e.Payload)))
 	}
-	if diff := cmp.Diff([]int64{1, 2}, seqs); diff != "" {
-		t.Errorf("event seqs (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{`1="first"`, `2="second"`}, got); diff != "" {
+		t.Errorf("event log (-want +got):\n%s", diff)
 	}
 	task, err := a.GetTask(ctx, "alice", "task-1")
 	if err != nil || task.LastSeq != 2 {
 		t.Errorf("task.LastSeq = %d, %v; want 2", task.LastSeq, err)
+	}
+}
+
+// appendRetrying appends as the task plane does, reading the task again while another writer
+// takes the seq first.
+func appendRetrying(s store.Store, principal, taskID string) error {
+	for {
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			_, err := storetest.AppendNext(ctx, tx, principal, taskID, "status", nil, t0)
+			return err
+		})
+		if !errors.Is(err, store.ErrConcurrentModification) {
+			return err
+		}
 	}
 }
 
@@ -611,11 +630,7 @@ func TestTaskEventsTailNeverSkips(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for range perWriter {
-				err := stores[w%2].Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-					_, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "status", nil, t0)
-					return err
-				})
-				if err != nil {
+				if err := appendRetrying(stores[w%2], "alice", "task-1"); err != nil {
 					errs <- err
 					return
 				}
@@ -716,7 +731,7 @@ func TestUpdateRetriesDeadlock(t *testing.T) {
 		var once bool
 		return s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
 			attempts.Add(1)
-			if _, err := tx.AppendTaskEvent(ctx, "alice", first, "x", nil, t0); err != nil {
+			if _, err := storetest.AppendNext(ctx, tx, "alice", first, "x", nil, t0); err != nil {
 				return err
 			}
 			if !once {
@@ -724,7 +739,7 @@ func TestUpdateRetriesDeadlock(t *testing.T) {
 				barrier.Done()
 				barrier.Wait() // both hold their first row now
 			}
-			_, err := tx.AppendTaskEvent(ctx, "alice", second, "x", nil, t0)
+			_, err := storetest.AppendNext(ctx, tx, "alice", second, "x", nil, t0)
 			return err
 		})
 	}
@@ -778,9 +793,9 @@ func TestCloseFailsPendingUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	seq, release := make(chan int64, 1), make(chan struct{})
-	held := beginAppend(holder, "alice", "task-1", seq, release)
+	held := beginAppend(holder, "alice", "task-1", `{}`, seq, release)
 	<-seq
-	pending := beginAppend(s, "alice", "task-1", make(chan int64, 1), release)
+	pending := beginAppend(s, "alice", "task-1", `{}`, make(chan int64, 1), release)
 	waitLockWait(t, u)
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
@@ -828,8 +843,8 @@ func TestTimesRoundTripInUTC(t *testing.T) {
 }
 
 // BenchmarkUpdate measures durable Updates from parallel callers (8 per GOMAXPROCS): one that
-// inserts a claim, and one that appends a task event (row lock, event row, NOTIFY) to one of 64
-// tasks.
+// inserts a claim, and one that appends a task event to one of 64 tasks as the task plane does
+// (task read, event row, task update with the new last sequence, NOTIFY).
 func BenchmarkUpdate(b *testing.B) {
 	b.Run("InsertClaim", func(b *testing.B) {
 		s := open(b, newSchema(b))
@@ -858,7 +873,7 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 		var n atomic.Int64
 		runParallelUpdates(b, s, func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.AppendTaskEvent(ctx, "alice", fmt.Sprint("task-", n.Add(1)%tasks), "status", []byte(`{}`), t0)
+			_, err := storetest.AppendNext(ctx, tx, "alice", fmt.Sprint("task-", n.Add(1)%tasks), "status", []byte(`{}`), t0)
 			return err
 		})
 	})
@@ -869,7 +884,11 @@ func runParallelUpdates(b *testing.B, s store.Store, fn func(ctx context.Context
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := s.Update(context.Background(), fn); err != nil {
+			err := s.Update(context.Background(), fn)
+			for errors.Is(err, store.ErrConcurrentModification) { // a seq taken by a concurrent writer
+				err = s.Update(context.Background(), fn)
+			}
+			if err != nil {
 				b.Error(err)
 				return
 			}

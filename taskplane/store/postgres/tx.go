@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -131,9 +132,9 @@ func (t *tx) InsertTask(ctx context.Context, task store.Task) error {
 }
 
 func (t *tx) UpdateTask(ctx context.Context, task store.Task, expectVersion int64) error {
-	tag, err := t.q.Exec(ctx, `UPDATE tasks SET state = $3, status_time = $4, body = $5, updated_at = $6,
+	tag, err := t.q.Exec(ctx, `UPDATE tasks SET state = $3, status_time = $4, body = $5, updated_at = $6, last_seq = $8,
 		version = version + 1 WHERE principal = $1 AND id = $2 AND version = $7`,
-		task.Principal, task.ID, task.State, task.StatusTime, task.Body, task.UpdatedAt, expectVersion)
+		task.Principal, task.ID, task.State, task.StatusTime, task.Body, task.UpdatedAt, expectVersion, task.LastSeq)
 	if err != nil {
 		return fmt.Errorf("update task: %w", err)
 	}
@@ -151,27 +152,30 @@ func (t *tx) UpdateTask(ctx context.Context, task store.Task, expectVersion int6
 	return fmt.Errorf("update task: %w", store.ErrConcurrentModification)
 }
 
-// appendEventSQL allocates the next sequence by incrementing tasks.last_seq: the row lock it takes
-// orders the commits of one task, so a reader that has seen seq N can never later find a
-// newly committed seq below N.
-const appendEventSQL = `WITH s AS (
-		UPDATE tasks SET last_seq = last_seq + 1 WHERE principal = $1 AND id = $2 RETURNING last_seq
-	)
-	INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at)
-	SELECT $1, $2, last_seq, $3, $4, $5 FROM s RETURNING seq`
-
-func (t *tx) AppendTaskEvent(ctx context.Context, principal, taskID, kind string, payload []byte, at time.Time) (int64, error) {
-	var seq int64
-	if err := t.q.QueryRow(ctx, appendEventSQL, principal, taskID, kind, payload, at).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("append task event: %w", notFound(err))
-	}
+func (t *tx) AppendTaskEvent(ctx context.Context, principal, taskID string, seq int64, kind string, payload []byte, at time.Time) error {
+	// The caller allocated seq from the task row it read and writes the row's new last_seq with
+	// the version guard (see store.Tx), so the insert needs no answer and is pipelined. An insert
+	// that meets another transaction's uncommitted event under the same seq waits for it, and
+	// fails if it commits: the seqs of one task commit in order.
+	t.p.later("append task event", `INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, seqTaken, principal, taskID, seq, kind, payload, at)
 	if t.s.features.notify {
 		hint := principal + "/" + taskID
 		if !slices.Contains(t.hints, hint) {
 			t.hints = append(t.hints, hint)
 		}
 	}
-	return seq, nil
+	return nil
+}
+
+// seqTaken maps the unique violation of a task event whose seq another writer took to
+// ErrConcurrentModification.
+func seqTaken(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return store.ErrConcurrentModification
+	}
+	return err
 }
 
 func (t *tx) PutAnchor(ctx context.Context, a store.Anchor) error {

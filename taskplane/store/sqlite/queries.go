@@ -149,9 +149,9 @@ func insertTask(ctx context.Context, q querier, t store.Task) error {
 }
 
 func updateTask(ctx context.Context, q querier, t store.Task, expectVersion int64) error {
-	res, err := q.ExecContext(ctx, `UPDATE tasks SET state = ?, status_time = ?, body = ?, updated_at = ?, version = version + 1
-		WHERE principal = ? AND id = ? AND version = ?`,
-		t.State, micros(t.StatusTime), t.Body, micros(t.UpdatedAt), t.Principal, t.ID, expectVersion)
+	res, err := q.ExecContext(ctx, `UPDATE tasks SET state = ?, status_time = ?, body = ?, updated_at = ?, last_seq = ?,
+		version = version + 1 WHERE principal = ? AND id = ? AND version = ?`,
+		t.State, micros(t.StatusTime), t.Body, micros(t.UpdatedAt), t.LastSeq, t.Principal, t.ID, expectVersion)
 	if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
@@ -174,23 +174,21 @@ func updateTask(ctx context.Context, q querier, t store.Task, expectVersion int6
 
 // ---- task events ----
 
-func appendTaskEvent(ctx context.Context, q querier, principal, taskID, kind string, payload []byte, at time.Time) (int64, error) {
-	// Allocating the sequence from the task row keeps it gap-free: a rolled-back append rolls
-	// back the counter with it.
-	var seq int64
-	err := q.QueryRowContext(ctx, `UPDATE tasks SET last_seq = last_seq + 1 WHERE principal = ? AND id = ? RETURNING last_seq`,
-		principal, taskID).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, notFound("task", taskID)
-	}
+func appendTaskEvent(ctx context.Context, q querier, principal, taskID string, seq int64, kind string, payload []byte, at time.Time) error {
+	// The caller allocated seq from the task row it read, and writes the row's new last_seq
+	// itself (see store.Tx): one statement per event. A seq already taken means another writer
+	// got there first.
+	res, err := q.ExecContext(ctx, `INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`, principal, taskID, seq, kind, payload, micros(at))
 	if err != nil {
-		return 0, fmt.Errorf("append event to task %s: %w", taskID, err)
+		return fmt.Errorf("append event %d to task %s: %w", seq, taskID, err)
 	}
-	if _, err := q.ExecContext(ctx, `INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		principal, taskID, seq, kind, payload, micros(at)); err != nil {
-		return 0, fmt.Errorf("append event to task %s: %w", taskID, err)
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("append event %d to task %s: %w", seq, taskID, err)
+	} else if n == 0 {
+		return fmt.Errorf("append event %d to task %s: the log has it already: %w", seq, taskID, store.ErrConcurrentModification)
 	}
-	return seq, nil
+	return nil
 }
 
 func taskEvents(ctx context.Context, q querier, principal, taskID string, after int64, limit int) ([]store.TaskEvent, error) {

@@ -218,9 +218,9 @@ func (t *txn) UpdateTask(ctx context.Context, task store.Task, expectVersion int
 	})
 }
 
-func (t *txn) AppendTaskEvent(ctx context.Context, principal, taskID, kind string, payload []byte, at time.Time) (int64, error) {
-	return do(ctx, t, func(ctx context.Context, q querier) (int64, error) {
-		return appendTaskEvent(ctx, q, principal, taskID, kind, payload, at)
+func (t *txn) AppendTaskEvent(ctx context.Context, principal, taskID string, seq int64, kind string, payload []byte, at time.Time) error {
+	return do0(ctx, t, func(ctx context.Context, q querier) error {
+		return appendTaskEvent(ctx, q, principal, taskID, seq, kind, payload, at)
 	})
 }
 

@@ -391,7 +391,7 @@ func appendEvents(t *testing.T, s store.Store, principal, taskID string, n int) 
 	t.Helper()
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		for range n {
-			if _, err := tx.AppendTaskEvent(ctx, principal, taskID, "status", []byte(`{}`), at(0)); err != nil {
+			if _, err := AppendNext(ctx, tx, principal, taskID, "status", []byte(`{}`), at(0)); err != nil {
 				return err
 			}
 		}

@@ -81,11 +81,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"UpdateMissingIsNotFound", testTaskUpdateMissing},
 		}},
 		{"TaskEvents", []testCase{
-			{"AppendAssignsSeqsOneTwoThree", testEventsAppend},
+			{"AppendStoresEventsUnderTheirSeqsAndUpdateTheLastSeq", testEventsAppend},
+			{"AppendUnderATakenSeqIsConcurrentModification", testEventsTakenSeq},
 			{"AfterNReturnsExactlyLaterEventsInOrder", testEventsAfter},
 			{"RolledBackAppendLeavesNoGap", testEventsRollbackNoGap},
 			{"20ConcurrentAppendersGetSeqsOneToNWithoutGaps", testEventsConcurrent},
-			{"AppendToMissingTaskIsNotFound", testEventsAppendMissing},
 			{"OfMissingTaskIsNotFound", testEventsOfMissing},
 		}},
 		{"ListTasks", []testCase{
@@ -211,10 +211,29 @@ func appendEvent(t *testing.T, s store.Store, principal, taskID, kind string) in
 	var seq int64
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		seq, err = tx.AppendTaskEvent(ctx, principal, taskID, kind, []byte(`{"kind":"`+kind+`"}`), t0)
+		seq, err = AppendNext(ctx, tx, principal, taskID, kind, []byte(`{"kind":"`+kind+`"}`), t0)
 		return err
 	})
 	return seq
+}
+
+// AppendNext appends an event to a task's log the way the task plane does: it reads the task,
+// appends under the sequence after its LastSeq, and writes the task with the new LastSeq
+// (UpdateTask guarded by the version it read, which that bumps). It returns the sequence.
+func AppendNext(ctx context.Context, tx store.Tx, principal, taskID, kind string, payload []byte, at time.Time) (int64, error) {
+	task, err := tx.GetTask(ctx, principal, taskID)
+	if err != nil {
+		return 0, err
+	}
+	seq := task.LastSeq + 1
+	if err := tx.AppendTaskEvent(ctx, principal, taskID, seq, kind, payload, at); err != nil {
+		return 0, err
+	}
+	task.LastSeq = seq
+	if err := tx.UpdateTask(ctx, task, task.Version); err != nil {
+		return 0, err
+	}
+	return seq, nil
 }
 
 func wantNotFound(t *testing.T, what string, err error) {
@@ -531,13 +550,18 @@ func testTaskInsertDuplicate(t *testing.T, s store.Store) {
 func testTaskUpdate(t *testing.T, s store.Store) {
 	orig := newTask("alice", "task-1", "ctx-1", "submitted", t0)
 	insertTasks(t, s, orig)
-	appendEvent(t, s, "alice", "task-1", "status")
 
 	u := orig
 	u.State, u.StatusTime, u.Body, u.UpdatedAt = "working", at(time.Second), []byte(`{"v":2}`), at(time.Second)
-	// Not UpdateTask's to write: context, source, creation time, version, sequence.
-	u.ContextID, u.Source, u.CreatedAt, u.Version, u.LastSeq = "ctx-other", "other", at(time.Hour), 99, 99
-	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateTask(ctx, u, 1) })
+	u.LastSeq = 1 // as after appending the first event
+	// Not UpdateTask's to write: context, source, creation time, version.
+	u.ContextID, u.Source, u.CreatedAt, u.Version = "ctx-other", "other", at(time.Hour), 99
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.AppendTaskEvent(ctx, "alice", "task-1", 1, "status", nil, at(time.Second)); err != nil {
+			return err
+		}
+		return tx.UpdateTask(ctx, u, 1)
+	})
 
 	want := orig
 	want.State, want.StatusTime, want.Body, want.UpdatedAt = "working", at(time.Second), []byte(`{"v":2}`), at(time.Second)
@@ -597,15 +621,14 @@ func testEventsAppend(t *testing.T, s store.Store) {
 	insertTasks(t, s, newTask("alice", "task-1", "ctx-1", "submitted", t0))
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		for i, kind := range []string{"task", "status", "artifact"} {
-			seq, err := tx.AppendTaskEvent(ctx, "alice", "task-1", kind, []byte(`{"i":`+fmt.Sprint(i)+`}`), at(time.Duration(i)*time.Second))
+			err := tx.AppendTaskEvent(ctx, "alice", "task-1", int64(i+1), kind, []byte(`{"i":`+fmt.Sprint(i)+`}`), at(time.Duration(i)*time.Second))
 			if err != nil {
 				return err
 			}
-			if seq != int64(i+1) {
-				t.Errorf("append %d: seq = %d, want %d", i, seq, i+1)
-			}
 		}
-		return nil
+		task := newTask("alice", "task-1", "ctx-1", "submitted", t0)
+		task.LastSeq = 3
+		return tx.UpdateTask(ctx, task, 1)
 	})
 	got, err := s.TaskEvents(context.Background(), "alice", "task-1", 0, 0)
 	if err != nil {
@@ -621,9 +644,37 @@ func testEventsAppend(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.LastSeq != 3 || task.Version != 1 {
-		t.Errorf("task after 3 appends: LastSeq %d Version %d, want 3 1 (appending is not an update)", task.LastSeq, task.Version)
+	if task.LastSeq != 3 || task.Version != 2 {
+		t.Errorf("task after 3 appends and its update: LastSeq %d Version %d, want 3 2", task.LastSeq, task.Version)
 	}
+}
+
+// A seq the log holds is taken: appending under it again changes nothing and is
+// ErrConcurrentModification, in the same transaction or a later one.
+func testEventsTakenSeq(t *testing.T, s store.Store) {
+	insertTasks(t, s, newTask("alice", "task-1", "ctx-1", "submitted", t0))
+	appendEvent(t, s, "alice", "task-1", "task")
+	for _, name := range []string{"later transaction", "same transaction"} {
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			if name == "same transaction" {
+				if _, err := AppendNext(ctx, tx, "alice", "task-1", "status", []byte(`{"first":true}`), t0); err != nil {
+					return err
+				}
+				return tx.AppendTaskEvent(ctx, "alice", "task-1", 2, "status", []byte(`{"again":true}`), t0)
+			}
+			return tx.AppendTaskEvent(ctx, "alice", "task-1", 1, "status", []byte(`{"again":true}`), t0)
+		})
+		if !errors.Is(err, store.ErrConcurrentModification) {
+			t.Errorf("append under a taken seq (%s): err = %v, want ErrConcurrentModification", name, err)
+		}
+	}
+	got, err := s.TaskEvents(context.Background(), "alice", "task-1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "the log after two refused appends", []store.TaskEvent{
+		{Principal: "alice", TaskID: "task-1", Seq: 1, Kind: "task", Payload: []byte(`{"kind":"task"}`), CreatedAt: t0},
+	}, got)
 }
 
 func testEventsAfter(t *testing.T, s store.Store) {
@@ -676,7 +727,7 @@ func testEventsRollbackNoGap(t *testing.T, s store.Store) {
 	appendEvent(t, s, "alice", "task-1", "task")
 	errRollback := errors.New("roll back")
 	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-		if _, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "status", nil, t0); err != nil {
+		if _, err := AppendNext(ctx, tx, "alice", "task-1", "status", nil, t0); err != nil {
 			return err
 		}
 		return errRollback
@@ -702,11 +753,17 @@ func testEventsConcurrent(t *testing.T, s store.Store) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-				seq, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "status", []byte(fmt.Sprint(i)), t0)
-				got[i] = seq
-				return err
-			})
+			// As the task plane does: a writer that loses the race for a seq reads again.
+			for range 1000 {
+				errs[i] = s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+					seq, err := AppendNext(ctx, tx, "alice", "task-1", "status", []byte(fmt.Sprint(i)), t0)
+					got[i] = seq
+					return err
+				})
+				if !errors.Is(errs[i], store.ErrConcurrentModification) {
+					break
+				}
+			}
 		})
 	}
 	wg.Wait()
@@ -740,14 +797,6 @@ func testEventsConcurrent(t *testing.T, s store.Store) {
 	if task.LastSeq != n {
 		t.Errorf("LastSeq = %d, want %d", task.LastSeq, n)
 	}
-}
-
-func testEventsAppendMissing(t *testing.T, s store.Store) {
-	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.AppendTaskEvent(ctx, "alice", "nope", "status", nil, t0)
-		return err
-	})
-	wantNotFound(t, "AppendTaskEvent to a missing task", err)
 }
 
 func testEventsOfMissing(t *testing.T, s store.Store) {
@@ -867,10 +916,12 @@ func scopingFixture(t *testing.T, s store.Store) {
 		if err := tx.InsertContext(ctx, newContext("alice", "ctx-1", t0)); err != nil {
 			return err
 		}
-		if err := tx.InsertTask(ctx, newTask("alice", "task-1", "ctx-1", "working", t0)); err != nil {
+		task := newTask("alice", "task-1", "ctx-1", "working", t0)
+		task.LastSeq = 1 // a task with its first event, as the task plane makes one
+		if err := tx.InsertTask(ctx, task); err != nil {
 			return err
 		}
-		if _, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "task", nil, t0); err != nil {
+		if err := tx.AppendTaskEvent(ctx, "alice", "task-1", 1, "task", nil, t0); err != nil {
 			return err
 		}
 		if _, _, err := tx.InsertClaim(ctx, newClaim("alice", "slack", "Ev1", store.ClaimPending, t0)); err != nil {
@@ -970,10 +1021,6 @@ func testScopingWrites(t *testing.T, s store.Store) {
 	}{
 		{"UpdateTask", func(ctx context.Context, tx store.Tx) error {
 			return tx.UpdateTask(ctx, newTask("bob", "task-1", "ctx-1", "canceled", t0), 1)
-		}},
-		{"AppendTaskEvent", func(ctx context.Context, tx store.Tx) error {
-			_, err := tx.AppendTaskEvent(ctx, "bob", "task-1", "status", nil, t0)
-			return err
 		}},
 		{"UpdateClaim", func(ctx context.Context, tx store.Tx) error {
 			return tx.UpdateClaim(ctx, newClaim("bob", "slack", "Ev1", store.ClaimDone, t0))
@@ -1411,7 +1458,7 @@ func testPrune(t *testing.T, s store.Store) {
 			}
 		}
 		for _, ev := range []string{"t-done", "t-done", "t-live", "t-recent"} {
-			if _, err := tx.AppendTaskEvent(ctx, "alice", ev, "status", nil, old); err != nil {
+			if _, err := AppendNext(ctx, tx, "alice", ev, "status", nil, old); err != nil {
 				return err
 			}
 		}
@@ -1527,7 +1574,7 @@ func pruneLimitFixture(t *testing.T, s store.Store) {
 			if err := tx.InsertTask(ctx, newTask("alice", id, "c-old", "completed", old)); err != nil {
 				return err
 			}
-			if _, err := tx.AppendTaskEvent(ctx, "alice", id, "status", nil, old); err != nil {
+			if _, err := AppendNext(ctx, tx, "alice", id, "status", nil, old); err != nil {
 				return err
 			}
 		}
@@ -1625,7 +1672,7 @@ func testUpdateReadsOwnWrites(t *testing.T, s store.Store) {
 			return fmt.Errorf("GetTask inside the writing Update: %w", err)
 		}
 		diff(t, "task read back in the same Update", task, got)
-		if _, err := tx.AppendTaskEvent(ctx, "alice", "task-1", "task", nil, t0); err != nil {
+		if _, err := AppendNext(ctx, tx, "alice", "task-1", "task", nil, t0); err != nil {
 			return err
 		}
 		evs, err := tx.TaskEvents(ctx, "alice", "task-1", 0, 0)
