@@ -280,7 +280,8 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	var (
 		acc     Acceptance
 		cont    *Task
-		touched bool // the context has this event's activity already
+		touched bool        // the context has this event's activity already
+		newRow  *store.Task // a created task's row, not inserted yet
 		err     error
 	)
 	switch {
@@ -323,9 +324,11 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 			acc.Outcome, acc.Message = Created, &reply
 		} else {
 			acc.Outcome = Created
-			if acc.Task, err = p.createTask(ctx, tx, ev, acc.ContextID, msg, now); err != nil {
+			var row store.Task
+			if acc.Task, row, err = p.createTask(ctx, tx, ev, acc.ContextID, msg, now); err != nil {
 				return acc, err
 			}
+			newRow = &row
 		}
 	}
 	if !touched {
@@ -357,18 +360,29 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		return acc, err
 	}
 	if acc.Task != nil {
-		// The first turn, granted here, is the next step of the task's log: acc.Task stays the
-		// task as the event made it (SUBMITTED), which subscribers and push configs start after.
-		var lease func(*store.Wake) error
-		if hand.c != nil && acc.Outcome == Created {
+		// A created task's row is inserted once its wake is admitted or refused. The first turn,
+		// granted here to an idle claimer, is the next step of the task's log, and the row is
+		// inserted as that turn made it (WORKING): one write. acc.Task stays the task as the
+		// event made it (SUBMITTED), which subscribers and push configs start after.
+		var ready func(w *store.Wake, admitted bool) error
+		if newRow != nil {
 			submitted := acc.Task
-			lease = func(w *store.Wake) (err error) {
-				hand.g, err = p.grantNewTx(ctx, tx, hand.c, w, submitted, now)
-				return err
+			ready = func(w *store.Wake, admitted bool) error {
+				row := *newRow
+				if admitted && hand.c != nil {
+					var err error
+					if hand.g, row, err = p.grantNewTx(ctx, tx, hand.c, w, submitted, now); err != nil {
+						return err
+					}
+				}
+				if err := tx.InsertTask(ctx, row); err != nil {
+					return fmt.Errorf("insert task: %w", err)
+				}
+				return nil
 			}
 		}
 		// Past the admission bound the task comes back FAILED (reason overflow), with evidence.
-		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now, lease); err != nil {
+		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now, ready); err != nil {
 			return acc, err
 		}
 		if err := p.registerPushConfigs(ctx, tx, acc.Task, ev.PushConfigs, now); err != nil {
@@ -428,7 +442,10 @@ func (p *Plane) resolveContext(ctx context.Context, tx store.Tx, ev *Event, now 
 	return id, true, nil
 }
 
-func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextID string, msg Message, now time.Time) (*Task, error) {
+// createTask makes the task of a new event and appends its first event to the log. It returns the
+// task's row for the caller to insert: acceptNew inserts it once it knows whether the task's first
+// turn is granted in the same transaction, so that the row is written once.
+func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextID string, msg Message, now time.Time) (*Task, store.Task, error) {
 	t := &Task{
 		ID:        p.newID(),
 		ContextID: contextID,
@@ -443,22 +460,19 @@ func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextI
 	msg.TaskID = t.ID
 	t.History = []Message{msg}
 	if err := linkRedo(ctx, tx, ev, t, now); err != nil {
-		return nil, err
+		return nil, store.Task{}, err
 	}
 	row, err := encodeTask(t)
 	if err != nil {
-		return nil, err
+		return nil, store.Task{}, err
 	}
 	if err := checkTaskSize(t, row); err != nil {
-		return nil, err
+		return nil, store.Task{}, err
 	}
 	if row.LastSeq, err = appendEvent(ctx, tx, t, EventTask, t, now); err != nil {
-		return nil, err
+		return nil, store.Task{}, err
 	}
-	if err := tx.InsertTask(ctx, row); err != nil {
-		return nil, fmt.Errorf("insert task: %w", err)
-	}
-	return t, nil
+	return t, row, nil
 }
 
 // continueTask appends msg to an interrupted or active task and clears its input request; an

@@ -87,28 +87,39 @@ func applyTx(ctx context.Context, tx store.Tx, principal, taskID string, expectV
 // changes t.
 func applyLoaded(ctx context.Context, tx store.Tx, t *Task, now time.Time, changes ...Change) (*Task, error) {
 	prev := t.Version
-	for _, c := range changes {
-		if t.Status.State.Terminal() {
-			return nil, ErrTaskTerminal
-		}
-		if err := applyChange(ctx, tx, t, c, now); err != nil {
-			return nil, err
-		}
-	}
-	t.Version, t.UpdatedAt = prev+1, now
-	row, err := encodeTask(t)
+	row, err := applyChanges(ctx, tx, t, now, changes...)
 	if err != nil {
 		return nil, err
-	}
-	if addsContent(changes) {
-		if err := checkTaskSize(t, row); err != nil {
-			return nil, err
-		}
 	}
 	if err := tx.UpdateTask(ctx, row, prev); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// applyChanges applies changes to t and appends their events to its log, and returns t's new row
+// (one version on) for the caller to write.
+func applyChanges(ctx context.Context, tx store.Tx, t *Task, now time.Time, changes ...Change) (store.Task, error) {
+	prev := t.Version
+	for _, c := range changes {
+		if t.Status.State.Terminal() {
+			return store.Task{}, ErrTaskTerminal
+		}
+		if err := applyChange(ctx, tx, t, c, now); err != nil {
+			return store.Task{}, err
+		}
+	}
+	t.Version, t.UpdatedAt = prev+1, now
+	row, err := encodeTask(t)
+	if err != nil {
+		return store.Task{}, err
+	}
+	if addsContent(changes) {
+		if err := checkTaskSize(t, row); err != nil {
+			return store.Task{}, err
+		}
+	}
+	return row, nil
 }
 
 // addsContent reports whether changes add to a task's body beyond a status move: a message, an

@@ -231,9 +231,10 @@ func (p *Plane) wakeHints() <-chan struct{} {
 
 // enqueueWake inserts the wake of an accepted or continued task in the acceptance transaction.
 // Past the admission bound the wake is recorded failed, the task FAILED (reason overflow) and
-// wake-failed evidence written: the caller sees the refusal, nothing is dropped silently. An
-// admitted wake is passed to lease, if not nil, before it is inserted (grantNewTx).
-func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time, lease func(*store.Wake) error) (*Task, error) {
+// wake-failed evidence written: the caller sees the refusal, nothing is dropped silently. Once
+// admission is decided, and before anything is written, ready (if not nil) gets the wake and the
+// decision: an admitted wake it changes (grantNewTx leases it) is inserted so.
+func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time, ready func(w *store.Wake, admitted bool) error) (*Task, error) {
 	w := store.Wake{ID: p.newID(), Principal: t.Origin.Principal, TaskID: t.ID, Activation: t.LastSeq,
 		State: store.WakePending, CreatedAt: now, UpdatedAt: now}
 	limit := p.queue.limit()
@@ -241,12 +242,12 @@ func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *
 	if err != nil {
 		return nil, fmt.Errorf("enqueue wake: %w", err)
 	}
-	if waiting < limit {
-		if lease != nil {
-			if err := lease(&w); err != nil {
-				return nil, err
-			}
+	if ready != nil {
+		if err := ready(&w, waiting < limit); err != nil {
+			return nil, err
 		}
+	}
+	if waiting < limit {
 		if err := tx.InsertWake(ctx, w); err != nil {
 			return nil, fmt.Errorf("enqueue wake: %w", err)
 		}
@@ -445,20 +446,21 @@ func (p *Plane) wokenTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task
 }
 
 // grantNewTx grants c the first turn of t, a task this acceptance transaction created with its
-// wake w, which is not stored yet: it leases w to c, and the caller inserts w so (one write, not
-// an insert and an update). No other wake of t can exist, so none is checked. t itself is left
-// as it is.
-func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w *store.Wake, t *Task, now time.Time) (*Grant, error) {
+// wake w; neither is stored yet. It moves a copy of t to WORKING and leases w to c; the caller
+// inserts w and the returned row so (one write each, not an insert and an update). No other wake
+// of t can exist, so none is checked. t itself is left as it is.
+func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w *store.Wake, t *Task, now time.Time) (*Grant, store.Task, error) {
 	// A copy: the grant's task goes to the claimer's goroutine, t back to Accept's caller.
 	cp := *t
 	cp.History, cp.Artifacts, cp.Metadata = slices.Clone(t.History), slices.Clone(t.Artifacts), maps.Clone(t.Metadata)
-	nt, err := applyLoaded(ctx, tx, &cp, now, SetStatus{State: StateWorking})
+	row, err := applyChanges(ctx, tx, &cp, now, SetStatus{State: StateWorking})
 	if err != nil {
-		return nil, err
+		return nil, store.Task{}, err
 	}
 	w.LeaseOwner, w.LeaseUntil = c.owner, now.Add(c.lease)
 	offer(w, c.owner, now)
-	return p.wokenTx(ctx, tx, *w, nt, c.owner, now)
+	g, err := p.wokenTx(ctx, tx, *w, &cp, c.owner, now)
+	return g, row, err
 }
 
 // retireSettled retires the wake of a task that needs no turn. A native task's result must go home

@@ -119,8 +119,9 @@ type Tx interface {
 	// stored time (so that the events of one busy conversation do not serialize on its row).
 	TouchContext(ctx context.Context, principal, contextID string, at time.Time) error
 
-	// InsertTask inserts a new task; t.Version should be 1 and t.LastSeq the sequence of the last
-	// event appended to its log in the same transaction (0 if none).
+	// InsertTask inserts a new task: t as the inserting transaction leaves it, so t.Version is 1
+	// plus the changes that transaction made to it, and t.LastSeq the sequence of the last event
+	// it appended to the task's log (0 if none).
 	InsertTask(ctx context.Context, t Task) error
 	// UpdateTask writes t's ContextID-independent mutable fields (State, StatusTime, Body,
 	// UpdatedAt, LastSeq) and sets Version to expectVersion+1, only if the stored version equals
