@@ -80,6 +80,23 @@ var ErrStopFollowing = errors.New("stop following")
 // error (returned), or ctx ends (ctx.Err()). Events committed by other processes arrive when the
 // store has the Listen capability and RunListener is running.
 func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int64, fn func(TaskEvent) error) error {
+	// Ownership and the context id are checked once; the log read is itself scoped to the
+	// principal, so a wake-up costs one indexed read of the new events and no task decode.
+	t, err := getTask(ctx, p.store, principal, taskID)
+	if err != nil {
+		return err
+	}
+	return p.follow(ctx, t, after, fn)
+}
+
+// FollowTask is Follow of t, a task its owner has from the plane (Accept, GetTask, Apply...): it
+// follows t's log after after without reading t again.
+func (p *Plane) FollowTask(ctx context.Context, t *Task, after int64, fn func(TaskEvent) error) error {
+	return p.follow(ctx, t, after, fn)
+}
+
+func (p *Plane) follow(ctx context.Context, t *Task, after int64, fn func(TaskEvent) error) error {
+	principal, taskID := t.Origin.Principal, t.ID
 	// Subscribe before the first read, so a commit between the read and the wait still pokes us.
 	poke, cancel := p.broker.subscribe(principal, taskID)
 	defer cancel()
@@ -90,12 +107,6 @@ func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int6
 		t := time.NewTicker(followRecheck)
 		defer t.Stop()
 		recheck = t.C
-	}
-	// Ownership and the context id are checked once; the log read below is itself scoped to the
-	// principal, so a wake-up costs one indexed read of the new events and no task decode.
-	t, err := getTask(ctx, p.store, principal, taskID)
-	if err != nil {
-		return err
 	}
 	for {
 		rows, err := p.store.TaskEvents(ctx, principal, taskID, after, followPage)

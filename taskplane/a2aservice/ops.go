@@ -140,7 +140,7 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 	defer cancel()
 	wctx, cancelT := context.WithTimeout(wctx, s.cfg.BlockingTimeout)
 	defer cancelT()
-	err := s.plane.Follow(wctx, principal, t.ID, t.LastSeq, func(ev taskplane.TaskEvent) error {
+	err := s.plane.FollowTask(wctx, t, t.LastSeq, func(ev taskplane.TaskEvent) error {
 		if ev.Kind == taskplane.EventStatus && ev.Status != nil && settled(ev.Status.Status.State) {
 			return taskplane.ErrStopFollowing
 		}
