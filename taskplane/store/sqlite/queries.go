@@ -193,33 +193,41 @@ func appendTaskEvent(ctx context.Context, q querier, principal, taskID string, s
 
 func taskEvents(ctx context.Context, q querier, principal, taskID string, after int64, limit int) ([]store.TaskEvent, error) {
 	// A missing task is ErrNotFound rather than an empty log, so that a subscriber to another
-	// principal's task learns nothing and a resuming client can tell "gone" from "quiet".
-	var one int
-	err := q.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE principal = ? AND id = ?`, principal, taskID).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("task", taskID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("task events of %s: %w", taskID, err)
-	}
-	rows, err := q.QueryContext(ctx, `SELECT principal, task_id, seq, kind, payload, created_at FROM task_events
-		WHERE principal = ? AND task_id = ? AND seq > ? ORDER BY seq LIMIT ?`, principal, taskID, after, limitArg(limit))
+	// principal's task learns nothing and a resuming client can tell "gone" from "quiet". One
+	// statement answers both (one snapshot, no transaction of its own): no row means no task, a
+	// row without an event means no event after `after`.
+	rows, err := q.QueryContext(ctx, `SELECT e.seq, e.kind, e.payload, e.created_at FROM tasks t
+		LEFT JOIN task_events e ON e.principal = t.principal AND e.task_id = t.id AND e.seq > ?
+		WHERE t.principal = ? AND t.id = ? ORDER BY e.seq LIMIT ?`, after, principal, taskID, limitArg(limit))
 	if err != nil {
 		return nil, fmt.Errorf("task events of %s: %w", taskID, err)
 	}
 	defer rows.Close()
-	var events []store.TaskEvent
+	var (
+		events []store.TaskEvent
+		found  bool
+	)
 	for rows.Next() {
-		var e store.TaskEvent
-		var created int64
-		if err := rows.Scan(&e.Principal, &e.TaskID, &e.Seq, &e.Kind, &e.Payload, &created); err != nil {
+		found = true
+		var (
+			seq, created sql.NullInt64
+			kind         sql.NullString
+			payload      []byte
+		)
+		if err := rows.Scan(&seq, &kind, &payload, &created); err != nil {
 			return nil, fmt.Errorf("task events of %s: %w", taskID, err)
 		}
-		e.CreatedAt = fromMicros(created)
-		events = append(events, e)
+		if !seq.Valid {
+			continue // the task, with no event after `after`
+		}
+		events = append(events, store.TaskEvent{Principal: principal, TaskID: taskID, Seq: seq.Int64,
+			Kind: kind.String, Payload: payload, CreatedAt: fromMicros(created.Int64)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("task events of %s: %w", taskID, err)
+	}
+	if !found {
+		return nil, notFound("task", taskID)
 	}
 	return events, nil
 }

@@ -39,12 +39,8 @@ func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFil
 	return tasks, total, err
 }
 
-func (r reader) TaskEvents(ctx context.Context, principal, taskID string, after int64, limit int) (events []store.TaskEvent, err error) {
-	err = r.snapshot(ctx, func(q querier) error {
-		events, err = taskEvents(ctx, q, principal, taskID, after, limit)
-		return err
-	})
-	return events, err
+func (r reader) TaskEvents(ctx context.Context, principal, taskID string, after int64, limit int) ([]store.TaskEvent, error) {
+	return taskEvents(ctx, r.db, principal, taskID, after, limit) // one statement: one snapshot
 }
 
 func (r reader) GetClaim(ctx context.Context, principal, source, identity string) (store.Claim, error) {
