@@ -716,3 +716,80 @@ func TestAdmissionBoundDefaultsTo128(t *testing.T) {
 		}
 	})
 }
+
+// wantLogMatchesRow fails unless the task's log holds exactly the sequences 1..N and its stored
+// row says N: the task plane allocates each event's sequence from the task it read and writes the
+// row with it, so every kind of write must leave the two agreeing.
+func wantLogMatchesRow(t *testing.T, p *taskplane.Plane, after, id string) {
+	t.Helper()
+	ctx := context.Background()
+	row, err := p.Store().GetTask(ctx, "alice", id)
+	if err != nil {
+		t.Fatalf("after %s: %v", after, err)
+	}
+	evs, err := p.Store().TaskEvents(ctx, "alice", id, 0, 0)
+	if err != nil {
+		t.Fatalf("after %s: %v", after, err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("after %s: event %d has seq %d (log %v)", after, i, e.Seq, evs)
+		}
+	}
+	if row.LastSeq != int64(len(evs)) {
+		t.Fatalf("after %s: the row's LastSeq is %d, the log has %d events", after, row.LastSeq, len(evs))
+	}
+}
+
+func TestEveryWriteKeepsTheLogGapFreeAndTheRowAtItsLastSeq(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		// A new task whose first turn is handed off in the acceptance (row inserted WORKING).
+		handed := p.ParkClaimer("disp-1", time.Minute)
+		acc := mustAccept(t, p, a2aEvent("m-1", "hello"))
+		id := acc.Task.ID
+		wantLogMatchesRow(t, p, "an acceptance with a hand-off", id)
+		g, taken := handed()
+		if !taken || g == nil {
+			t.Fatal("no hand-off")
+		}
+		art := taskplane.Artifact{ID: "a1", Parts: []taskplane.Part{taskplane.TextPart("part")}}
+		for name, c := range map[string]taskplane.Change{
+			"an artifact": taskplane.AddArtifact{Artifact: art},
+			"a message":   taskplane.AddMessage{Message: taskplane.Message{ID: "note", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("note")}}},
+			"metadata":    taskplane.SetMetadata{Key: "k", Value: "v"},
+		} {
+			if _, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion, c); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			wantLogMatchesRow(t, p, name, id)
+		}
+		ask(t, p, "alice", id, taskplane.StateInputRequired)
+		wantLogMatchesRow(t, p, "a question", id)
+		endTurn(t, p, g)
+		more := a2aEvent("m-2", "the answer")
+		more.TaskID = id
+		mustAccept(t, p, more)
+		wantLogMatchesRow(t, p, "a continuation", id)
+		if _, _, err := p.Cancel(ctx, "alice", id, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantLogMatchesRow(t, p, "a cancel", id)
+
+		// A task without a hand-off, one made by CreateTask, and one refused by the admission
+		// bound (inserted, then FAILED in the same transaction).
+		plain := mustAccept(t, p, a2aEvent("m-3", "no claimer waits")).Task
+		wantLogMatchesRow(t, p, "an acceptance without a hand-off", plain.ID)
+		created, err := p.CreateTask(ctx, "alice", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLogMatchesRow(t, p, "CreateTask", created.ID)
+		mustAccept(t, p, a2aEvent("m-4", "fills the queue"))
+		over := mustAccept(t, p, a2aEvent("m-5", "refused")).Task
+		if over.Status.State != taskplane.StateFailed {
+			t.Fatalf("fifth task %s, want FAILED by the admission bound", over.Status.State)
+		}
+		wantLogMatchesRow(t, p, "an admission refusal", over.ID)
+	}, taskplane.WithMaxWaiting(2))
+}

@@ -109,31 +109,40 @@ func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFil
 }
 
 func (r reader) TaskEvents(ctx context.Context, principal, taskID string, after int64, limit int) ([]store.TaskEvent, error) {
-	query := `SELECT principal, task_id, seq, kind, payload, created_at FROM task_events
-		WHERE principal = $1 AND task_id = $2 AND seq > $3 ORDER BY seq`
+	// A missing task is ErrNotFound rather than an empty log. One statement answers both, in one
+	// snapshot: no row means no task (whatever events its key may have), a row without an event
+	// means no event after `after`.
+	query := `SELECT e.seq, e.kind, e.payload, e.created_at FROM tasks t
+		LEFT JOIN task_events e ON e.principal = t.principal AND e.task_id = t.id AND e.seq > $3
+		WHERE t.principal = $1 AND t.id = $2 ORDER BY e.seq`
 	if limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(limit)
 	}
 	rows, _ := r.q.Query(ctx, query, principal, taskID, after)
-	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.TaskEvent, error) {
-		var e store.TaskEvent
-		err := row.Scan(&e.Principal, &e.TaskID, &e.Seq, &e.Kind, &e.Payload, &e.CreatedAt)
-		e.CreatedAt = utc(e.CreatedAt)
-		return e, err
+	type row struct {
+		seq     *int64
+		kind    *string
+		payload []byte
+		created *time.Time
+	}
+	got, err := pgx.CollectRows(rows, func(cr pgx.CollectableRow) (row, error) {
+		var x row
+		err := cr.Scan(&x.seq, &x.kind, &x.payload, &x.created)
+		return x, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("task events: %w", err)
 	}
-	if len(events) == 0 {
-		// An empty page of an existing task is fine; a missing task is reported as one.
-		var exists bool
-		if err := r.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE principal = $1 AND id = $2)`,
-			principal, taskID).Scan(&exists); err != nil {
-			return nil, fmt.Errorf("task events: %w", err)
+	if len(got) == 0 {
+		return nil, fmt.Errorf("task events: %w", store.ErrNotFound)
+	}
+	var events []store.TaskEvent
+	for _, x := range got {
+		if x.seq == nil {
+			continue // the task, with no event after `after`
 		}
-		if !exists {
-			return nil, fmt.Errorf("task events: %w", store.ErrNotFound)
-		}
+		events = append(events, store.TaskEvent{Principal: principal, TaskID: taskID, Seq: *x.seq, Kind: *x.kind,
+			Payload: x.payload, CreatedAt: utc(*x.created)})
 	}
 	return events, nil
 }
