@@ -130,7 +130,15 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 		nt    *Task
 		ended bool
 	)
-	err := p.retryConcurrent(ctx, true, func() error {
+	// The changes are worked out here, off the store's writer, on the task as this turn last saw
+	// it; the transaction writes them if the task is still that version. If it is not (a cancel,
+	// another writer), or they do not apply to that copy, the transaction applies them to the
+	// task as stored, as it always may.
+	prep, err := prepareUpdate(t.Task, p.clock(), changes...)
+	if err != nil {
+		prep = nil
+	}
+	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			now := p.clock()
 			if g.TaskID != taskID || g.Principal != principal {
@@ -140,7 +148,15 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 			if err != nil {
 				return err
 			}
-			if nt, err = applyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil {
+			if prep != nil {
+				if err := prep.write(ctx, tx); err != nil {
+					if errors.Is(err, ErrConcurrentModification) {
+						prep = nil // run again on the task as stored
+					}
+					return err
+				}
+				nt = prep.task
+			} else if nt, err = applyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil {
 				return err
 			}
 			if also != nil {

@@ -153,7 +153,7 @@ func isNotFound(err error) bool { return err != nil && errors.Is(err, store.ErrN
 // appendEvent writes one event to t's log under the sequence after t.LastSeq, advances t.LastSeq
 // to it and returns it. The caller writes t's row (InsertTask, or UpdateTask guarded by the
 // version it read) in the same transaction: that stores the new LastSeq.
-func appendEvent(ctx context.Context, tx store.Tx, t *Task, kind string, payload any, at time.Time) (int64, error) {
+func appendEvent(ctx context.Context, tx eventAppender, t *Task, kind string, payload any, at time.Time) (int64, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s event: %w", kind, err)
@@ -164,6 +164,12 @@ func appendEvent(ctx context.Context, tx store.Tx, t *Task, kind string, payload
 	}
 	t.LastSeq = seq
 	return seq, nil
+}
+
+// eventAppender is the part of store.Tx that appendEvent writes to; preparedUpdate records into
+// one outside any transaction.
+type eventAppender interface {
+	AppendTaskEvent(ctx context.Context, principal, taskID string, seq int64, kind string, payload []byte, at time.Time) error
 }
 
 // evidence writes an evidence record; detail must hold no secrets or message bodies.

@@ -2,6 +2,8 @@ package taskplane
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -161,6 +163,22 @@ type Task struct {
 	LastSeq   int64     `json:"-"`
 	CreatedAt time.Time `json:"-"`
 	UpdatedAt time.Time `json:"-"`
+}
+
+// clone returns a copy of t that changes (applyChange) can make without touching t: its own
+// history, artifacts (and their parts) and metadata.
+func (t *Task) clone() *Task {
+	cp := *t
+	cp.History, cp.Metadata = slices.Clone(t.History), maps.Clone(t.Metadata)
+	cp.Artifacts = make([]Artifact, len(t.Artifacts))
+	for i, a := range t.Artifacts {
+		a.Parts = slices.Clone(a.Parts)
+		cp.Artifacts[i] = a
+	}
+	if t.Artifacts == nil {
+		cp.Artifacts = nil
+	}
+	return &cp
 }
 
 // taskBody is what the store keeps in a task row's Body.

@@ -99,7 +99,7 @@ func applyLoaded(ctx context.Context, tx store.Tx, t *Task, now time.Time, chang
 
 // applyChanges applies changes to t and appends their events to its log, and returns t's new row
 // (one version on) for the caller to write.
-func applyChanges(ctx context.Context, tx store.Tx, t *Task, now time.Time, changes ...Change) (store.Task, error) {
+func applyChanges(ctx context.Context, tx eventAppender, t *Task, now time.Time, changes ...Change) (store.Task, error) {
 	prev := t.Version
 	for _, c := range changes {
 		if t.Status.State.Terminal() {
@@ -133,7 +133,7 @@ func addsContent(changes []Change) bool {
 	return false
 }
 
-func applyChange(ctx context.Context, tx store.Tx, t *Task, c Change, now time.Time) error {
+func applyChange(ctx context.Context, tx eventAppender, t *Task, c Change, now time.Time) error {
 	switch c := c.(type) {
 	case SetStatus:
 		if !c.State.Valid() {
@@ -382,4 +382,54 @@ func decodeEvent(r store.TaskEvent, contextID string) (TaskEvent, error) {
 		return ev, fmt.Errorf("task %s event %d: %w", r.TaskID, r.Seq, err)
 	}
 	return ev, nil
+}
+
+// preparedUpdate is a task change worked out outside the writer: changes applied to a copy of a
+// task as a turn last saw it, its new row encoded and its events recorded. write stores it in a
+// transaction if the stored task is still the version it was prepared from.
+type preparedUpdate struct {
+	task   *Task      // the task after the changes
+	row    store.Task // its row, one version on
+	prev   int64      // the version it was prepared from
+	events []preparedEvent
+}
+
+type preparedEvent struct {
+	seq     int64
+	kind    string
+	payload []byte
+	at      time.Time
+}
+
+// AppendTaskEvent records the event (preparedUpdate is the eventAppender of prepareUpdate).
+func (u *preparedUpdate) AppendTaskEvent(_ context.Context, _, _ string, seq int64, kind string, payload []byte, at time.Time) error {
+	u.events = append(u.events, preparedEvent{seq, kind, payload, at})
+	return nil
+}
+
+// prepareUpdate applies changes to a copy of base at now, outside any transaction: the JSON of the
+// task and its events is encoded off the single writer.
+func prepareUpdate(base *Task, now time.Time, changes ...Change) (*preparedUpdate, error) {
+	t := base.clone()
+	u := &preparedUpdate{task: t, prev: base.Version}
+	row, err := applyChanges(context.Background(), u, t, now, changes...)
+	if err != nil {
+		return nil, err
+	}
+	u.row = row
+	return u, nil
+}
+
+// write stores u in tx, guarded by the version u was prepared from: ErrConcurrentModification
+// if the task changed since (the caller then applies its changes to the task as stored).
+func (u *preparedUpdate) write(ctx context.Context, tx store.Tx) error {
+	if err := tx.UpdateTask(ctx, u.row, u.prev); err != nil {
+		return err
+	}
+	for _, e := range u.events {
+		if err := tx.AppendTaskEvent(ctx, u.task.Origin.Principal, u.task.ID, e.seq, e.kind, e.payload, e.at); err != nil {
+			return fmt.Errorf("append %s event to task %s: %w", e.kind, u.task.ID, err)
+		}
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -451,15 +450,14 @@ func (p *Plane) wokenTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task
 // of t can exist, so none is checked. t itself is left as it is.
 func (p *Plane) grantNewTx(ctx context.Context, tx store.Tx, c *idleClaimer, w *store.Wake, t *Task, now time.Time) (*Grant, store.Task, error) {
 	// A copy: the grant's task goes to the claimer's goroutine, t back to Accept's caller.
-	cp := *t
-	cp.History, cp.Artifacts, cp.Metadata = slices.Clone(t.History), slices.Clone(t.Artifacts), maps.Clone(t.Metadata)
-	row, err := applyChanges(ctx, tx, &cp, now, SetStatus{State: StateWorking})
+	cp := t.clone()
+	row, err := applyChanges(ctx, tx, cp, now, SetStatus{State: StateWorking})
 	if err != nil {
 		return nil, store.Task{}, err
 	}
 	w.LeaseOwner, w.LeaseUntil = c.owner, now.Add(c.lease)
 	offer(w, c.owner, now)
-	g, err := p.wokenTx(ctx, tx, *w, &cp, c.owner, now)
+	g, err := p.wokenTx(ctx, tx, *w, cp, c.owner, now)
 	return g, row, err
 }
 

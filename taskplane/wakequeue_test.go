@@ -793,3 +793,41 @@ func TestEveryWriteKeepsTheLogGapFreeAndTheRowAtItsLastSeq(t *testing.T) {
 		wantLogMatchesRow(t, p, "an admission refusal", over.ID)
 	}, taskplane.WithMaxWaiting(2))
 }
+
+// A turn works out its changes on the task as it last saw it, off the store's writer; when another
+// writer changed the task meanwhile, the changes are applied to the task as stored instead, and
+// nothing of either writer is lost.
+func TestTurnUpdateAfterAnotherWriterAppliesToTheStoredTask(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		handed := p.ParkClaimer("disp-1", time.Minute)
+		id := mustAccept(t, p, a2aEvent("m-1", "hello")).Task.ID
+		g, taken := handed()
+		if !taken || g == nil {
+			t.Fatal("no hand-off")
+		}
+		turn := p.NewTurn(g)
+		if _, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion, taskplane.SetMetadata{Key: "by", Value: "operator"}); err != nil {
+			t.Fatal(err)
+		}
+		art := taskplane.Artifact{ID: "a1", Parts: []taskplane.Part{taskplane.TextPart("result")}}
+		if err := turn.Update(ctx, taskplane.AddArtifact{Artifact: art}); err != nil {
+			t.Fatalf("turn update after another writer: %v", err)
+		}
+		for name, task := range map[string]*taskplane.Task{"stored": taskState(t, p, id), "turn's": turn.Task} {
+			if task.Metadata["by"] != "operator" || len(task.Artifacts) != 1 || task.Version != 4 {
+				t.Fatalf("%s task: metadata %v, %d artifacts, version %d; want the other writer's metadata, the artifact, version 4",
+					name, task.Metadata, len(task.Artifacts), task.Version)
+			}
+		}
+		wantLogMatchesRow(t, p, "a turn's update after another writer's", id)
+		// With nobody else writing, the turn's next update goes the prepared way and still lands.
+		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		if st := taskState(t, p, id); st.Status.State != taskplane.StateCompleted || st.Version != 5 || len(st.Artifacts) != 1 {
+			t.Fatalf("stored task %s version %d with %d artifacts; want COMPLETED, 5, 1", st.Status.State, st.Version, len(st.Artifacts))
+		}
+		wantLogMatchesRow(t, p, "a turn's prepared update", id)
+	})
+}
