@@ -42,6 +42,9 @@ func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskpla
 			MaxDataDepth:     cfg.MaxDataDepth,
 			MaxMetadataBytes: cfg.MaxMetadataBytes,
 			MaxHistoryLength: cfg.MaxHistoryLength,
+
+			MaxStreams:             cfg.MaxStreams,
+			MaxStreamsPerPrincipal: cfg.MaxStreamsPerPrincipal,
 		},
 		Logger: log,
 	}

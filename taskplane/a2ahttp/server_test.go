@@ -813,3 +813,78 @@ func TestForeignTaskLooksExactlyLikeAMissingOne(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamsAreBoundedPerCallerAndInTotal: a stream past max_streams_per_principal or
+// max_streams is refused before it opens (RESOURCE_EXHAUSTED: HTTP 429 on HTTP+JSON, an error
+// event on JSON-RPC) and accepts nothing; a closed stream gives its slot back.
+func TestStreamsAreBoundedPerCallerAndInTotal(t *testing.T) {
+	const tokenCarol = "carol-token-0123456789"
+	e := newEnv(t, func(c *a2aConfig) {
+		c.Limits.MaxStreams, c.Limits.MaxStreamsPerPrincipal = 2, 1
+		c.Credentials = append(c.Credentials, a2ahttp.Credential{Token: tokenCarol, Principal: "carol"})
+	})
+	alice, bob := e.client(a2awire.BindingHTTPJSON, tokenAlice), e.client(a2awire.BindingHTTPJSON, tokenBob)
+	aTask := send(t, alice, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+	defer e.exec.release(string(aTask.ID))
+	bTask := send(t, bob, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+	defer e.exec.release(string(bTask.ID))
+	subscribe := func(ctx context.Context, token string, id a2a.TaskID) (*sseStream, int, []byte) {
+		return e.openSSE(ctx, http.MethodGet, "/tasks/"+string(id)+":subscribe", token, nil, nil)
+	}
+	wantExhausted := func(what string, s *sseStream, status int, body []byte) {
+		t.Helper()
+		if s != nil || status != http.StatusTooManyRequests || !strings.Contains(string(body), `"reason":"RESOURCE_EXHAUSTED"`) {
+			t.Fatalf("%s: stream %v, status %d, body %s; want 429 RESOURCE_EXHAUSTED", what, s != nil, status, body)
+		}
+	}
+
+	ctxA, cancelA := context.WithCancel(ctxT(t))
+	sA, status, body := subscribe(ctxA, tokenAlice, aTask.ID)
+	if sA == nil {
+		t.Fatalf("alice's first stream: %d %s", status, body)
+	}
+	sA.next()
+	// Alice is at her bound: a second subscribe, and a streaming send, are refused, and the
+	// refused send accepted nothing.
+	s, status, body := subscribe(ctxT(t), tokenAlice, aTask.ID)
+	wantExhausted("alice's second subscribe", s, status, body)
+	s, status, body = e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice, sendBody(t, wireMsg("bounded-1", "hello"), nil), nil)
+	wantExhausted("alice's streaming send", s, status, body)
+	if _, err := alice.GetTask(ctxT(t), &a2a.GetTaskRequest{ID: aTask.ID}); err != nil {
+		t.Fatal(err)
+	}
+	rpc, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": map[string]any{"id": aTask.ID}})
+	if s, status, body := e.openSSE(ctxT(t), http.MethodPost, "/jsonrpc", tokenAlice, rpc, nil); s == nil {
+		t.Fatalf("JSON-RPC subscribe: %d %s", status, body)
+	} else if evs := s.all(); len(evs) != 1 || !strings.Contains(evs[0].Data, "RESOURCE_EXHAUSTED") {
+		t.Fatalf("JSON-RPC subscribe past the bound: %+v; want one RESOURCE_EXHAUSTED error event", evs)
+	}
+	// Bob takes the last slot of the server; then even a caller under their own bound is refused.
+	ctxB, cancelB := context.WithCancel(ctxT(t))
+	defer cancelB()
+	sB, status, body := subscribe(ctxB, tokenBob, bTask.ID)
+	if sB == nil {
+		t.Fatalf("bob's stream: %d %s", status, body)
+	}
+	sB.next()
+	s, status, body = subscribe(ctxT(t), tokenCarol, "any-task")
+	wantExhausted("carol's first stream while the server is at its bound", s, status, body)
+	cancelA()
+	sA.close()
+	// Alice's slot comes back once her stream has ended on the server.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, status, body := subscribe(ctxT(t), tokenAlice, aTask.ID)
+		if s != nil {
+			s.close()
+			break
+		}
+		if status != http.StatusTooManyRequests || time.Now().After(deadline) {
+			t.Fatalf("alice after closing her stream: %d %s", status, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := e.srv.Service().OpenStreams(); n > 2 {
+		t.Fatalf("%d streams open, bound 2", n)
+	}
+}

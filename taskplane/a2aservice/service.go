@@ -113,6 +113,8 @@ type Service struct {
 	stop context.CancelFunc
 
 	card *cardCache
+
+	streams streamSlots
 }
 
 // New returns a Service over plane. dispatcher (may be nil) lets cancel stop a running turn;

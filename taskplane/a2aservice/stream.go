@@ -2,6 +2,7 @@ package a2aservice
 
 import (
 	"context"
+	"sync"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
@@ -15,8 +16,10 @@ type Event struct {
 }
 
 // Stream is an opened stream: every check that can fail before the first event has passed.
+// ServeSSE gives its slot back when it ends.
 type Stream struct {
 	svc       *Service
+	release   func() // gives back the stream's slot (nil: it holds none)
 	principal string
 	taskID    string
 	view      a2awire.View
@@ -38,7 +41,19 @@ func closes(st taskplane.State) bool {
 //
 // A duplicate of an earlier streaming send (same messageId and payload) with Last-Event-ID
 // resumes that stream after the given event.
-func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (*Stream, error) {
+func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (st *Stream, err error) {
+	// The slot comes first: a refused stream accepts nothing.
+	release, err := s.streams.take(call.Principal, s.lim)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if st == nil {
+			release()
+		} else {
+			st.release = release
+		}
+	}()
 	acc, err := s.accept(ctx, call, req)
 	if err != nil {
 		return nil, err
@@ -52,7 +67,7 @@ func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2aw
 	if acc.Outcome == taskplane.Duplicate && call.LastEventID >= 0 {
 		return s.resume(call, t, v)
 	}
-	st := &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: t.LastSeq,
+	st = &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: t.LastSeq,
 		first: &Event{Seq: t.LastSeq, Response: &a2awire.StreamResponse{Task: a2awire.FromTask(t, v)}}}
 	// A fresh or continued task is SUBMITTED or active; a duplicate may already have settled,
 	// and then its stream is the snapshot alone, like a blocking send.
@@ -67,7 +82,18 @@ func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2aw
 // With Last-Event-ID (a Channels extension) no snapshot is sent: the stream replays every event
 // after that id exactly once, then continues live; a terminal task is refused only when nothing
 // is left to replay.
-func (s *Service) SubscribeToTask(ctx context.Context, call Call, req *a2awire.SubscribeToTaskRequest) (*Stream, error) {
+func (s *Service) SubscribeToTask(ctx context.Context, call Call, req *a2awire.SubscribeToTaskRequest) (st *Stream, err error) {
+	release, err := s.streams.take(call.Principal, s.lim)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if st == nil {
+			release()
+		} else {
+			st.release = release
+		}
+	}()
 	t, err := s.plane.GetTask(ctx, call.Principal, req.ID)
 	if err != nil {
 		return nil, err
@@ -126,4 +152,48 @@ func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 // error as a stream event.
 func (s *Service) OneEventStream(ev Event) *Stream {
 	return &Stream{svc: s, first: &ev}
+}
+
+// streamSlots counts the open streams, in total and per principal, against the limits.
+type streamSlots struct {
+	mu    sync.Mutex
+	total int
+	per   map[string]int
+}
+
+// take holds a slot for a stream of principal, or refuses with RESOURCE_EXHAUSTED. The returned
+// func gives it back (once, however often it is called).
+func (sl *streamSlots) take(principal string, lim a2awire.Limits) (func(), error) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	switch {
+	case sl.per[principal] >= lim.MaxStreamsPerPrincipal:
+		return nil, a2awire.Errorf(a2awire.ErrResourceExhausted,
+			"this caller has reached its limit of %d open streams; close one or retry later", lim.MaxStreamsPerPrincipal)
+	case sl.total >= lim.MaxStreams:
+		return nil, a2awire.Errorf(a2awire.ErrResourceExhausted, "the server has as many streams open as it allows; retry later")
+	}
+	if sl.per == nil {
+		sl.per = map[string]int{}
+	}
+	sl.total++
+	sl.per[principal]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sl.mu.Lock()
+			defer sl.mu.Unlock()
+			sl.total--
+			if sl.per[principal]--; sl.per[principal] <= 0 {
+				delete(sl.per, principal)
+			}
+		})
+	}, nil
+}
+
+// OpenStreams reports how many streams are open (for metrics and tests).
+func (s *Service) OpenStreams() int {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	return s.streams.total
 }

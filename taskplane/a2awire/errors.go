@@ -34,6 +34,8 @@ var (
 	ErrMethodNotAllowed = errors.New("method not allowed")
 	ErrInternal         = errors.New("internal error")
 	ErrUnavailable      = errors.New("service unavailable")
+	// ErrResourceExhausted: a bound on concurrent work (open streams) is reached; retry later.
+	ErrResourceExhausted = errors.New("resource exhausted")
 
 	ErrUnauthenticated  = errors.New("unauthenticated")
 	ErrPermissionDenied = errors.New("permission denied")
@@ -71,6 +73,7 @@ var Kinds = []Kind{
 	{ErrMethodNotAllowed, "METHOD_NOT_ALLOWED", http.StatusMethodNotAllowed, "UNIMPLEMENTED", -32601},
 	{ErrInternal, "INTERNAL_ERROR", http.StatusInternalServerError, "INTERNAL", -32603},
 	{ErrUnavailable, "UNAVAILABLE", http.StatusServiceUnavailable, "UNAVAILABLE", -32603},
+	{ErrResourceExhausted, "RESOURCE_EXHAUSTED", http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", -32603},
 	{ErrUnauthenticated, "UNAUTHENTICATED", http.StatusUnauthorized, "UNAUTHENTICATED", -31401},
 	{ErrPermissionDenied, "PERMISSION_DENIED", http.StatusForbidden, "PERMISSION_DENIED", -31403},
 	{ErrDuplicateMessageID, "DUPLICATE_MESSAGE_ID", http.StatusConflict, "ALREADY_EXISTS", -32602},

@@ -30,6 +30,11 @@ type Limits struct {
 	// MaxPageSize at 100).
 	DefaultPageSize int
 	MaxPageSize     int
+	// MaxStreams bounds the streams (SendStreamingMessage, SubscribeToTask) open at once on the
+	// server, and MaxStreamsPerPrincipal those of one caller (defaults 1000 and 100). A stream
+	// past either is refused before it opens, with RESOURCE_EXHAUSTED.
+	MaxStreams             int
+	MaxStreamsPerPrincipal int
 }
 
 // DefaultLimits returns the default limits.
@@ -48,6 +53,9 @@ func DefaultLimits() Limits {
 		MaxHistoryLength: 100,
 		DefaultPageSize:  50,
 		MaxPageSize:      100,
+
+		MaxStreams:             1000,
+		MaxStreamsPerPrincipal: 100,
 	}
 }
 
@@ -77,6 +85,8 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxPageSize > 100 {
 		l.MaxPageSize = 100
 	}
+	set(&l.MaxStreams, d.MaxStreams)
+	set(&l.MaxStreamsPerPrincipal, d.MaxStreamsPerPrincipal)
 	set(&l.DefaultPageSize, d.DefaultPageSize)
 	if l.DefaultPageSize > l.MaxPageSize {
 		l.DefaultPageSize = l.MaxPageSize
