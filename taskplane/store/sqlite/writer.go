@@ -84,8 +84,11 @@ func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Re
 		return nil
 	}
 	ok := make([]*groupcommit.Request, 0, len(batch))
+	// The savepoint statements go through the statement cache too (prepared once, not parsed
+	// per fn); the rollback's two statements run from their text, on the rare failure path.
+	q := cachedTx{tx: tx, c: w.stmts}
 	for i, r := range batch {
-		if _, err := tx.ExecContext(bg, "SAVEPOINT fn"); err != nil {
+		if _, err := q.ExecContext(bg, "SAVEPOINT fn"); err != nil {
 			tx.Rollback()
 			fail(append(ok, batch[i:]...), fmt.Errorf("sqlite store: savepoint: %w", err))
 			return nil
@@ -95,7 +98,7 @@ func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Re
 		if fnErr != nil {
 			_, endErr = tx.ExecContext(bg, "ROLLBACK TO fn; RELEASE fn")
 		} else {
-			_, endErr = tx.ExecContext(bg, "RELEASE fn")
+			_, endErr = q.ExecContext(bg, "RELEASE fn")
 		}
 		if endErr != nil {
 			// The savepoint is gone, so SQLite rolled back the whole transaction (as it does
