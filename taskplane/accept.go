@@ -230,16 +230,17 @@ type handOff struct {
 func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool, hand *handOff) error {
 	*acc, *conflict = Acceptance{}, false
 	now := p.clock()
-	claim, inserted, err := tx.InsertClaim(ctx, store.Claim{
-		Principal: ev.Principal, Source: ev.Source, Identity: ev.Identity, Digest: dg,
-		State: store.ClaimPending, CreatedAt: now, UpdatedAt: now,
-	})
-	if err != nil {
+	// The claim is read first and inserted last, with the outcome: one write. A concurrent
+	// acceptance of the same identity on a shared engine, not visible to the read, makes the
+	// insert wait for its commit and then find the claim taken (see acceptNew).
+	claim, err := tx.GetClaim(ctx, ev.Principal, ev.Source, ev.Identity)
+	switch {
+	case err == nil:
+		return p.acceptDuplicate(ctx, tx, ev, dg, claim, now, acc, conflict)
+	case !errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("claim: %w", err)
 	}
-	if !inserted {
-		return p.acceptDuplicate(ctx, tx, ev, dg, claim, now, acc, conflict)
-	}
+	claim = store.Claim{Principal: ev.Principal, Source: ev.Source, Identity: ev.Identity, Digest: dg, CreatedAt: now}
 	a, err := p.acceptNew(ctx, tx, ev, claim, now, hand)
 	if err != nil {
 		return err
@@ -255,6 +256,8 @@ func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg 
 			map[string]any{"identity": ev.Identity}, now)
 	}
 	if claim.State != store.ClaimDone {
+		// The plane inserts claims done, with their outcome; a pending one was written by
+		// something else sharing the store (an older release inserted claims pending first).
 		return ErrClaimPending
 	}
 	*acc = Acceptance{Outcome: Duplicate, ContextID: claim.ContextID}
@@ -407,8 +410,12 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	} else {
 		claim.OutcomeKind, claim.TaskID = "task", acc.Task.ID
 	}
-	if err := tx.UpdateClaim(ctx, claim); err != nil {
-		return acc, fmt.Errorf("record claim outcome: %w", err)
+	if _, inserted, err := tx.InsertClaim(ctx, claim); err != nil {
+		return acc, fmt.Errorf("claim: %w", err)
+	} else if !inserted {
+		// Another acceptance of this identity committed since the read: this one rolls back and
+		// Accept runs it again (retryConcurrent), when it finds that claim.
+		return acc, fmt.Errorf("claim %s/%s taken by a concurrent acceptance: %w", ev.Source, ev.Identity, ErrConcurrentModification)
 	}
 	return acc, nil
 }

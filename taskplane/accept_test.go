@@ -197,6 +197,53 @@ func TestFiftyConcurrentFirstMessagesGetOneContextID(t *testing.T) {
 	})
 }
 
+// TestConcurrentRedeliveriesOfOneEventMakeOneTask: many deliveries of one event at once (a
+// provider retrying while the first is still being accepted) make exactly one task; every other
+// one is a duplicate returning it, whether it ran in the same group transaction or raced it from
+// another one (on Postgres the loser's claim insert waits for the winner's commit, and the loser
+// runs again and finds the claim).
+func TestConcurrentRedeliveriesOfOneEventMakeOneTask(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		const n = 20
+		accs := make([]taskplane.Acceptance, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				accs[i], errs[i] = p.Accept(context.Background(), nativeEvent("alice", "ev-retried", "thread", "hi"))
+			})
+		}
+		close(start)
+		wg.Wait()
+		created := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("accept %d: %v", i, errs[i])
+			}
+			if accs[i].Outcome == taskplane.Created {
+				created++
+			}
+			if accs[i].Task == nil || accs[i].Task.ID != accs[0].Task.ID {
+				t.Fatalf("acceptance %d: %+v; want the one task %s", i, accs[i], accs[0].Task.ID)
+			}
+		}
+		if created != 1 {
+			t.Fatalf("%d acceptances created a task, want 1", created)
+		}
+		if got := countTasks(t, p, "alice"); got != 1 {
+			t.Fatalf("tasks = %d, want 1", got)
+		}
+		if got := countEvidence(t, p, "alice", taskplane.EvidenceAccepted); got != 1 {
+			t.Fatalf("accepted evidence = %d, want 1", got)
+		}
+		if got := countEvidence(t, p, "alice", taskplane.EvidenceDuplicate); got != n-1 {
+			t.Fatalf("duplicate evidence = %d, want %d", got, n-1)
+		}
+	})
+}
+
 func TestForeignContextIDGetsAFreshContext(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
 		bob := mustAccept(t, p, taskplane.Event{Principal: "bob", Source: taskplane.SourceA2A, Identity: "b1", Message: textMsg("b1", "mine")})

@@ -104,8 +104,6 @@ type Tx interface {
 	// which case it returns the existing claim and inserted=false. On Postgres a concurrent
 	// uncommitted claim makes this wait for that transaction.
 	InsertClaim(ctx context.Context, c Claim) (existing Claim, inserted bool, err error)
-	// UpdateClaim stores c's State, Outcome fields and UpdatedAt.
-	UpdateClaim(ctx context.Context, c Claim) error
 
 	// EnsureContext returns the context id for (principal, source, conversationKey), creating it
 	// with candidateID if none exists (atomic upsert: concurrent callers get one id). It records

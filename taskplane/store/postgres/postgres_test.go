@@ -1008,9 +1008,6 @@ func TestHeldBackWriteThatTouchesNoRowCommitsNothing(t *testing.T) {
 	s := open(t, newSchema(t))
 	ctx := context.Background()
 	writes := map[string]func(ctx context.Context, tx store.Tx) error{
-		"UpdateClaim": func(ctx context.Context, tx store.Tx) error {
-			return tx.UpdateClaim(ctx, store.Claim{Principal: "alice", Source: "slack", Identity: "nope", State: store.ClaimDone})
-		},
 		"TouchContext": func(ctx context.Context, tx store.Tx) error {
 			return tx.TouchContext(ctx, "alice", "nope", t0)
 		},

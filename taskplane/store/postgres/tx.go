@@ -57,13 +57,6 @@ func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool,
 	return store.Claim{}, false, fmt.Errorf("insert claim: conflicting claim vanished %d times", maxLookups)
 }
 
-func (t *tx) UpdateClaim(ctx context.Context, c store.Claim) error {
-	t.p.later("update claim", mustTouch(`UPDATE claims SET state = $4, outcome_kind = $5, task_id = $6, context_id = $7,
-		message = $8, updated_at = $9 WHERE principal = $1 AND source = $2 AND identity = $3 RETURNING 1`), notTouched,
-		c.Principal, c.Source, c.Identity, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID, c.Message, c.UpdatedAt)
-	return nil
-}
-
 func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (string, error) {
 	if conversationKey == "" {
 		// No conversation to share: every call is a new context.

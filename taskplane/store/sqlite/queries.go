@@ -284,13 +284,6 @@ func insertClaim(ctx context.Context, q querier, c store.Claim) (store.Claim, bo
 	return existing, false, nil
 }
 
-func updateClaim(ctx context.Context, q querier, c store.Claim) error {
-	res, err := q.ExecContext(ctx, `UPDATE claims SET state = ?, outcome_kind = ?, task_id = ?, context_id = ?, message = ?, updated_at = ?
-		WHERE principal = ? AND source = ? AND identity = ?`,
-		string(c.State), c.OutcomeKind, c.TaskID, c.ContextID, c.Message, micros(c.UpdatedAt), c.Principal, c.Source, c.Identity)
-	return affectedOne(res, err, "update claim", "claim", c.Source, c.Identity)
-}
-
 // affectedOne turns an UPDATE's result into nil, ErrNotFound (no row matched) or an error.
 func affectedOne(res sql.Result, err error, op, what string, key ...string) error {
 	if err != nil {

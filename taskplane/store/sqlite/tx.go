@@ -184,10 +184,6 @@ func (t *txn) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool
 	return r.c, r.inserted, err
 }
 
-func (t *txn) UpdateClaim(ctx context.Context, c store.Claim) error {
-	return do0(ctx, t, func(ctx context.Context, q querier) error { return updateClaim(ctx, q, c) })
-}
-
 func (t *txn) EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (string, error) {
 	return do(ctx, t, func(ctx context.Context, q querier) (string, error) {
 		return ensureContext(ctx, q, principal, source, conversationKey, candidateID, now)

@@ -10,7 +10,7 @@
 // Conventions the suite pins where store.go is silent, so every driver behaves the same:
 //   - A limit of 0 means no limit (ListTasks, TaskEvents, ListEvidence, ListWakes, Prune).
 //   - TaskEvents of a missing (or another principal's) task is ErrNotFound, not an empty log.
-//   - UpdateClaim, TouchContext and UpdateWake of a missing row are ErrNotFound; wakes are scoped
+//   - TouchContext and UpdateWake of a missing row are ErrNotFound; wakes are scoped
 //     by (Principal, ID) like every other key.
 //   - TouchContext never moves LastEventAt backwards.
 //   - EvidenceFilter.Since is inclusive, like TaskFilter.StatusAfter.
@@ -62,8 +62,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Claims", []testCase{
 			{"InsertThenGetRoundTrips", testClaimInsertGet},
 			{"DuplicateReturnsExistingNotInserted", testClaimDuplicate},
-			{"UpdateStoresStateAndOutcomeOnly", testClaimUpdate},
-			{"UpdateMissingIsNotFound", testClaimUpdateMissing},
 		}},
 		{"Contexts", []testCase{
 			{"EnsureSameKeyReturnsSameID", testEnsureContextSameKey},
@@ -318,40 +316,6 @@ func testClaimDuplicate(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "stored claim after duplicate insert", first, got)
-}
-
-func testClaimUpdate(t *testing.T, s store.Store) {
-	c := newClaim("alice", "a2a", "msg-1", store.ClaimPending, t0)
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		_, _, err := tx.InsertClaim(ctx, c)
-		return err
-	})
-	for _, u := range []store.Claim{
-		{OutcomeKind: "task", TaskID: "task-1", ContextID: "ctx-1"},
-		{OutcomeKind: "message", Message: []byte(`{"role":"agent"}`)},
-	} {
-		want := c
-		want.State = store.ClaimDone
-		want.OutcomeKind, want.TaskID, want.ContextID, want.Message = u.OutcomeKind, u.TaskID, u.ContextID, u.Message
-		want.UpdatedAt = at(time.Second)
-
-		arg := want
-		// Digest and CreatedAt are not UpdateClaim's to change.
-		arg.Digest, arg.CreatedAt = "sha256:ignored", at(time.Hour)
-		update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateClaim(ctx, arg) })
-		got, err := s.GetClaim(context.Background(), "alice", "a2a", "msg-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		diff(t, "claim after UpdateClaim", want, got)
-	}
-}
-
-func testClaimUpdateMissing(t *testing.T, s store.Store) {
-	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-		return tx.UpdateClaim(ctx, newClaim("alice", "slack", "nope", store.ClaimDone, t0))
-	})
-	wantNotFound(t, "UpdateClaim of a missing claim", err)
 }
 
 // ---- contexts ----
@@ -1062,9 +1026,6 @@ func testScopingWrites(t *testing.T, s store.Store) {
 	}{
 		{"UpdateTask", func(ctx context.Context, tx store.Tx) error {
 			return tx.UpdateTask(ctx, newTask("bob", "task-1", "ctx-1", "canceled", t0), 1)
-		}},
-		{"UpdateClaim", func(ctx context.Context, tx store.Tx) error {
-			return tx.UpdateClaim(ctx, newClaim("bob", "slack", "Ev1", store.ClaimDone, t0))
 		}},
 		{"TouchContext", func(ctx context.Context, tx store.Tx) error {
 			return tx.TouchContext(ctx, "bob", "ctx-1", at(time.Hour))
