@@ -41,19 +41,12 @@ func closes(st taskplane.State) bool {
 //
 // A duplicate of an earlier streaming send (same messageId and payload) with Last-Event-ID
 // resumes that stream after the given event.
-func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (st *Stream, err error) {
+func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (*Stream, error) {
 	// The slot comes first: a refused stream accepts nothing.
-	release, err := s.streams.take(call.Principal, s.lim)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if st == nil {
-			release()
-		} else {
-			st.release = release
-		}
-	}()
+	return s.withSlot(call.Principal, func() (*Stream, error) { return s.sendStreaming(ctx, call, req) })
+}
+
+func (s *Service) sendStreaming(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (*Stream, error) {
 	acc, err := s.accept(ctx, call, req)
 	if err != nil {
 		return nil, err
@@ -67,7 +60,7 @@ func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2aw
 	if acc.Outcome == taskplane.Duplicate && call.LastEventID >= 0 {
 		return s.resume(call, t, v)
 	}
-	st = &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: t.LastSeq,
+	st := &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: t.LastSeq,
 		first: &Event{Seq: t.LastSeq, Response: &a2awire.StreamResponse{Task: a2awire.FromTask(t, v)}}}
 	// A fresh or continued task is SUBMITTED or active; a duplicate may already have settled,
 	// and then its stream is the snapshot alone, like a blocking send.
@@ -82,18 +75,11 @@ func (s *Service) SendStreamingMessage(ctx context.Context, call Call, req *a2aw
 // With Last-Event-ID (a Channels extension) no snapshot is sent: the stream replays every event
 // after that id exactly once, then continues live; a terminal task is refused only when nothing
 // is left to replay.
-func (s *Service) SubscribeToTask(ctx context.Context, call Call, req *a2awire.SubscribeToTaskRequest) (st *Stream, err error) {
-	release, err := s.streams.take(call.Principal, s.lim)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if st == nil {
-			release()
-		} else {
-			st.release = release
-		}
-	}()
+func (s *Service) SubscribeToTask(ctx context.Context, call Call, req *a2awire.SubscribeToTaskRequest) (*Stream, error) {
+	return s.withSlot(call.Principal, func() (*Stream, error) { return s.subscribe(ctx, call, req) })
+}
+
+func (s *Service) subscribe(ctx context.Context, call Call, req *a2awire.SubscribeToTaskRequest) (*Stream, error) {
 	t, err := s.plane.GetTask(ctx, call.Principal, req.ID)
 	if err != nil {
 		return nil, err
@@ -152,6 +138,27 @@ func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 // error as a stream event.
 func (s *Service) OneEventStream(ev Event) *Stream {
 	return &Stream{svc: s, first: &ev}
+}
+
+// withSlot runs open while holding a stream slot of principal. The slot goes with the stream
+// (ServeSSE gives it back when the stream ends), or back at once if open fails or panics.
+func (s *Service) withSlot(principal string, open func() (*Stream, error)) (*Stream, error) {
+	release, err := s.streams.take(principal, s.lim)
+	if err != nil {
+		return nil, err
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			release()
+		}
+	}()
+	st, err := open()
+	if err != nil {
+		return nil, err
+	}
+	st.release, kept = release, true
+	return st, nil
 }
 
 // streamSlots counts the open streams, in total and per principal, against the limits.
