@@ -64,6 +64,10 @@ type Turn struct {
 	grant *Grant
 	// Task is the task as it was when the turn began; Update refreshes it.
 	Task *Task
+	// base is the row of the task as this turn last had it from the plane (granted, read or
+	// written), encoded then: what Update prepares its changes on, decoded afresh each time, so
+	// nothing the executor does to Task or to the values it passed in reaches the store.
+	base store.Task
 	// endOnFinish: the update that finishes the task also ends the turn, in its transaction
 	// (Dispatcher turns; other consumers end their turns themselves). ended records that it did.
 	endOnFinish bool
@@ -72,7 +76,14 @@ type Turn struct {
 
 // NewTurn returns the Turn of a grant from ClaimTurn (for consumers other than the Dispatcher,
 // such as the worker API).
-func (p *Plane) NewTurn(g *Grant) *Turn { return &Turn{plane: p, grant: g, Task: g.Task} }
+func (p *Plane) NewTurn(g *Grant) *Turn { return newTurn(p, g, g.Task) }
+
+// newTurn is the turn of g on t, t as the plane has just read or written it.
+func newTurn(p *Plane, g *Grant, t *Task) *Turn {
+	turn := &Turn{plane: p, grant: g, Task: t}
+	turn.base, _ = encodeTask(t) // an encoding failure leaves base empty: updates then read the task
+	return turn
+}
 
 // ResumeTurn returns the Turn of a grant a consumer keeps outside this process's memory (the
 // worker API rebuilds the grant from the lease a worker presents on every call). It fails with
@@ -96,7 +107,7 @@ func (p *Plane) ResumeTurn(ctx context.Context, g *Grant) (*Turn, error) {
 	if t.Status.State.Terminal() {
 		return nil, fmt.Errorf("resume turn of task %s: %w", g.TaskID, ErrTaskTerminal)
 	}
-	return &Turn{plane: p, grant: g, Task: t}, nil
+	return newTurn(p, g, t), nil
 }
 
 // Principal returns the owner of the turn's task.
@@ -130,15 +141,17 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 		nt    *Task
 		ended bool
 	)
-	// The changes are worked out here, off the store's writer, on the task as this turn last saw
-	// it; the transaction writes them if the task is still that version. If it is not (a cancel,
-	// another writer), or they do not apply to that copy, the transaction applies them to the
-	// task as stored, as it always may.
-	prep, err := prepareUpdate(t.Task, p.clock(), changes...)
-	if err != nil {
+	// The changes are worked out here, off the store's writer, on the task as this turn last had
+	// it from the plane (t.base); the transaction writes them if the task is still that version.
+	// If it is not (a cancel, another writer), or they do not apply to that copy, the transaction
+	// applies them to the task as stored, as it always may.
+	var prep *preparedUpdate
+	stale := t.base.Body == nil
+	err := p.retryConcurrent(ctx, true, func() error {
 		prep = nil
-	}
-	err = p.retryConcurrent(ctx, true, func() error {
+		if !stale {
+			prep = t.prepare(changes)
+		}
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			now := p.clock()
 			if g.TaskID != taskID || g.Principal != principal {
@@ -151,7 +164,7 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 			if prep != nil {
 				if err := prep.write(ctx, tx); err != nil {
 					if errors.Is(err, ErrConcurrentModification) {
-						prep = nil // run again on the task as stored
+						stale = true // run again on the task as stored
 					}
 					return err
 				}
@@ -180,8 +193,29 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 	if ended {
 		t.ended.Store(true)
 	}
+	// The next update starts from this one's row: the prepared one as written, or the task as
+	// the transaction read and changed it, encoded before the executor gets it back.
+	if prep != nil {
+		t.base = prep.row
+	} else {
+		t.base, _ = encodeTask(nt)
+	}
 	p.broker.publish(principal, taskID)
 	return nt, nil
+}
+
+// prepare works changes out on a fresh decoding of t.base, or returns nil if they do not apply
+// to it (the transaction then applies them to the task as stored, which gives the real error).
+func (t *Turn) prepare(changes []Change) *preparedUpdate {
+	base, err := decodeTask(t.base)
+	if err != nil {
+		return nil
+	}
+	u, err := prepareUpdate(base, t.plane.clock(), changes...)
+	if err != nil {
+		return nil
+	}
+	return u
 }
 
 // Refresh re-reads the turn's task.

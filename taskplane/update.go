@@ -407,11 +407,10 @@ func (u *preparedUpdate) AppendTaskEvent(_ context.Context, _, _ string, seq int
 	return nil
 }
 
-// prepareUpdate applies changes to a copy of base at now, outside any transaction: the JSON of the
-// task and its events is encoded off the single writer.
-func prepareUpdate(base *Task, now time.Time, changes ...Change) (*preparedUpdate, error) {
-	t := base.clone()
-	u := &preparedUpdate{task: t, prev: base.Version}
+// prepareUpdate applies changes to t (which it takes over) at now, outside any transaction: the
+// JSON of the task and its events is encoded off the single writer.
+func prepareUpdate(t *Task, now time.Time, changes ...Change) (*preparedUpdate, error) {
+	u := &preparedUpdate{task: t, prev: t.Version}
 	row, err := applyChanges(context.Background(), u, t, now, changes...)
 	if err != nil {
 		return nil, err

@@ -831,3 +831,43 @@ func TestTurnUpdateAfterAnotherWriterAppliesToTheStoredTask(t *testing.T) {
 		wantLogMatchesRow(t, p, "a turn's prepared update", id)
 	})
 }
+
+// A turn's update stores the changes as they were when passed: an executor that reuses its
+// buffers, or edits the turn's Task, afterwards changes nothing stored by a later update.
+func TestTurnUpdatesStoreWhatWasPassedNotWhatTheExecutorChangedLater(t *testing.T) {
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		handed := p.ParkClaimer("disp-1", time.Minute)
+		id := mustAccept(t, p, a2aEvent("m-1", "hello")).Task.ID
+		g, taken := handed()
+		if !taken || g == nil {
+			t.Fatal("no hand-off")
+		}
+		turn := p.NewTurn(g)
+		buf := []taskplane.Part{taskplane.TextPart("chunk-1")}
+		if err := turn.Update(ctx, taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a1", Parts: buf}}); err != nil {
+			t.Fatal(err)
+		}
+		buf[0] = taskplane.TextPart("reused buffer")
+		md := map[string]any{"n": 1}
+		if err := turn.Update(ctx, taskplane.SetMetadata{Key: "k", Value: md}); err != nil {
+			t.Fatal(err)
+		}
+		md["n"] = 2
+		turn.Task.History = nil // an executor trimming its view of the task
+		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		st := taskState(t, p, id)
+		if got := st.Artifacts[0].Parts[0].Text; got != "chunk-1" {
+			t.Fatalf("stored artifact text %q, want chunk-1 (what was passed)", got)
+		}
+		if got := st.Metadata["k"].(map[string]any)["n"]; got != float64(1) {
+			t.Fatalf("stored metadata n = %v, want 1 (what was passed)", got)
+		}
+		if len(st.History) == 0 {
+			t.Fatal("the stored history was cut by the executor's edit of turn.Task")
+		}
+		wantLogMatchesRow(t, p, "updates after the executor reused its buffers", id)
+	})
+}

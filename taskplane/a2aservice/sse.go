@@ -24,9 +24,7 @@ type Encoder interface {
 // "event: error" before closing. It returns when the stream closes, the client goes away, or
 // the service closes.
 func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, enc Encoder) {
-	if st.release != nil {
-		defer st.release()
-	}
+	defer st.Close()
 	rc := http.NewResponseController(w)
 	// A server-wide WriteTimeout must not cut a long-lived stream.
 	_ = rc.SetWriteDeadline(time.Time{})

@@ -105,9 +105,18 @@ func (s *Service) resume(call Call, t *taskplane.Task, v a2awire.View) (*Stream,
 	return &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: call.LastEventID, follow: true}, nil
 }
 
+// Close gives the stream's slot back (see max_streams); Run does so when it returns, and so does
+// ServeSSE. It may be called more than once.
+func (st *Stream) Close() {
+	if st.release != nil {
+		st.release()
+	}
+}
+
 // Run sends the stream's events to emit, in order, until the stream closes (nil), emit fails
-// (its error), or ctx ends (ctx.Err()).
+// (its error), or ctx ends (ctx.Err()). It then gives the stream's slot back (Close).
 func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
+	defer st.Close()
 	if st.first != nil {
 		if err := emit(*st.first); err != nil {
 			return err
