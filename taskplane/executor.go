@@ -225,6 +225,7 @@ func (t *Turn) Refresh(ctx context.Context) error {
 		return err
 	}
 	t.Task = nt
+	t.base, _ = encodeTask(nt)
 	return nil
 }
 
