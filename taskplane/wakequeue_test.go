@@ -794,19 +794,26 @@ func TestEveryWriteKeepsTheLogGapFreeAndTheRowAtItsLastSeq(t *testing.T) {
 	}, taskplane.WithMaxWaiting(2))
 }
 
+// handedOffTurn accepts a new task while a claimer is parked and returns the task's id and the turn
+// the acceptance handed that claimer.
+func handedOffTurn(t *testing.T, p *taskplane.Plane) (string, *taskplane.Turn) {
+	t.Helper()
+	handed := p.ParkClaimer("disp-1", time.Minute)
+	id := mustAccept(t, p, a2aEvent("m-1", "hello")).Task.ID
+	g, taken := handed()
+	if !taken || g == nil {
+		t.Fatal("no hand-off")
+	}
+	return id, p.NewTurn(g)
+}
+
 // A turn works out its changes on the task as it last saw it, off the store's writer; when another
 // writer changed the task meanwhile, the changes are applied to the task as stored instead, and
 // nothing of either writer is lost.
 func TestTurnUpdateAfterAnotherWriterAppliesToTheStoredTask(t *testing.T) {
 	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
 		ctx := context.Background()
-		handed := p.ParkClaimer("disp-1", time.Minute)
-		id := mustAccept(t, p, a2aEvent("m-1", "hello")).Task.ID
-		g, taken := handed()
-		if !taken || g == nil {
-			t.Fatal("no hand-off")
-		}
-		turn := p.NewTurn(g)
+		id, turn := handedOffTurn(t, p)
 		if _, err := p.Apply(ctx, "alice", id, taskplane.AnyVersion, taskplane.SetMetadata{Key: "by", Value: "operator"}); err != nil {
 			t.Fatal(err)
 		}
@@ -837,13 +844,7 @@ func TestTurnUpdateAfterAnotherWriterAppliesToTheStoredTask(t *testing.T) {
 func TestTurnUpdatesStoreWhatWasPassedNotWhatTheExecutorChangedLater(t *testing.T) {
 	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
 		ctx := context.Background()
-		handed := p.ParkClaimer("disp-1", time.Minute)
-		id := mustAccept(t, p, a2aEvent("m-1", "hello")).Task.ID
-		g, taken := handed()
-		if !taken || g == nil {
-			t.Fatal("no hand-off")
-		}
-		turn := p.NewTurn(g)
+		id, turn := handedOffTurn(t, p)
 		buf := []taskplane.Part{taskplane.TextPart("chunk-1")}
 		if err := turn.Update(ctx, taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a1", Parts: buf}}); err != nil {
 			t.Fatal(err)
