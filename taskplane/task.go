@@ -169,14 +169,9 @@ type Task struct {
 // history, artifacts (and their parts) and metadata.
 func (t *Task) clone() *Task {
 	cp := *t
-	cp.History, cp.Metadata = slices.Clone(t.History), maps.Clone(t.Metadata)
-	cp.Artifacts = make([]Artifact, len(t.Artifacts))
-	for i, a := range t.Artifacts {
-		a.Parts = slices.Clone(a.Parts)
-		cp.Artifacts[i] = a
-	}
-	if t.Artifacts == nil {
-		cp.Artifacts = nil
+	cp.History, cp.Artifacts, cp.Metadata = slices.Clone(t.History), slices.Clone(t.Artifacts), maps.Clone(t.Metadata)
+	for i := range cp.Artifacts {
+		cp.Artifacts[i].Parts = slices.Clone(cp.Artifacts[i].Parts)
 	}
 	return &cp
 }

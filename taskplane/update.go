@@ -389,8 +389,7 @@ func decodeEvent(r store.TaskEvent, contextID string) (TaskEvent, error) {
 // transaction if the stored task is still the version it was prepared from.
 type preparedUpdate struct {
 	task   *Task      // the task after the changes
-	row    store.Task // its row, one version on
-	prev   int64      // the version it was prepared from
+	row    store.Task // its row, one version on from the version it was prepared from
 	events []preparedEvent
 }
 
@@ -410,7 +409,7 @@ func (u *preparedUpdate) AppendTaskEvent(_ context.Context, _, _ string, seq int
 // prepareUpdate applies changes to t (which it takes over) at now, outside any transaction: the
 // JSON of the task and its events is encoded off the single writer.
 func prepareUpdate(t *Task, now time.Time, changes ...Change) (*preparedUpdate, error) {
-	u := &preparedUpdate{task: t, prev: t.Version}
+	u := &preparedUpdate{task: t}
 	row, err := applyChanges(context.Background(), u, t, now, changes...)
 	if err != nil {
 		return nil, err
@@ -422,7 +421,7 @@ func prepareUpdate(t *Task, now time.Time, changes ...Change) (*preparedUpdate, 
 // write stores u in tx, guarded by the version u was prepared from: ErrConcurrentModification
 // if the task changed since (the caller then applies its changes to the task as stored).
 func (u *preparedUpdate) write(ctx context.Context, tx store.Tx) error {
-	if err := tx.UpdateTask(ctx, u.row, u.prev); err != nil {
+	if err := tx.UpdateTask(ctx, u.row, u.row.Version-1); err != nil {
 		return err
 	}
 	for _, e := range u.events {

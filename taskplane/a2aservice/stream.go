@@ -206,10 +206,3 @@ func (sl *streamSlots) take(principal string, lim a2awire.Limits) (func(), error
 		})
 	}, nil
 }
-
-// OpenStreams reports how many streams are open (for metrics and tests).
-func (s *Service) OpenStreams() int {
-	s.streams.mu.Lock()
-	defer s.streams.mu.Unlock()
-	return s.streams.total
-}

@@ -634,11 +634,18 @@ func testEventsTakenSeq(t *testing.T, s store.Store) {
 			t.Errorf("append under a taken seq (%s): err = %v, want ErrConcurrentModification", name, err)
 		}
 	}
+	wantOnlyTheTaskEvent(t, s, "the log after two refused appends")
+}
+
+// wantOnlyTheTaskEvent fails unless alice's task-1 has exactly the event appendEvent(…, "task")
+// gave it.
+func wantOnlyTheTaskEvent(t *testing.T, s store.Store, what string) {
+	t.Helper()
 	got, err := s.TaskEvents(context.Background(), "alice", "task-1", 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	diff(t, "the log after two refused appends", []store.TaskEvent{
+	diff(t, what, []store.TaskEvent{
 		{Principal: "alice", TaskID: "task-1", Seq: 1, Kind: "task", Payload: []byte(`{"kind":"task"}`), CreatedAt: t0},
 	}, got)
 }
@@ -795,13 +802,7 @@ func testEventsStray(t *testing.T, s store.Store) {
 		})
 		wantNotFound(t, fmt.Sprintf("TaskEvents of %s's stray events of %s in an Update", k.principal, k.taskID), err)
 	}
-	got, err := s.TaskEvents(context.Background(), "alice", "task-1", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	diff(t, "alice's log beside bob's stray event", []store.TaskEvent{
-		{Principal: "alice", TaskID: "task-1", Seq: 1, Kind: "task", Payload: []byte(`{"kind":"task"}`), CreatedAt: t0},
-	}, got)
+	wantOnlyTheTaskEvent(t, s, "alice's log beside bob's stray event")
 }
 
 func testEventsOfMissing(t *testing.T, s store.Store) {
