@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/internal/redact"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 )
@@ -41,7 +42,8 @@ var Executors = []string{"echo", "conformance", "a2a", "worker", "exec"}
 
 // Config holds every setting of Channels. Field tags: `yaml` is the key, `usage` the flag's help,
 // `secret` marks a value that is never stored plainly in a file ("true": only by reference;
-// "url": a URL whose password part is secret).
+// "url": a URL whose password part is secret), or printed whole ("origin": a URL whose path and
+// query may hold a key, printed as its scheme and host, and also accepted by reference).
 type Config struct {
 	Listen          string        `yaml:"listen" usage:"address the HTTP server listens on"`
 	PublicURL       string        `yaml:"public_url" usage:"absolute base URL clients use to reach this server (default http://<listen>)"`
@@ -85,7 +87,7 @@ type Config struct {
 	SourceFailureWindow time.Duration `yaml:"source_failure_window" usage:"how long a source may keep failing its health check before /readyz answers 503"`
 
 	// Executors and the wake queue (docs/executors.md).
-	AgentURL          string        `yaml:"agent_url" usage:"base URL of the remote A2A agent (executor a2a); its card is read from /.well-known/agent-card.json"`
+	AgentURL          string        `yaml:"agent_url" secret:"origin" usage:"base URL of the remote A2A agent (executor a2a); its card is read from /.well-known/agent-card.json"`
 	AgentTokenEnv     string        `yaml:"agent_token_env" usage:"environment variable holding the bearer token sent to the remote A2A agent (executor a2a)"`
 	AgentAllowPrivate bool          `yaml:"agent_allow_private" usage:"let the remote A2A agent use http and private, loopback or link-local addresses"`
 	ExecCommand       string        `yaml:"exec_command" usage:"command run once per wake (executor exec): program and arguments separated by spaces, no shell"`
@@ -189,7 +191,7 @@ type field struct {
 	key    string // YAML key
 	index  int    // struct field index
 	usage  string
-	secret string // "", "true" or "url"
+	secret string // "", "true", "url" or "origin"
 }
 
 // Flag is the command-line flag name of the field.
@@ -696,6 +698,10 @@ func (c *Config) Redacted() map[string]string {
 			}
 		case "url":
 			s = RedactURL(s)
+		case "origin":
+			if s != "" {
+				s = redact.Origin(s)
+			}
 		}
 		out[f.key] = s
 	}

@@ -145,14 +145,18 @@ func TestStorePasswordOnlyByReference(t *testing.T) {
 func TestSecretsNeverPrinted(t *testing.T) {
 	c := Default()
 	c.Store = "postgres://u:hunter2@db/channels"
+	c.AgentURL = "https://agent.example/a/hunter3?api_key=hunter4"
 	var buf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", &c)
 	for _, s := range []string{c.String(), buf.String()} {
-		if strings.Contains(s, "hunter2") {
+		if strings.Contains(s, "hunter") {
 			t.Fatalf("secret printed: %s", s)
 		}
 		if !strings.Contains(s, "postgres://u:xxxxx@db/channels") {
 			t.Fatalf("store missing from %s", s)
+		}
+		if !strings.Contains(s, "https://agent.example") {
+			t.Fatalf("agent URL's origin missing from %s", s)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package redact_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -58,5 +59,39 @@ func TestOrigin(t *testing.T) {
 		if got := redact.Origin(raw); got != want {
 			t.Errorf("Origin(%q) = %q, want %q", raw, got, want)
 		}
+	}
+}
+
+func TestTextKeepsOnlyTheOriginOfEveryURLInIt(t *testing.T) {
+	in := `resolve the agent card of https://agent.example:8443/a/s3cr3t-path?api_key=s3cr3t-key: ` +
+		`Get "https://u:s3cr3t-pw@agent.example:8443/a/.well-known/agent-card.json?api_key=s3cr3t-key": EOF`
+	got := redact.Text(in)
+	if strings.Contains(got, "s3cr3t") {
+		t.Errorf("Text(%q) = %q, still holds a secret", in, got)
+	}
+	want := `resolve the agent card of https://agent.example:8443: Get "https://agent.example:8443": EOF`
+	if got != want {
+		t.Errorf("Text = %q, want %q", got, want)
+	}
+	if plain := "no URL here: just words"; redact.Text(plain) != plain {
+		t.Errorf("Text changed text without a URL: %q", redact.Text(plain))
+	}
+}
+
+func TestErrorRedactsTheMessageAndKeepsTheChain(t *testing.T) {
+	cause := context.DeadlineExceeded
+	err := fmt.Errorf("call http://127.0.0.1:9/x?token=s3cr3t: %w", cause)
+	got := redact.Error(err)
+	if strings.Contains(got.Error(), "s3cr3t") || !strings.Contains(got.Error(), "http://127.0.0.1:9") {
+		t.Errorf("Error(...) = %q", got)
+	}
+	if !errors.Is(got, cause) {
+		t.Errorf("redacted error %q lost its cause", got)
+	}
+	if redact.Error(nil) != nil {
+		t.Error("Error(nil) is not nil")
+	}
+	if plain := errors.New("x"); redact.Error(plain) != plain {
+		t.Error("an error without a URL changed")
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
+	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/taskplane"
 )
 
@@ -66,6 +67,9 @@ type Executor struct {
 	cfg  Config
 	auth *bearer
 	hc   *http.Client
+	// name is the agent URL's origin, what errors, logs and metadata name the agent by: the
+	// URL's path and query may hold a key.
+	name string
 
 	mu     sync.Mutex
 	client *a2aclient.Client
@@ -86,7 +90,7 @@ func New(cfg Config) (*Executor, error) {
 	}
 	auth := &bearer{token: cfg.Token}
 	auth.allow(u.Host)
-	return &Executor{cfg: cfg, auth: auth, hc: newHTTPClient(cfg.AllowPrivate, auth)}, nil
+	return &Executor{cfg: cfg, auth: auth, hc: newHTTPClient(cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
 }
 
 // connect returns the client, resolving the card on first use (and again after a failure).
@@ -98,7 +102,7 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 	}
 	card, err := agentcard.NewResolver(e.hc).Resolve(ctx, e.cfg.AgentURL)
 	if err != nil {
-		return nil, nil, transportOr(fmt.Errorf("resolve the agent card of %s: %w", e.cfg.AgentURL, err))
+		return nil, nil, transportOr(fmt.Errorf("resolve the agent card of %s: %w", e.name, redact.Error(err)))
 	}
 	for _, iface := range card.SupportedInterfaces {
 		if iface == nil {
@@ -113,7 +117,7 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(e.hc), a2aclient.WithRESTTransport(e.hc))
 	if err != nil {
-		return nil, nil, transportOr(fmt.Errorf("connect to the agent %s: %w", e.cfg.AgentURL, err))
+		return nil, nil, transportOr(fmt.Errorf("connect to the agent %s: %w", e.name, redact.Error(err)))
 	}
 	e.client, e.card = client, card
 	return client, card, nil
@@ -168,7 +172,7 @@ func readLink(t *taskplane.Task) *link {
 }
 
 func (e *Executor) linkValue(l *link) map[string]any {
-	return map[string]any{"agentUrl": e.cfg.AgentURL, "taskId": l.TaskID, "contextId": l.ContextID, "sent": l.Sent}
+	return map[string]any{"agentUrl": e.name, "taskId": l.TaskID, "contextId": l.ContextID, "sent": l.Sent}
 }
 
 // pending returns our user messages the agent has not received yet (after link.Sent).
@@ -290,15 +294,15 @@ func (st *turnState) fail(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return st.e.classify(fmt.Errorf("agent %s: %w", st.e.cfg.AgentURL, err))
+	return st.e.classify(fmt.Errorf("agent %s: %w", st.e.name, redact.Error(err)))
 }
 
 // remote is the link recorded on each message copied from the agent.
 func (st *turnState) remote() map[string]any {
 	if st.link == nil {
-		return map[string]any{"agentUrl": st.e.cfg.AgentURL}
+		return map[string]any{"agentUrl": st.e.name}
 	}
-	return map[string]any{"agentUrl": st.e.cfg.AgentURL, "taskId": st.link.TaskID}
+	return map[string]any{"agentUrl": st.e.name, "taskId": st.link.TaskID}
 }
 
 // see records the downstream task, and what it has received, when an event shows something new.
@@ -440,7 +444,8 @@ func (e *Executor) cancelRemote(ctx context.Context, l *link) error {
 	}
 	_, err = client.CancelTask(ctx, &a2a.CancelTaskRequest{ID: a2a.TaskID(l.TaskID)})
 	if err != nil && !errors.Is(err, a2a.ErrTaskNotCancelable) {
-		e.cfg.Logger.Warn("cancel the downstream task", "agent", e.cfg.AgentURL, "task", l.TaskID, "err", err)
+		err = redact.Error(err)
+		e.cfg.Logger.Warn("cancel the downstream task", "agent", e.name, "task", l.TaskID, "err", err)
 		return fmt.Errorf("cancel downstream task %s: %w", l.TaskID, err)
 	}
 	return nil

@@ -1,9 +1,12 @@
 package a2aagent_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -376,6 +379,48 @@ func TestA2AExecutorTransportFailureIsRetriedThenFails(t *testing.T) {
 	}
 }
 
+// The agent URL may carry a key in its path or query: a failure to reach the agent names it by
+// its origin only, in the task the end user reads, in the operator's evidence, in the log and in
+// the link kept in metadata.
+func TestAgentURLSecretsReachNoTaskEvidenceOrLog(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: connection refused, a transport failure
+	var logs syncBuffer
+	exec, err := a2aagent.New(a2aagent.Config{AgentURL: "http://" + addr + "/agents/s3cr3t-path?api_key=s3cr3t-key",
+		AllowPrivate: true, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storetest.OpenSQLite(t)
+	p := taskplane.New(s, taskplane.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 20 * time.Millisecond, RetryBackoff: time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ch := &channels{plane: p, exec: exec, disp: d}
+
+	task := ch.send(t, "m-1", "hello", "")
+	task = ch.await(t, task.ID, "failure", inState(taskplane.StateFailed))
+	ev, err := s.ListEvidence(context.Background(), store.EvidenceFilter{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, _ := json.Marshal(map[string]any{"task": task, "evidence": ev})
+	for what, text := range map[string]string{"task and evidence": string(seen), "log": logs.String()} {
+		if strings.Contains(text, "s3cr3t") {
+			t.Errorf("the %s hold the agent URL's secret: %s", what, text)
+		}
+	}
+	if !strings.Contains(string(seen), "http://"+addr) {
+		t.Errorf("the failure does not name the agent by its origin: %s", seen)
+	}
+}
+
 func TestA2AExecutorSSRFCheck(t *testing.T) {
 	for _, u := range []string{"http://agent.example.com", "https://127.0.0.1/", "https://10.1.2.3", "https://[::1]:8443",
 		"https://169.254.169.254/latest", "https://100.64.0.1", "ftp://agent.example.com", "https://user:pw@agent.example.com",
@@ -411,4 +456,22 @@ func TestPublicAddress(t *testing.T) {
 			t.Errorf("public(%s) = %v, want %v", addr, got, want)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

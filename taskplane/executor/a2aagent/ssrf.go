@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/channels-dev/channels/internal/redact"
 )
 
 // ErrForbiddenURL is returned for a downstream URL that fails the SSRF check: not https, or an
@@ -49,15 +51,15 @@ func publicAddr(ip netip.Addr) bool {
 func checkURL(raw string, allowPrivate bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("%w: %q is not an absolute URL", ErrForbiddenURL, raw)
+		return nil, fmt.Errorf("%w: %q is not an absolute URL", ErrForbiddenURL, redact.Origin(raw))
 	}
 	switch {
 	case u.User != nil:
-		return nil, fmt.Errorf("%w: %s carries user information", ErrForbiddenURL, u.Redacted())
+		return nil, fmt.Errorf("%w: %s carries user information", ErrForbiddenURL, redact.Origin(raw))
 	case u.Scheme == "https":
 	case u.Scheme == "http" && allowPrivate:
 	default:
-		return nil, fmt.Errorf("%w: %s is not https (allow private agents to use http)", ErrForbiddenURL, u.Redacted())
+		return nil, fmt.Errorf("%w: %s is not https (allow private agents to use http)", ErrForbiddenURL, redact.Origin(raw))
 	}
 	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil && !allowPrivate && !publicAddr(ip) {
 		return nil, fmt.Errorf("%w: %s is not a public address", ErrForbiddenURL, u.Hostname())
