@@ -438,9 +438,16 @@ func (p *Plane) resolveContext(ctx context.Context, tx store.Tx, ev *Event, now 
 		if !isNotFound(err) {
 			return "", false, fmt.Errorf("context: %w", err)
 		}
-		// A foreign or unknown contextId never joins anyone's work: fresh context.
 	}
 	id = p.newID()
+	if ev.ContextID != "" {
+		// A contextId the caller has no context under (never issued, or another principal's)
+		// names a fresh context of the caller's own, under the id the client chose: A2A forbids
+		// substituting another, and contexts are keyed by principal, so it joins no one's work.
+		// A concurrent first use of the same id inserts first (ErrConcurrentModification): Accept
+		// runs again and joins it.
+		id = ev.ContextID
+	}
 	if err := tx.InsertContext(ctx, store.Context{
 		Principal: ev.Principal, ID: id, Source: ev.Source, CreatedAt: now, LastEventAt: now,
 	}); err != nil {

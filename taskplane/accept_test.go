@@ -197,6 +197,46 @@ func TestFiftyConcurrentFirstMessagesGetOneContextID(t *testing.T) {
 	})
 }
 
+// Concurrent first messages naming one new client contextId share one context of that id: on
+// Postgres the losers' context inserts collide with the winner's, and they run again and join it.
+func TestConcurrentFirstUsesOfAClientContextIDShareOneContext(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		const n = 20
+		ctxs := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				id := fmt.Sprintf("m-%d", i)
+				acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A,
+					Identity: id, ContextID: "client-ctx", Message: textMsg(id, "hi")})
+				ctxs[i], errs[i] = acc.ContextID, err
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("accept %d: %v", i, errs[i])
+			}
+			if ctxs[i] != "client-ctx" {
+				t.Fatalf("context %d = %s, want client-ctx", i, ctxs[i])
+			}
+		}
+		page, err := p.ListTasks(context.Background(), "alice", taskplane.ListQuery{ContextID: "client-ctx", PageSize: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.TotalSize != n {
+			t.Fatalf("context client-ctx holds %d tasks, want %d", page.TotalSize, n)
+		}
+	})
+}
+
 // TestConcurrentRedeliveriesOfOneEventMakeOneTask: many deliveries of one event at once (a
 // provider retrying while the first is still being accepted) make exactly one task; every other
 // one is a duplicate returning it, whether it ran in the same group transaction or raced it from
@@ -244,16 +284,40 @@ func TestConcurrentRedeliveriesOfOneEventMakeOneTask(t *testing.T) {
 	})
 }
 
+// A foreign or unknown contextId gets a fresh context: one of the caller's own, under the id the
+// client sent (A2A forbids substituting another), which joins no one else's work.
 func TestForeignContextIDGetsAFreshContext(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
 		bob := mustAccept(t, p, taskplane.Event{Principal: "bob", Source: taskplane.SourceA2A, Identity: "b1", Message: textMsg("b1", "mine")})
 		own := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a0", Message: textMsg("a0", "mine")})
 		for _, cid := range []string{bob.ContextID, "never-issued"} {
 			acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a-" + cid,
 				ContextID: cid, Message: textMsg("a-"+cid, "join?")})
-			if acc.ContextID == cid || acc.ContextID == "" {
-				t.Fatalf("contextId %q was attached", cid)
+			if acc.ContextID != cid {
+				t.Fatalf("contextId %q was replaced by %q", cid, acc.ContextID)
 			}
+			if _, err := p.Store().GetContext(ctx, "alice", cid); err != nil {
+				t.Fatalf("alice has no context %q of her own: %v", cid, err)
+			}
+			// A second message names the same context: alice's, now.
+			again := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2-" + cid,
+				ContextID: cid, Message: textMsg("a2-"+cid, "again")})
+			page, err := p.ListTasks(ctx, "alice", taskplane.ListQuery{ContextID: cid, PageSize: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if page.TotalSize != 2 || again.ContextID != cid {
+				t.Fatalf("alice's context %q holds %d tasks, want her 2", cid, page.TotalSize)
+			}
+		}
+		// Bob's context holds his task only.
+		page, err := p.ListTasks(ctx, "bob", taskplane.ListQuery{ContextID: bob.ContextID, PageSize: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.TotalSize != 1 || page.Tasks[0].ID != bob.Task.ID {
+			t.Fatalf("bob's context holds %d tasks, want his 1", page.TotalSize)
 		}
 		// Its own context attaches.
 		acc := mustAccept(t, p, taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "a2",

@@ -121,7 +121,9 @@ func openSQLiteAt(t *testing.T, path string) store.Store {
 	return s
 }
 
-// Gate: a foreign contextId does not join local work.
+// Gate: a foreign contextId does not join local work. Contexts belong to their principal: bob
+// naming alice's contextId gets a fresh context of his own under that id (the server never
+// substitutes a contextId), holding only his work, and alice's context is unchanged.
 func TestGateForeignContextDoesNotJoin(t *testing.T) {
 	e := newEnv(t)
 	forEachBinding(t, func(t *testing.T, binding string) {
@@ -131,8 +133,8 @@ func TestGateForeignContextDoesNotJoin(t *testing.T) {
 		m := userMessage("complete")
 		m.ContextID = mine.ContextID
 		theirs := send(t, bob, m, nil)
-		if theirs.ContextID == mine.ContextID {
-			t.Fatalf("bob's task joined alice's context %s", mine.ContextID)
+		if theirs.ContextID != mine.ContextID {
+			t.Fatalf("bob's contextId %s was replaced by %s", mine.ContextID, theirs.ContextID)
 		}
 		list, err := alice.ListTasks(ctxT(t), &a2a.ListTasksRequest{ContextID: mine.ContextID})
 		if err != nil {
@@ -141,16 +143,22 @@ func TestGateForeignContextDoesNotJoin(t *testing.T) {
 		if list.TotalSize != 1 || list.Tasks[0].ID != mine.ID {
 			t.Fatalf("alice's context holds %d tasks", list.TotalSize)
 		}
+		list, err = bob.ListTasks(ctxT(t), &a2a.ListTasksRequest{ContextID: mine.ContextID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list.TotalSize != 1 || list.Tasks[0].ID != theirs.ID {
+			t.Fatalf("bob's context of that id holds %d tasks, want his 1", list.TotalSize)
+		}
 		got, err := alice.GetTask(ctxT(t), &a2a.GetTaskRequest{ID: mine.ID})
 		if err != nil || len(got.History) != 2 {
 			t.Fatalf("alice's task changed: %v %+v", err, got)
 		}
-		// An unknown contextId gets a fresh context too.
+		// An unknown contextId names a fresh context of the caller's, under that id.
 		m = userMessage("complete")
-		m.ContextID = "made-up-context"
-		fresh := send(t, alice, m, nil)
-		if fresh.ContextID == "made-up-context" || fresh.ContextID == "" {
-			t.Fatalf("unknown contextId became %q", fresh.ContextID)
+		m.ContextID = "made-up-context-" + binding
+		if fresh := send(t, alice, m, nil); fresh.ContextID != m.ContextID {
+			t.Fatalf("unknown contextId %q became %q", m.ContextID, fresh.ContextID)
 		}
 		// The server's own contextId joins: same principal, same context.
 		m = userMessage("complete")

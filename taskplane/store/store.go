@@ -110,7 +110,9 @@ type Tx interface {
 	// activity at now in a context that already existed, as TouchContext does, so the caller
 	// need not touch it again.
 	EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (contextID string, err error)
-	// InsertContext inserts a context with no conversation key (e.g. an A2A context).
+	// InsertContext inserts a context with no conversation key (e.g. an A2A context). A context
+	// of the same principal and id that exists already (another writer inserted it first) is
+	// ErrConcurrentModification, reported by this call or by the Update that ran it.
 	InsertContext(ctx context.Context, c Context) error
 	// TouchContext records activity in a context (retention measures from LastEventAt). It never
 	// moves LastEventAt backwards, and may skip a touch less than TouchGranularity newer than the

@@ -97,7 +97,7 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 
 func (t *tx) InsertContext(ctx context.Context, c store.Context) error {
 	t.p.later("insert context", `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, nil, c.Principal, c.ID, c.Source, c.ConversationKey, c.CreatedAt, c.LastEventAt)
+		VALUES ($1, $2, $3, $4, $5, $6)`, takenFirst, c.Principal, c.ID, c.Source, c.ConversationKey, c.CreatedAt, c.LastEventAt)
 	return nil
 }
 
@@ -151,7 +151,7 @@ func (t *tx) AppendTaskEvent(ctx context.Context, principal, taskID string, seq 
 	// that meets another transaction's uncommitted event under the same seq waits for it, and
 	// fails if it commits: the seqs of one task commit in order.
 	t.p.later("append task event", `INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, seqTaken, principal, taskID, seq, kind, payload, at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, takenFirst, principal, taskID, seq, kind, payload, at)
 	if t.s.features.notify {
 		hint := principal + "/" + taskID
 		if !slices.Contains(t.hints, hint) {
@@ -161,9 +161,9 @@ func (t *tx) AppendTaskEvent(ctx context.Context, principal, taskID string, seq 
 	return nil
 }
 
-// seqTaken maps the unique violation of a task event whose seq another writer took to
-// ErrConcurrentModification.
-func seqTaken(err error) error {
+// takenFirst maps the unique violation of a row another writer inserted first (a task event's
+// seq, a context's id) to ErrConcurrentModification.
+func takenFirst(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 		return store.ErrConcurrentModification

@@ -339,9 +339,16 @@ func ensureContext(ctx context.Context, q querier, principal, source, key, candi
 }
 
 func insertContext(ctx context.Context, q querier, c store.Context) error {
-	if _, err := q.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		c.Principal, c.ID, c.Source, c.ConversationKey, micros(c.CreatedAt), micros(c.LastEventAt)); err != nil {
+	res, err := q.ExecContext(ctx, `INSERT INTO contexts (`+contextCols+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (principal, id) DO NOTHING`,
+		c.Principal, c.ID, c.Source, c.ConversationKey, micros(c.CreatedAt), micros(c.LastEventAt))
+	if err != nil {
 		return fmt.Errorf("insert context %s: %w", c.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("insert context %s: %w", c.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("insert context %s: it exists: %w", c.ID, store.ErrConcurrentModification)
 	}
 	return nil
 }

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"Ensure50ConcurrentUpdatesAgreeOnOneID", testEnsureContextConcurrent},
 			{"EnsureOfAnExistingKeyRecordsActivityNeverBackwards", testEnsureContextTouches},
 			{"InsertThenGetRoundTrips", testContextInsertGet},
+			{"InsertOfAnExistingIDIsConcurrentModificationAndChangesNothing", testContextInsertTaken},
 			{"TouchAdvancesLastEventAtNeverBackwards", testContextTouch},
 			{"MissingIsNotFound", testContextMissing},
 		}},
@@ -429,6 +430,36 @@ func testContextInsertGet(t *testing.T, s store.Store) {
 	diff(t, "GetContext", c, got)
 	// Contexts without a conversation key never collide with each other.
 	insertContexts(t, s, store.Context{Principal: "alice", ID: "ctx-2", Source: "a2a", CreatedAt: t0, LastEventAt: t0})
+}
+
+func testContextInsertTaken(t *testing.T, s store.Store) {
+	c := store.Context{Principal: "alice", ID: "ctx-1", Source: "a2a", CreatedAt: t0, LastEventAt: t0}
+	insertContexts(t, s, c)
+	for _, name := range []string{"later transaction", "same transaction"} {
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			if name == "same transaction" {
+				if err := tx.InsertContext(ctx, store.Context{Principal: "alice", ID: "ctx-2", Source: "a2a",
+					CreatedAt: t0, LastEventAt: t0}); err != nil {
+					return err
+				}
+			}
+			return tx.InsertContext(ctx, store.Context{Principal: "alice", ID: "ctx-1", Source: "slack",
+				CreatedAt: at(time.Hour), LastEventAt: at(time.Hour)})
+		})
+		if !errors.Is(err, store.ErrConcurrentModification) {
+			t.Errorf("insert of an existing context (%s): err = %v, want ErrConcurrentModification", name, err)
+		}
+	}
+	got, err := s.GetContext(context.Background(), "alice", "ctx-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "the context after two refused inserts", c, got)
+	if _, err := s.GetContext(context.Background(), "alice", "ctx-2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the refused transaction's other insert: err = %v, want ErrNotFound", err)
+	}
+	// The same id under another principal is another context.
+	insertContexts(t, s, store.Context{Principal: "bob", ID: "ctx-1", Source: "a2a", CreatedAt: t0, LastEventAt: t0})
 }
 
 func testContextTouch(t *testing.T, s store.Store) {
