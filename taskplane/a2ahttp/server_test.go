@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,54 @@ func TestResumeLastEventID(t *testing.T) {
 			if seq(t, ev.ID) <= seq(t, first.ID) {
 				t.Fatalf("event %s repeats", ev.ID)
 			}
+		}
+	})
+}
+
+// TestResumeReplaysPastAnInputRequiredTheTaskHasLeft: a stream closes at INPUT_REQUIRED only
+// when that is where the task is; a resume whose replay passes an earlier question goes on to the
+// task's answer and end, and one that stops at the task's current question closes there.
+func TestResumeReplaysPastAnInputRequiredTheTaskHasLeft(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
+	forEachBinding(t, func(t *testing.T, binding string) {
+		c := e.client(binding, tokenAlice)
+		task := send(t, c, userMessage("input"), nil)
+		if task.Status.State != a2a.TaskStateInputRequired {
+			t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
+		}
+		path, body := "/tasks/"+string(task.ID)+":subscribe", []byte(nil)
+		method := http.MethodGet
+		if binding == a2awire.BindingJSONRPC {
+			method, path = http.MethodPost, "/jsonrpc"
+			body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": map[string]any{"id": task.ID}})
+		}
+		replay := func(what string) []string {
+			t.Helper()
+			s, status, rb := e.openSSE(ctxT(t), method, path, tokenAlice, body, map[string]string{"Last-Event-ID": "0"})
+			if s == nil {
+				t.Fatalf("%s: %d %s", what, status, rb)
+			}
+			var got []string
+			for _, ev := range s.all() {
+				k, st := kind(t, ev.Data)
+				got = append(got, k+" "+st)
+			}
+			return got
+		}
+		// Waiting for the answer: the replay ends at the question.
+		if got := replay("replay of the waiting task"); len(got) == 0 || got[len(got)-1] != "statusUpdate TASK_STATE_INPUT_REQUIRED" {
+			t.Fatalf("replay of the waiting task: %v", got)
+		}
+		m := userMessage("Ada")
+		m.TaskID, m.ContextID = task.ID, task.ContextID
+		if done := send(t, c, m, nil); done.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("follow-up: %s", done.Status.State)
+		}
+		// Answered and finished: the replay goes through the old question to the end.
+		got := replay("replay of the finished task")
+		asked := slices.Index(got, "statusUpdate TASK_STATE_INPUT_REQUIRED")
+		if asked < 0 || got[len(got)-1] != "statusUpdate TASK_STATE_COMPLETED" {
+			t.Fatalf("replay of the finished task: %v, want the question and then the end", got)
 		}
 	})
 }

@@ -28,6 +28,9 @@ type Stream struct {
 	// follow reads the event log after seq after.
 	follow bool
 	after  int64
+	// settledAt is the task's last seq when a resumed stream opened: a replayed INPUT_REQUIRED
+	// before it is one the task has moved on from, so the stream goes on through it.
+	settledAt int64
 }
 
 // closes reports whether a stream ends after a status event in state st: at terminal states and
@@ -102,7 +105,8 @@ func (s *Service) resume(call Call, t *taskplane.Task, v a2awire.View) (*Stream,
 	case t.Status.State.Terminal() && call.LastEventID >= t.LastSeq:
 		return nil, a2awire.Errorf(a2awire.ErrUnsupportedOperation, "task is in a terminal state and no event follows Last-Event-ID").WithTask(t.ID)
 	}
-	return &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: call.LastEventID, follow: true}, nil
+	return &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: call.LastEventID, follow: true,
+		settledAt: t.LastSeq}, nil
 }
 
 // Close gives the stream's slot back (see max_streams); Run does so when it returns, and so does
@@ -134,7 +138,8 @@ func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 			return err
 		}
 		switch {
-		case ev.Kind == taskplane.EventStatus && closes(ev.Status.Status.State):
+		case ev.Kind == taskplane.EventStatus && closes(ev.Status.Status.State) &&
+			(ev.Status.Status.State.Terminal() || ev.Seq >= st.settledAt):
 			return taskplane.ErrStopFollowing
 		case ev.Kind == taskplane.EventTask && ev.Task != nil && ev.Task.Status.State.Terminal():
 			return taskplane.ErrStopFollowing
