@@ -24,15 +24,16 @@ func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskpla
 		}
 	}
 	acfg := a2ahttp.Config{
-		Name:            cfg.AgentName,
-		Description:     cfg.AgentDescription,
-		Version:         currentBuild().Version,
-		PublicURL:       cfg.EffectivePublicURL(),
-		Credentials:     creds,
-		AllowAnonymous:  cfg.AllowAnonymous,
-		Loopback:        cfg.ListensOnLoopback(),
-		BlockingTimeout: cfg.BlockingTimeout,
-		KeepAlive:       cfg.KeepAlive,
+		Name:              cfg.AgentName,
+		Description:       cfg.AgentDescription,
+		Version:           currentBuild().Version,
+		PublicURL:         cfg.EffectivePublicURL(),
+		Credentials:       creds,
+		AllowAnonymous:    cfg.AllowAnonymous,
+		Loopback:          cfg.ListensOnLoopback(),
+		BlockingTimeout:   cfg.BlockingTimeout,
+		KeepAlive:         cfg.KeepAlive,
+		DefaultInputModes: cfg.InputModeList(),
 		Limits: a2awire.Limits{
 			MaxBodyBytes:     int64(cfg.MaxBodyBytes),
 			MaxParts:         cfg.MaxParts,

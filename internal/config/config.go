@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/internal/mediarange"
 	"github.com/channels-dev/channels/internal/redact"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
@@ -61,6 +62,7 @@ type Config struct {
 	AgentName        string        `yaml:"agent_name" usage:"name on the agent card"`
 	AgentDescription string        `yaml:"agent_description" usage:"description on the agent card"`
 	KeepAlive        time.Duration `yaml:"keep_alive" usage:"interval of SSE keep-alive comments on open streams"`
+	InputModes       string        `yaml:"input_modes" usage:"media types a message's parts may have, comma-separated: types, ranges (image/*) or */* (the card's defaultInputModes; another is refused as unsupported)"`
 
 	// Request limits of the A2A bindings; a request beyond one is refused with invalid params.
 	MaxBodyBytes     int `yaml:"max_body_bytes" usage:"largest request body"`
@@ -117,6 +119,7 @@ func Default() Config {
 
 		AgentName:        "Channels",
 		AgentDescription: "Channels A2A task plane",
+		InputModes:       "text/plain,application/json",
 		KeepAlive:        15 * time.Second,
 
 		MaxBodyBytes:     1 << 20,
@@ -617,6 +620,11 @@ func (c *Config) Validate() error {
 	if c.AgentName == "" {
 		errs = append(errs, errors.New("agent_name must not be empty"))
 	}
+	if modes, bad := mediarange.List(c.InputModes); bad != "" {
+		errs = append(errs, fmt.Errorf("input_modes: %q is not a media type or range (type/subtype, type/* or */*)", bad))
+	} else if len(modes) == 0 {
+		errs = append(errs, errors.New("input_modes must name at least one media type"))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -626,6 +634,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid configuration: %w", err)
 	}
 	return nil
+}
+
+// InputModeList is input_modes as a list (Validate has checked it).
+func (c *Config) InputModeList() []string {
+	modes, _ := mediarange.List(c.InputModes)
+	return modes
 }
 
 // validateExecutor checks that the chosen executor has what it needs.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -389,6 +390,44 @@ func TestBadContentType(t *testing.T) {
 		map[string]string{"Content-Type": "application/a2a+json; charset=utf-8"})
 	if status != http.StatusOK {
 		t.Fatalf("application/a2a+json: %d %s", status, body)
+	}
+}
+
+// TestUnsupportedPartMediaTypeIsRefusedAndNothingAccepted: a part whose media type the card does
+// not offer is CONTENT_TYPE_NOT_SUPPORTED on both bindings, and nothing is accepted (the same
+// messageId is new work afterwards); text and data parts, and file parts of an offered range, pass.
+func TestUnsupportedPartMediaTypeIsRefusedAndNothingAccepted(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.DefaultInputModes = []string{"text/plain", "application/json", "image/*"} })
+	unsupported := map[string]any{"raw": "dGNr", "mediaType": "application/x-unsupported-tck-type"}
+	msg := func(id string, parts ...any) map[string]any {
+		return map[string]any{"messageId": id, "role": "ROLE_USER", "parts": parts}
+	}
+	status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, sendBody(t, msg("mt-1", unsupported), nil), nil)
+	if status != http.StatusBadRequest {
+		t.Fatalf("REST: %d %s", status, body)
+	}
+	if _, _, reason := restError(t, body); reason != "CONTENT_TYPE_NOT_SUPPORTED" {
+		t.Fatalf("REST reason %q: %s", reason, body)
+	}
+	r := e.rpc(tokenAlice, "SendMessage", map[string]any{"message": msg("mt-2", map[string]any{"text": "hi"},
+		map[string]any{"text": "# hi", "mediaType": "text/markdown"})}, nil)
+	if r.Error == nil || r.Error.Code != -32005 || r.reason() != "CONTENT_TYPE_NOT_SUPPORTED" {
+		t.Fatalf("JSON-RPC error %+v", r.Error)
+	}
+	list := e.rpc(tokenAlice, "ListTasks", map[string]any{}, nil)
+	if !strings.Contains(string(list.Result), `"totalSize":0`) {
+		t.Fatalf("refused sends left tasks: %s", list.Result)
+	}
+	// The same messageId with parts the card offers is new work, not a conflict.
+	ok := msg("mt-1", map[string]any{"text": "complete"}, map[string]any{"data": map[string]any{"k": 1}},
+		map[string]any{"raw": "dGNr", "mediaType": "image/png"}, map[string]any{"url": "https://example.com/f", "filename": "f"})
+	if status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, sendBody(t, ok, nil), nil); status != http.StatusOK {
+		t.Fatalf("offered media types: %d %s", status, body)
+	}
+	// The card offers what is checked.
+	_, _, card := e.raw(http.MethodGet, "/.well-known/agent-card.json", "", nil, nil)
+	if !strings.Contains(string(card), `"defaultInputModes":["text/plain","application/json","image/*"]`) {
+		t.Fatalf("card input modes: %s", card)
 	}
 }
 

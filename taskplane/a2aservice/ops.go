@@ -40,6 +40,10 @@ func (s *Service) locator(call Call) *a2awire.Locator {
 // taskId is first offered to the executor's DirectResponder; its reply makes the outcome a
 // direct Message, recorded with the claim so a duplicate returns it verbatim.
 func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (taskplane.Acceptance, error) {
+	msg := a2awire.ToMessage(req.Message)
+	if err := s.checkMediaTypes(msg.Parts); err != nil {
+		return taskplane.Acceptance{}, err
+	}
 	var push []taskplane.PushConfig
 	if req.Configuration.PushConfig {
 		if err := s.PushSupported(); err != nil {
@@ -51,7 +55,6 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 		}
 		push = []taskplane.PushConfig{pc}
 	}
-	msg := a2awire.ToMessage(req.Message)
 	ev := taskplane.Event{
 		Principal: call.Principal,
 		Source:    taskplane.SourceA2A,

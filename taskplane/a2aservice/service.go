@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/internal/mediarange"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 )
@@ -51,7 +52,10 @@ type Config struct {
 	Skills []a2awire.AgentSkill
 	// PrincipalSkills adds skills to the extended card of one principal.
 	PrincipalSkills map[string][]a2awire.AgentSkill
-	// DefaultInputModes and DefaultOutputModes are the card's media types (default text/plain).
+	// DefaultInputModes are the media types (or ranges: image/*, */*) the card offers for a
+	// message's parts, together with the skills' input modes; a part of another type is refused
+	// with ContentTypeNotSupported (default DefaultInputModes). DefaultOutputModes are the card's
+	// output media types (default text/plain).
 	DefaultInputModes  []string
 	DefaultOutputModes []string
 
@@ -151,7 +155,12 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 		cfg.CardMaxAge = 5 * time.Minute
 	}
 	if len(cfg.DefaultInputModes) == 0 {
-		cfg.DefaultInputModes = []string{"text/plain"}
+		cfg.DefaultInputModes = DefaultInputModes
+	}
+	for _, m := range cfg.DefaultInputModes {
+		if _, ok := mediarange.Parse(m); !ok {
+			return nil, fmt.Errorf("a2a service: input mode %q is not a media type or range (type/subtype, type/* or */*)", m)
+		}
 	}
 	if len(cfg.DefaultOutputModes) == 0 {
 		cfg.DefaultOutputModes = []string{"text/plain"}
