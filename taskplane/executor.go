@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,8 +262,10 @@ type Dispatcher struct {
 	// DefaultRetryBackoff, doubling).
 	RetryBackoff time.Duration
 
-	mu      sync.Mutex
-	running map[string]*liveTurn // task id → its running turn
+	mu sync.Mutex
+	// running: task id → its turns running in this process. Normally one; a turn that lost its
+	// authority (its lease ran out and the wake was offered again, here) runs on until it notices.
+	running map[string][]*liveTurn
 	early   map[string]time.Time // cancels that came before their turn started here, by task id
 	polls   chan struct{}        // one poll on offer to the waiting claimers
 }
@@ -295,7 +298,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		owner = "dispatcher-" + uuid.NewString()
 	}
 	d.mu.Lock()
-	d.running = map[string]*liveTurn{}
+	d.running = map[string][]*liveTurn{}
 	d.polls = make(chan struct{}, 1)
 	d.mu.Unlock()
 	hints := d.Plane.wakeHints()
@@ -349,7 +352,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <
 		turnCtx, cancel := context.WithCancel(ctx)
 		lt := &liveTurn{cancel: cancel}
 		d.mu.Lock()
-		d.running[g.TaskID] = lt
+		d.running[g.TaskID] = append(d.running[g.TaskID], lt)
 		if _, ok := d.early[g.TaskID]; ok {
 			// Canceled between the grant and now.
 			delete(d.early, g.TaskID)
@@ -357,7 +360,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <
 			cancel()
 		}
 		d.mu.Unlock()
-		d.runTurn(ctx, turnCtx, g)
+		d.runTurn(ctx, turnCtx, g, lt)
 		d.finish(g.TaskID, lt)
 	}
 }
@@ -427,7 +430,9 @@ func (d *Dispatcher) wait(ctx context.Context, owner string, hints, polls <-chan
 func (d *Dispatcher) finish(taskID string, lt *liveTurn) {
 	lt.cancel()
 	d.mu.Lock()
-	if d.running[taskID] == lt {
+	if rest := slices.DeleteFunc(d.running[taskID], func(x *liveTurn) bool { return x == lt }); len(rest) > 0 {
+		d.running[taskID] = rest
+	} else {
 		delete(d.running, taskID)
 	}
 	d.mu.Unlock()
@@ -439,9 +444,11 @@ func (d *Dispatcher) finish(taskID string, lt *liveTurn) {
 func (d *Dispatcher) CancelTurn(taskID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if lt := d.running[taskID]; lt != nil {
-		lt.canceled = true
-		lt.cancel()
+	if lts := d.running[taskID]; len(lts) > 0 {
+		for _, lt := range lts {
+			lt.canceled = true
+			lt.cancel()
+		}
 		return
 	}
 	now := time.Now()
@@ -456,19 +463,19 @@ func (d *Dispatcher) CancelTurn(taskID string) {
 	d.early[taskID] = now
 }
 
-func (d *Dispatcher) canceledHere(taskID string) bool {
+// canceledHere reports whether lt was stopped by CancelTurn.
+func (d *Dispatcher) canceledHere(lt *liveTurn) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	lt := d.running[taskID]
-	return lt != nil && lt.canceled
+	return lt.canceled
 }
 
 // runTurn runs one granted turn on ctx (a child of the dispatcher's run context).
-func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant) {
+func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 	log := d.Plane.log.With("task", g.TaskID, "wake", g.WakeID, "offer", g.Offer)
 	turn := d.Plane.NewTurn(g)
 	turn.endOnFinish = true
-	stopBeat := d.heartbeat(ctx, turn)
+	stopBeat := d.heartbeat(ctx, turn, lt)
 	err := d.execute(ctx, turn)
 	stopBeat()
 	bg := context.WithoutCancel(ctx)
@@ -548,7 +555,7 @@ func (d *Dispatcher) failTurn(ctx context.Context, turn *Turn, cause error) {
 // heartbeat renews the turn's lease every third of it until stopped. When the authority is lost,
 // or the task finished under the turn (a cancel or timeout in any process), it stops the turn; a
 // finish that did not come through CancelTurn here is passed on to a Canceler executor.
-func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn) (stop func()) {
+func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (stop func()) {
 	g := turn.grant
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -572,21 +579,21 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn) (stop func()) {
 				// The task finished, and its wake was retired (by the turn's own last update,
 				// which it has not noted yet, or by a claimer after the lease ran out): no
 				// authority was lost to another turn.
-				d.stopTurn(g.TaskID)
+				lt.cancel()
 				return
 			case errors.Is(err, ErrNoTurn):
 				d.Plane.log.Warn("turn lost its authority; stopping it", "task", g.TaskID, "wake", g.WakeID)
-				d.stopTurn(g.TaskID)
+				lt.cancel()
 				return
 			case err != nil:
 				d.Plane.log.Warn("renew turn", "task", g.TaskID, "err", err)
 			case task.Status.State.Terminal():
-				if c, ok := d.Executor.(Canceler); ok && !d.canceledHere(g.TaskID) && stoppedFromOutside(task) {
+				if c, ok := d.Executor.(Canceler); ok && !d.canceledHere(lt) && stoppedFromOutside(task) {
 					if err := c.Cancel(context.WithoutCancel(ctx), task); err != nil {
 						d.Plane.log.Warn("executor cancel failed", "task", g.TaskID, "err", err)
 					}
 				}
-				d.stopTurn(g.TaskID)
+				lt.cancel()
 				return
 			}
 		}
@@ -599,14 +606,6 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn) (stop func()) {
 func (d *Dispatcher) finished(ctx context.Context, g *Grant) bool {
 	t, err := d.Plane.GetTask(ctx, g.Principal, g.TaskID)
 	return err == nil && t.Status.State.Terminal()
-}
-
-func (d *Dispatcher) stopTurn(taskID string) {
-	d.mu.Lock()
-	if lt := d.running[taskID]; lt != nil {
-		lt.cancel()
-	}
-	d.mu.Unlock()
 }
 
 // stoppedFromOutside reports whether a finished task was stopped by someone other than its

@@ -539,7 +539,11 @@ func (p *Plane) RenewTurn(ctx context.Context, g *Grant, lease time.Duration) (*
 	return t, nil
 }
 
-// checkGrant returns the grant's wake if it is still the active turn at now.
+// checkGrant returns the grant's wake if it is still the active turn at now: the wake is active,
+// leased to the grant's owner until after now, and on the grant's offer. The offer tells two
+// turns of one owner apart: one whose lease ran out and the next offer of the same wake, claimed
+// by the same Dispatcher (its claimers share an owner). A grant rebuilt without its offer
+// (ResumeTurn, whose owners are unique per claim) is checked without it.
 func (p *Plane) checkGrant(ctx context.Context, tx store.Tx, g *Grant, now time.Time) (store.Wake, error) {
 	w, err := tx.GetWake(ctx, g.Principal, g.WakeID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -548,7 +552,8 @@ func (p *Plane) checkGrant(ctx context.Context, tx store.Tx, g *Grant, now time.
 	if err != nil {
 		return w, err
 	}
-	if w.State != store.WakeActive || w.LeaseOwner != g.Owner || !w.LeaseUntil.After(now) || w.TaskID != g.TaskID {
+	if w.State != store.WakeActive || w.LeaseOwner != g.Owner || !w.LeaseUntil.After(now) || w.TaskID != g.TaskID ||
+		(g.Offer != 0 && w.Attempts != g.Offer) {
 		return w, ErrNoTurn
 	}
 	return w, nil

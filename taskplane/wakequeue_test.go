@@ -236,6 +236,102 @@ func TestWakeAuthorityAtDelivery(t *testing.T) {
 	}, taskplane.WithClock(c.Now))
 }
 
+// A turn whose lease ran out has no authority once the same owner (a Dispatcher's claimers share
+// one) is offered the wake again: its renewal, updates and end are refused, and the new turn's
+// are not.
+func TestAnExpiredTurnHasNoAuthorityWhenItsOwnerGetsTheNextOffer(t *testing.T) {
+	c := newFakeClock()
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
+		g1 := claimAs(t, p, "dispatcher-1")
+		turn1 := p.NewTurn(g1)
+		c.Advance(2 * time.Minute)
+		g2 := claimAs(t, p, "dispatcher-1")
+		if g2 == nil || g2.TaskID != task.ID || g2.WakeID != g1.WakeID || g2.Offer != 2 {
+			t.Fatalf("re-claim by the same owner: %+v", g2)
+		}
+		if _, err := p.RenewTurn(ctx, g1, time.Minute); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("renewal of the expired turn: %v, want ErrNoTurn", err)
+		}
+		artifact := taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a1", Parts: []taskplane.Part{taskplane.TextPart("x")}}}
+		if err := turn1.Update(ctx, artifact); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("update of the expired turn: %v, want ErrNoTurn", err)
+		}
+		if err := p.EndTurn(ctx, g1, taskplane.TurnEnd{}); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("end of the expired turn: %v, want ErrNoTurn", err)
+		}
+		if _, err := p.RenewTurn(ctx, g2, time.Minute); err != nil {
+			t.Fatalf("renewal of the current turn: %v", err)
+		}
+		turn2 := p.NewTurn(g2)
+		if err := turn2.Update(ctx, artifact); err != nil {
+			t.Fatalf("update of the current turn: %v", err)
+		}
+		endTurn(t, p, g2)
+	}, taskplane.WithClock(c.Now))
+}
+
+// The same, through a Dispatcher: when its turn's lease runs out (a stall) and one of its own
+// claimers takes the next offer, the expired turn is stopped at its next heartbeat, and that
+// stops it alone: the current turn runs on.
+func TestADispatcherStopsItsExpiredTurnAndOnlyThatOne(t *testing.T) {
+	c := newFakeClock()
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		type call struct {
+			offer   int
+			stopped chan struct{}
+		}
+		calls := make(chan call, 4)
+		d := &taskplane.Dispatcher{Plane: p, Concurrency: 2, Poll: 10 * time.Millisecond, Lease: 600 * time.Millisecond,
+			RetryBackoff: time.Millisecond, Executor: taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+				cl := call{offer: turn.Grant().Offer, stopped: make(chan struct{})}
+				calls <- cl
+				<-ctx.Done()
+				close(cl.stopped)
+				return ctx.Err()
+			})}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = d.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+
+		mustAccept(t, p, a2aEvent("m-1", "hello"))
+		next := func(what string) call {
+			t.Helper()
+			select {
+			case cl := <-calls:
+				return cl
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no executor call: %s", what)
+				return call{}
+			}
+		}
+		first := next("the first offer")
+		var second call
+		for second.stopped == nil {
+			c.Advance(time.Minute) // the lease runs out, as in a stall; a poll offers the wake again
+			select {
+			case second = <-calls:
+			case <-time.After(100 * time.Millisecond): // a heartbeat renewed first: stall again
+			}
+		}
+		if second.offer <= first.offer {
+			t.Fatalf("offers %d then %d", first.offer, second.offer)
+		}
+		select {
+		case <-first.stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the expired turn is still running")
+		}
+		select {
+		case <-second.stopped:
+			t.Fatal("stopping the expired turn stopped the current one")
+		case <-time.After(time.Second): // several heartbeats of the current turn
+		}
+	}, taskplane.WithClock(c.Now))
+}
+
 func TestWakeOneReofferAfterWoken(t *testing.T) {
 	c := newFakeClock()
 	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
