@@ -332,6 +332,84 @@ func TestADispatcherStopsItsExpiredTurnAndOnlyThatOne(t *testing.T) {
 	}, taskplane.WithClock(c.Now))
 }
 
+// holdWakeRead is a store whose next transactional GetWake, once armed, reports that it has read
+// and waits for release before returning: a transaction caught between reading a wake and
+// writing it.
+type holdWakeRead struct {
+	store.Store
+	armed   atomic.Bool
+	read    chan struct{}
+	release chan struct{}
+}
+
+func (h *holdWakeRead) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return h.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error { return fn(ctx, holdTx{tx, h}) })
+}
+
+type holdTx struct {
+	store.Tx
+	h *holdWakeRead
+}
+
+func (t holdTx) GetWake(ctx context.Context, principal, id string) (store.Wake, error) {
+	w, err := t.Tx.GetWake(ctx, principal, id)
+	if t.h.armed.CompareAndSwap(true, false) {
+		close(t.h.read)
+		<-t.h.release
+	}
+	return w, err
+}
+
+// A renewal that read the wake before the turn's end retired it does not bring it back (as when
+// the worker API's renewal races the worker's end of turn): the end waits for the renewal (or,
+// on SQLite, the one writer runs them one after the other), and the wake ends retired.
+func TestARenewalRacingTheEndOfTheTurnLeavesTheWakeRetired(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		h := &holdWakeRead{Store: open(t), read: make(chan struct{}), release: make(chan struct{})}
+		p := taskplane.New(h)
+		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
+		g := claimAs(t, p, "worker-1")
+		if err := p.NewTurn(g).Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted,
+			Message: &taskplane.Message{ID: "done", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("ok")}}}); err != nil {
+			t.Fatal(err)
+		}
+		h.armed.Store(true)
+		renewed := make(chan error, 1)
+		go func() {
+			_, err := p.RenewTurn(ctx, g, time.Minute)
+			renewed <- err
+		}()
+		<-h.read // the renewal has read the wake, active
+		ended := make(chan error, 2)
+		go func() { ended <- p.EndTurn(ctx, g, taskplane.TurnEnd{}) }()
+		select {
+		case err := <-ended:
+			t.Logf("the end of the turn committed while the renewal held the wake: %v", err)
+			ended <- err
+		case <-time.After(200 * time.Millisecond): // it waits for the renewal
+		}
+		close(h.release)
+		for what, ch := range map[string]chan error{"renewal": renewed, "end of the turn": ended} {
+			select {
+			case err := <-ch:
+				if err != nil && !errors.Is(err, taskplane.ErrNoTurn) {
+					t.Fatalf("%s: %v", what, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s did not return", what)
+			}
+		}
+		wakes, err := h.ListTaskWakes(ctx, "alice", task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wakes) != 1 || wakes[0].State != store.WakeDone {
+			t.Fatalf("wakes after the race: %+v, want the one wake done", wakes)
+		}
+	})
+}
+
 func TestWakeOneReofferAfterWoken(t *testing.T) {
 	c := newFakeClock()
 	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {

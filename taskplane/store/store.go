@@ -93,7 +93,9 @@ type Reader interface {
 	ListWakes(ctx context.Context, state WakeState, limit int) ([]Wake, error)
 }
 
-// Tx is a write transaction.
+// Tx is a write transaction. A wake read with its GetWake is held against other writers until the
+// transaction ends (Postgres locks the row; SQLite's single writer holds everything), so a
+// SaveWake that follows acts on the wake as read, never over another writer's change.
 type Tx interface {
 	Reader
 	DeliveryTx

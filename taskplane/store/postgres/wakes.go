@@ -42,12 +42,24 @@ func scanWake(row pgx.CollectableRow) (store.Wake, error) {
 }
 
 func (r reader) GetWake(ctx context.Context, principal, id string) (store.Wake, error) {
-	rows, _ := r.q.Query(ctx, `SELECT `+wakeColumns+` FROM wakes WHERE principal = $1 AND id = $2`, principal, id)
+	return r.getWake(ctx, principal, id, "")
+}
+
+// getWake reads one wake; lock is appended to the query ("FOR UPDATE" or nothing).
+func (r reader) getWake(ctx context.Context, principal, id, lock string) (store.Wake, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+wakeColumns+` FROM wakes WHERE principal = $1 AND id = $2 `+lock, principal, id)
 	w, err := pgx.CollectExactlyOneRow(rows, scanWake)
 	if err != nil {
 		return store.Wake{}, fmt.Errorf("get wake %s: %w", id, notFound(err))
 	}
 	return w, nil
+}
+
+// GetWake in a transaction locks the wake until it ends (see store.Tx): every such read comes
+// before a write of the wake (renew, retire), which must not overwrite a change committed since
+// the read, such as a turn's final update retiring it while a heartbeat renews it.
+func (t *tx) GetWake(ctx context.Context, principal, id string) (store.Wake, error) {
+	return t.getWake(ctx, principal, id, "FOR UPDATE")
 }
 
 func (r reader) ListTaskWakes(ctx context.Context, principal, taskID string) ([]store.Wake, error) {
