@@ -419,15 +419,15 @@ func prepareUpdate(t *Task, now time.Time, changes ...Change) (*preparedUpdate, 
 }
 
 // write stores u in tx, guarded by the version u was prepared from: ErrConcurrentModification
-// if the task changed since (the caller then applies its changes to the task as stored).
+// if the task changed since (the caller then applies its changes to the task as stored). The
+// events go first and the task row last, the order every other writer of a task uses (applyTx):
+// on Postgres a writer racing this one then waits on the first event's seq rather than holding
+// the row this one needs, and no two writers of one task deadlock.
 func (u *preparedUpdate) write(ctx context.Context, tx store.Tx) error {
-	if err := tx.UpdateTask(ctx, u.row, u.row.Version-1); err != nil {
-		return err
-	}
 	for _, e := range u.events {
 		if err := tx.AppendTaskEvent(ctx, u.task.Origin.Principal, u.task.ID, e.seq, e.kind, e.payload, e.at); err != nil {
 			return fmt.Errorf("append %s event to task %s: %w", e.kind, u.task.ID, err)
 		}
 	}
-	return nil
+	return tx.UpdateTask(ctx, u.row, u.row.Version-1)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -332,32 +333,48 @@ func TestADispatcherStopsItsExpiredTurnAndOnlyThatOne(t *testing.T) {
 	}, taskplane.WithClock(c.Now))
 }
 
-// holdWakeRead is a store whose next transactional GetWake, once armed, reports that it has read
-// and waits for release before returning: a transaction caught between reading a wake and
-// writing it.
-type holdWakeRead struct {
+// holdStore is a store whose next transactional call of one method (GetWake or UpdateTask), once
+// armed, reports that it has run and waits for release before returning: a transaction caught
+// half-way, between a statement and the next.
+type holdStore struct {
 	store.Store
+	method  string
 	armed   atomic.Bool
 	read    chan struct{}
 	release chan struct{}
 }
 
-func (h *holdWakeRead) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+func newHoldStore(s store.Store, method string) *holdStore {
+	return &holdStore{Store: s, method: method, read: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *holdStore) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
 	return h.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error { return fn(ctx, holdTx{tx, h}) })
+}
+
+// hold waits for release if h is armed for method.
+func (h *holdStore) hold(method string) {
+	if h.method == method && h.armed.CompareAndSwap(true, false) {
+		close(h.read)
+		<-h.release
+	}
 }
 
 type holdTx struct {
 	store.Tx
-	h *holdWakeRead
+	h *holdStore
 }
 
 func (t holdTx) GetWake(ctx context.Context, principal, id string) (store.Wake, error) {
 	w, err := t.Tx.GetWake(ctx, principal, id)
-	if t.h.armed.CompareAndSwap(true, false) {
-		close(t.h.read)
-		<-t.h.release
-	}
+	t.h.hold("GetWake")
 	return w, err
+}
+
+func (t holdTx) UpdateTask(ctx context.Context, task store.Task, expectVersion int64) error {
+	err := t.Tx.UpdateTask(ctx, task, expectVersion)
+	t.h.hold("UpdateTask")
+	return err
 }
 
 // A renewal that read the wake before the turn's end retired it does not bring it back (as when
@@ -366,7 +383,7 @@ func (t holdTx) GetWake(ctx context.Context, principal, id string) (store.Wake, 
 func TestARenewalRacingTheEndOfTheTurnLeavesTheWakeRetired(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		ctx := context.Background()
-		h := &holdWakeRead{Store: open(t), read: make(chan struct{}), release: make(chan struct{})}
+		h := newHoldStore(open(t), "GetWake")
 		p := taskplane.New(h)
 		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
 		g := claimAs(t, p, "worker-1")
@@ -408,6 +425,72 @@ func TestARenewalRacingTheEndOfTheTurnLeavesTheWakeRetired(t *testing.T) {
 			t.Fatalf("wakes after the race: %+v, want the one wake done", wakes)
 		}
 	})
+}
+
+// A turn's update and a cancel of its task, written at once on Postgres, take their locks in one
+// order (the event first, then the task row), so one waits for the other instead of the two
+// deadlocking. The server's deadlock_timeout is raised for the test, so a deadlock would hang
+// rather than be broken after a second and retried.
+func TestATurnUpdateAndACancelOfItsTaskDoNotDeadlock(t *testing.T) {
+	raw := storetest.PostgresURL(t)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("deadlock_timeout", "60s") // a runtime parameter, sent when each connection starts
+	u.RawQuery = q.Encode()
+	ctx := context.Background()
+	s, err := store.Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	h := newHoldStore(s, "UpdateTask")
+	p := taskplane.New(h)
+	task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
+	turn := p.NewTurn(claimAs(t, p, "dispatcher-1"))
+
+	h.armed.Store(true)
+	updated := make(chan error, 1)
+	go func() {
+		updated <- turn.Update(ctx, taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a1",
+			Parts: []taskplane.Part{taskplane.TextPart("x")}}})
+	}()
+	<-h.read // the turn's transaction has written the task row
+	canceled := make(chan error, 1)
+	go func() {
+		_, _, err := p.Cancel(ctx, "alice", task.ID, nil)
+		canceled <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the cancel reaches the turn's locks
+	close(h.release)
+	for what, ch := range map[string]chan error{"turn update": updated, "cancel": canceled} {
+		select {
+		case err := <-ch:
+			if err != nil && !errors.Is(err, taskplane.ErrNoTurn) && !errors.Is(err, taskplane.ErrTaskTerminal) {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s is stuck: the two transactions deadlocked", what)
+		}
+	}
+	final := taskState(t, p, task.ID)
+	if final.Status.State != taskplane.StateCanceled {
+		t.Fatalf("task %s, want CANCELED", final.Status.State)
+	}
+	evs, err := s.TaskEvents(ctx, "alice", task.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: the log has a gap", i, ev.Seq)
+		}
+	}
+	if n := int64(len(evs)); n != final.LastSeq {
+		t.Fatalf("%d events, the task is at seq %d", n, final.LastSeq)
+	}
 }
 
 func TestWakeOneReofferAfterWoken(t *testing.T) {
