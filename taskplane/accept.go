@@ -236,7 +236,14 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 	claim, err := tx.GetClaim(ctx, ev.Principal, ev.Source, ev.Identity)
 	switch {
 	case err == nil:
-		return p.acceptDuplicate(ctx, tx, ev, dg, claim, now, acc, conflict)
+		err = p.acceptDuplicate(ctx, tx, ev, dg, claim, now, acc, conflict)
+		if !errors.Is(err, errPrunedTask) {
+			return err
+		}
+		// The claim outlived its task, which retention pruned: the identity is new work again.
+		if _, err := tx.DeleteClaim(ctx, claim.Principal, claim.Source, claim.Identity, claim.TaskID); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
 	case !errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("claim: %w", err)
 	}
@@ -249,7 +256,22 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 	return nil
 }
 
+// errPrunedTask: a claim names a task that retention has pruned (a claim can outlive its task
+// while its conversation stays active).
+var errPrunedTask = errors.New("the claim's task was pruned")
+
 func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg string, claim store.Claim, now time.Time, acc *Acceptance, conflict *bool) error {
+	var prior *Task
+	if claim.State == store.ClaimDone && claim.OutcomeKind != "message" {
+		t, err := getTask(ctx, tx, ev.Principal, claim.TaskID)
+		if errors.Is(err, ErrTaskNotFound) {
+			return errPrunedTask
+		}
+		if err != nil {
+			return fmt.Errorf("prior task: %w", err)
+		}
+		prior = t
+	}
 	if claim.Digest != dg {
 		*conflict = true
 		return evidence(ctx, tx, ev.Principal, ev.Source, EvidenceDuplicateConflict, claim.TaskID,
@@ -260,20 +282,13 @@ func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg 
 		// something else sharing the store (an older release inserted claims pending first).
 		return ErrClaimPending
 	}
-	*acc = Acceptance{Outcome: Duplicate, ContextID: claim.ContextID}
-	switch claim.OutcomeKind {
-	case "message":
+	*acc = Acceptance{Outcome: Duplicate, ContextID: claim.ContextID, Task: prior}
+	if claim.OutcomeKind == "message" {
 		var m Message
 		if err := json.Unmarshal(claim.Message, &m); err != nil {
 			return fmt.Errorf("decode prior message: %w", err)
 		}
 		acc.Message = &m
-	default:
-		t, err := getTask(ctx, tx, ev.Principal, claim.TaskID)
-		if err != nil {
-			return fmt.Errorf("prior task: %w", err)
-		}
-		acc.Task = t
 	}
 	return evidence(ctx, tx, ev.Principal, ev.Source, EvidenceDuplicate, claim.TaskID,
 		map[string]any{"identity": ev.Identity}, now)

@@ -868,6 +868,62 @@ func TestRetentionKeepsLiveStateAndReacceptsAPrunedIdentity(t *testing.T) {
 	})
 }
 
+// A claim can outlive its pruned task (a retention pass that stopped at its batch bound, and a
+// conversation active again before the next). A redelivery of its identity is then new work, not
+// an error: the claim is replaced.
+func TestAClaimThatOutlivedItsPrunedTaskIsNewWork(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		s := open(t)
+		var mu sync.Mutex
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		p := taskplane.New(s, taskplane.WithClock(clock), taskplane.WithRetention(30*24*time.Hour))
+
+		// One task with two claims: its first event, and a reply that continued it.
+		task := anchored(t, p, taskplane.StateInputRequired)
+		reply := nativeEvent("alice", "ev-2", "thread-1", "the blue one")
+		reply.ReplyTo = "q-1"
+		if acc := mustAccept(t, p, reply); acc.Outcome != taskplane.Continued {
+			t.Fatalf("reply: %s", acc.Outcome)
+		}
+		if _, err := p.Apply(ctx, "alice", task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		now = now.Add(31 * 24 * time.Hour)
+		mu.Unlock()
+		// A pass bounded to one row of each kind: the task goes with one of its claims.
+		var r store.PruneResult
+		if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			r, err = tx.Prune(ctx, clock().Add(-30*24*time.Hour), taskplane.TerminalStates(), 1)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if r.Tasks != 1 || r.Claims != 1 {
+			t.Fatalf("pruned %+v, want the task and one claim", r)
+		}
+		// The conversation is active again, so the other claim is not old enough to go.
+		mustAccept(t, p, nativeEvent("alice", "ev-3", "thread-1", "anyone there?"))
+		// Both identities are new work: the one whose claim went, and the one whose claim stayed.
+		for _, ev := range []taskplane.Event{nativeEvent("alice", "ev-1", "thread-1", "start"), reply} {
+			acc, err := p.Accept(ctx, ev)
+			if err != nil {
+				t.Fatalf("redelivery of %s: %v", ev.Identity, err)
+			}
+			if acc.Outcome != taskplane.Created || acc.Task.ID == task.ID {
+				t.Fatalf("redelivery of %s: %+v, want a new task", ev.Identity, acc)
+			}
+			// And its claim now names the new task: the next redelivery is a duplicate of it.
+			if again := mustAccept(t, p, ev); again.Outcome != taskplane.Duplicate || again.Task.ID != acc.Task.ID {
+				t.Fatalf("second redelivery of %s: %+v", ev.Identity, again)
+			}
+		}
+	})
+}
+
 // failingStore wraps a real store and makes one Tx method fail, to prove a store failure in the
 // middle of Accept leaves nothing behind.
 type failingStore struct {

@@ -19,3 +19,6 @@ func (p *Plane) ParkClaimer(owner string, lease time.Duration) (handed func() (g
 
 // WakeHints makes the plane keep hints, as a running Dispatcher does.
 func (p *Plane) WakeHints() <-chan struct{} { return p.wakeHints() }
+
+// TerminalStates are the task states retention may prune, as the store names them.
+func TerminalStates() []string { return terminalStates() }

@@ -51,8 +51,8 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 		total.Contexts += r.Contexts
 		total.Anchors += r.Anchors
 		total.Wakes += r.Wakes
-		if r.Tasks < pruneBatch {
-			break
+		if r.Tasks < pruneBatch && r.Claims < pruneBatch && r.Contexts < pruneBatch {
+			break // nothing of any kind was left behind by the bound
 		}
 	}
 	// Settled deliveries and evidence age out on the same window; deliveries still prepared,

@@ -106,6 +106,10 @@ type Tx interface {
 	// which case it returns the existing claim and inserted=false. On Postgres a concurrent
 	// uncommitted claim makes this wait for that transaction.
 	InsertClaim(ctx context.Context, c Claim) (existing Claim, inserted bool, err error)
+	// DeleteClaim deletes the claim of (principal, source, identity) if it still names taskID (the
+	// claim of a task retention has pruned, whose identity is new work again); deleted reports
+	// whether it did.
+	DeleteClaim(ctx context.Context, principal, source, identity, taskID string) (deleted bool, err error)
 
 	// EnsureContext returns the context id for (principal, source, conversationKey), creating it
 	// with candidateID if none exists (atomic upsert: concurrent callers get one id). It records

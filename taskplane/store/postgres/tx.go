@@ -30,6 +30,15 @@ var _ store.Tx = (*tx)(nil)
 // pruned before the read, which only a concurrent Prune does, and rarely.
 const maxLookups = 3
 
+func (t *tx) DeleteClaim(ctx context.Context, principal, source, identity, taskID string) (bool, error) {
+	tag, err := t.q.Exec(ctx, `DELETE FROM claims WHERE principal = $1 AND source = $2 AND identity = $3 AND task_id = $4`,
+		principal, source, identity, taskID)
+	if err != nil {
+		return false, fmt.Errorf("delete claim: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool, error) {
 	for range maxLookups {
 		// On a conflict with a concurrent uncommitted claim the insert waits for that transaction,

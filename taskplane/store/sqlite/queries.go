@@ -284,6 +284,19 @@ func insertClaim(ctx context.Context, q querier, c store.Claim) (store.Claim, bo
 	return existing, false, nil
 }
 
+func deleteClaim(ctx context.Context, q querier, principal, source, identity, taskID string) (bool, error) {
+	res, err := q.ExecContext(ctx, `DELETE FROM claims WHERE principal = ? AND source = ? AND identity = ? AND task_id = ?`,
+		principal, source, identity, taskID)
+	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", source, identity, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("delete claim %s/%s: %w", source, identity, err)
+	}
+	return n == 1, nil
+}
+
 // affectedOne turns an UPDATE's result into nil, ErrNotFound (no row matched) or an error.
 func affectedOne(res sql.Result, err error, op, what string, key ...string) error {
 	if err != nil {

@@ -184,6 +184,12 @@ func (t *txn) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool
 	return r.c, r.inserted, err
 }
 
+func (t *txn) DeleteClaim(ctx context.Context, principal, source, identity, taskID string) (bool, error) {
+	return do(ctx, t, func(ctx context.Context, q querier) (bool, error) {
+		return deleteClaim(ctx, q, principal, source, identity, taskID)
+	})
+}
+
 func (t *txn) EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (string, error) {
 	return do(ctx, t, func(ctx context.Context, q querier) (string, error) {
 		return ensureContext(ctx, q, principal, source, conversationKey, candidateID, now)

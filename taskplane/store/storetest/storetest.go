@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Claims", []testCase{
 			{"InsertThenGetRoundTrips", testClaimInsertGet},
 			{"DuplicateReturnsExistingNotInserted", testClaimDuplicate},
+			{"DeleteRemovesTheClaimOnlyWhileItNamesTheTask", testClaimDelete},
 		}},
 		{"Contexts", []testCase{
 			{"EnsureSameKeyReturnsSameID", testEnsureContextSameKey},
@@ -290,6 +291,37 @@ func testClaimInsertGet(t *testing.T, s store.Store) {
 	diff(t, "GetClaim", c, got)
 	_, err = s.GetClaim(context.Background(), "alice", "slack", "Ev2")
 	wantNotFound(t, "GetClaim of a missing claim", err)
+}
+
+func testClaimDelete(t *testing.T, s store.Store) {
+	c := newClaim("alice", "slack", "Ev1", store.ClaimDone, t0)
+	c.OutcomeKind, c.TaskID = "task", "task-1"
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, _, err := tx.InsertClaim(ctx, c)
+		return err
+	})
+	for _, miss := range []struct{ principal, task string }{{"bob", "task-1"}, {"alice", "task-2"}} {
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			deleted, err := tx.DeleteClaim(ctx, miss.principal, "slack", "Ev1", miss.task)
+			if deleted {
+				t.Errorf("DeleteClaim as %s of %s deleted alice's claim of task-1", miss.principal, miss.task)
+			}
+			return err
+		})
+	}
+	if _, err := s.GetClaim(context.Background(), "alice", "slack", "Ev1"); err != nil {
+		t.Fatalf("the claim after refused deletes: %v", err)
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		deleted, err := tx.DeleteClaim(ctx, "alice", "slack", "Ev1", "task-1")
+		if !deleted {
+			t.Error("DeleteClaim of the claim's own task did not delete it")
+		}
+		return err
+	})
+	if _, err := s.GetClaim(context.Background(), "alice", "slack", "Ev1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the claim after its delete: %v, want ErrNotFound", err)
+	}
 }
 
 func testClaimDuplicate(t *testing.T, s store.Store) {
