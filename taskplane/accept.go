@@ -612,17 +612,31 @@ func (p *Plane) CreateTask(ctx context.Context, principal, contextID string) (*T
 		return nil, invalidf("no principal")
 	}
 	var t *Task
-	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+	// A concurrent first use of the same new contextId inserts its context first: run again
+	// and join it.
+	err := p.retryConcurrent(ctx, true, func() error {
+		return p.createTaskTx(ctx, principal, contextID, &t)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create task: %w", err)
+	}
+	p.broker.publish(principal, t.ID)
+	return t, nil
+}
+
+func (p *Plane) createTaskTx(ctx context.Context, principal, contextID string, out **Task) error {
+	return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		now := p.clock()
 		ev := &Event{Principal: principal, Source: SourceA2A, ContextID: contextID}
 		cid, touched, err := p.resolveContext(ctx, tx, ev, now)
 		if err != nil {
 			return err
 		}
-		t = &Task{
+		t := &Task{
 			ID: p.newID(), ContextID: cid, Status: Status{State: StateSubmitted, Timestamp: now},
 			Origin: Origin{Principal: principal, Source: SourceA2A}, Version: 1, CreatedAt: now, UpdatedAt: now,
 		}
+		*out = t
 		row, err := encodeTask(t)
 		if err != nil {
 			return err
@@ -638,9 +652,4 @@ func (p *Plane) CreateTask(ctx context.Context, principal, contextID string) (*T
 		}
 		return tx.TouchContext(ctx, principal, cid, now)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("create task: %w", err)
-	}
-	p.broker.publish(principal, t.ID)
-	return t, nil
 }

@@ -197,8 +197,9 @@ func TestFiftyConcurrentFirstMessagesGetOneContextID(t *testing.T) {
 	})
 }
 
-// Concurrent first messages naming one new client contextId share one context of that id: on
-// Postgres the losers' context inserts collide with the winner's, and they run again and join it.
+// Concurrent first messages (and CreateTask calls) naming one new client contextId share one
+// context of that id: on Postgres the losers' context inserts collide with the winner's, and they
+// run again and join it.
 func TestConcurrentFirstUsesOfAClientContextIDShareOneContext(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
 		const n = 20
@@ -211,6 +212,13 @@ func TestConcurrentFirstUsesOfAClientContextIDShareOneContext(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
+				if i%2 == 1 { // the trusted interface, naming the same context
+					task, err := p.CreateTask(context.Background(), "alice", "client-ctx")
+					if errs[i] = err; err == nil {
+						ctxs[i] = task.ContextID
+					}
+					return
+				}
 				id := fmt.Sprintf("m-%d", i)
 				acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A,
 					Identity: id, ContextID: "client-ctx", Message: textMsg(id, "hi")})
