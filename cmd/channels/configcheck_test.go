@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/taskplane/a2aservice"
 )
 
 // webhookSource is a valid webhook instance; cases change it.
@@ -57,6 +60,8 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"instance named twice", webhookSource + strings.TrimPrefix(webhookSource, "sources:\n"), []string{"webhook ci is configured twice"}, false},
 		{"bad instance name", strings.Replace(webhookSource, "name: ci", "name: CI Builds", 1), []string{`name "CI Builds": want lower-case letters`}, false},
 		{"missing principal", strings.Replace(webhookSource, "principal: ci-team", "principal: \"\"", 1), []string{"principal is required"}, false},
+		{"the anonymous callers' principal", strings.Replace(webhookSource, "principal: ci-team", "principal: anonymous", 1),
+			[]string{`principal "anonymous" is reserved for unauthenticated A2A callers`}, false},
 		{"misspelt instance field", strings.Replace(webhookSource, "principal:", "principle:", 1), []string{"field principle not found"}, false},
 	}
 	for _, tc := range cases {
@@ -96,5 +101,13 @@ func TestConfigCheckJSON(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(r.Warnings, "\n"), "admin_token is unset") {
 		t.Fatalf("warnings %v", r.Warnings)
+	}
+}
+
+// The config refuses sources the principal the A2A service gives anonymous callers: the two
+// names must be one.
+func TestConfigReservesTheAnonymousCallersPrincipal(t *testing.T) {
+	if config.AnonymousPrincipal != a2aservice.AnonymousPrincipal {
+		t.Fatalf("config reserves %q, the A2A service's anonymous callers are %q", config.AnonymousPrincipal, a2aservice.AnonymousPrincipal)
 	}
 }

@@ -147,6 +147,10 @@ func checkSourceSecrets(i int, s SourceConfig, getenv func(string) string) []err
 
 // validateSources checks the instances' shape: what any source needs, before its own options
 // are checked by the source itself (channels config check, channels serve).
+// AnonymousPrincipal is the principal the A2A service gives unauthenticated callers
+// (a2aservice.AnonymousPrincipal): no credential and no source may own work under it.
+const AnonymousPrincipal = "anonymous"
+
 func validateSources(list []SourceConfig) []error {
 	var errs []error
 	seen := map[string]int{}
@@ -161,8 +165,11 @@ func validateSources(list []SourceConfig) []error {
 		case !instanceName.MatchString(s.Name):
 			errs = append(errs, fmt.Errorf("%s: name %q: want lower-case letters, digits, '.', '_' or '-' (at most 63, starting with a letter or digit)", where, s.Name))
 		}
-		if s.Principal == "" {
+		switch s.Principal {
+		case "":
 			errs = append(errs, fmt.Errorf("%s: principal is required: who owns the tasks this instance accepts", where))
+		case AnonymousPrincipal:
+			errs = append(errs, fmt.Errorf("%s: principal %q is reserved for unauthenticated A2A callers, who would see this instance's tasks: name another", where, AnonymousPrincipal))
 		}
 		key := s.Type + "/" + s.Name
 		if j, dup := seen[key]; dup && s.Type != "" && s.Name != "" {

@@ -24,7 +24,7 @@ import (
 )
 
 // AnonymousPrincipal is the principal of unauthenticated callers when anonymous access is
-// allowed. No credential may use it.
+// allowed. No credential may use it, and no source (config.AnonymousPrincipal, the same name).
 const AnonymousPrincipal = "anonymous"
 
 // DefaultPublicURL is the base URL advertised when Config.PublicURL is empty.
