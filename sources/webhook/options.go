@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/channels-dev/channels/internal/redact"
 )
 
 // Defaults.
@@ -68,6 +71,12 @@ func (o *Options) resolve() error {
 	}
 	if o.Identity == "" || o.Text == "" || len(o.Conversation) == 0 {
 		errs = append(errs, errors.New("identity, conversation and text paths are required"))
+	}
+	if o.Callback != "" {
+		// The URL may hold a secret in its path or query: an error names at most its origin.
+		if u, err := url.Parse(o.Callback); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("callback %s: want an absolute http or https URL", redact.Origin(o.Callback)))
+		}
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody

@@ -56,7 +56,7 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opt.Callback, bytes.NewReader(body))
 	if err != nil {
-		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, err)
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, redact.Error(err))
 	}
 	now := s.now()
 	req.Header.Set("Content-Type", "application/json")

@@ -339,6 +339,8 @@ func TestWebhookRefusesInvalidOptions(t *testing.T) {
 		{"no identity path", func(o map[string]any) { delete(o, "identity") }, "paths are required"},
 		{"bad window", func(o map[string]any) { o["window"] = "soon" }, "window"},
 		{"unknown option", func(o map[string]any) { o["identiy"] = "x" }, "unknown field"},
+		{"callback not a URL", func(o map[string]any) { o["callback"] = "https://hooks.example.com/cb/s3cr3t%zz" }, "callback (url): want an absolute http or https URL"},
+		{"callback not http", func(o map[string]any) { o["callback"] = "ftp://hooks.example.com/cb/s3cr3t" }, "callback ftp://hooks.example.com: want"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options("")
@@ -346,6 +348,9 @@ func TestWebhookRefusesInvalidOptions(t *testing.T) {
 			_, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: o})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cr3t") {
+				t.Fatalf("New = %v: the error holds the callback's secret", err)
 			}
 		})
 	}
