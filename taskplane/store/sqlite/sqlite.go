@@ -89,6 +89,14 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
+	// A database this store creates is readable by its owner only (it holds message bodies and
+	// push credentials); SQLite gives its -wal and -shm files the database file's mode.
+	if f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		lock.unlock()
+		return nil, fmt.Errorf("sqlite store %s: create database file: %w", path, err)
+	}
 	s, err := open(ctx, path, lock)
 	if err != nil {
 		lock.unlock()

@@ -194,6 +194,27 @@ func TestOpenURLForms(t *testing.T) {
 	}
 }
 
+// A database the store creates, and its WAL and shared-memory files, are its owner's alone: they
+// hold message bodies and push credentials. (The test's umask would give others read access.)
+func TestANewDatabaseIsReadableByItsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "channels.db")
+	s := openAt(t, path)
+	if err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertContext(ctx, store.Context{Principal: "alice", ID: "ctx-1", CreatedAt: time.Now(), LastEventAt: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s has mode %v, want no access for group or others", filepath.Base(f), perm)
+		}
+	}
+}
+
 func TestReopenKeepsDataAndSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "channels.db")
 	s := openAt(t, path)
