@@ -256,3 +256,28 @@ func TestBenchRedactsTheStorePassword(t *testing.T) {
 		t.Fatalf("redacted store %s", got)
 	}
 }
+
+// A no-config serve trusts requests without credentials because it listens on loopback; a
+// request under a foreign Host name (a page re-pointed at 127.0.0.1 by DNS rebinding) gets no
+// share of that trust, neither the A2A operations nor the admin pages.
+func TestServeRefusesLoopbackTrustUnderAForeignHostName(t *testing.T) {
+	c := newCLI(t, nil)
+	base, _ := startServe(t, c)
+	for _, path := range []string{"/tasks", "/admin/api/summary"} {
+		for host, want := range map[string]int{"rebind.attacker.example": http.StatusMisdirectedRequest, "localhost": http.StatusOK} {
+			req, err := http.NewRequest(http.MethodGet, base+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("GET %s as %s: %d, want %d", path, host, resp.StatusCode, want)
+			}
+		}
+	}
+}

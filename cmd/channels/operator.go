@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -118,5 +119,12 @@ func (o *operatorSurface) handler(a2a http.Handler, ready *atomic.Bool) http.Han
 	}
 	srv.Mount(o.mux)
 	o.mux.Handle("/", a2a)
-	return o.mux
+	if !o.cfg.ListensOnLoopback() {
+		return o.mux
+	}
+	public := ""
+	if u, err := url.Parse(o.cfg.EffectivePublicURL()); err == nil {
+		public = u.Hostname()
+	}
+	return operator.LoopbackHosts(o.mux, public)
 }
