@@ -35,13 +35,22 @@ func (p *flakyProbe) probe(context.Context) []sources.InstanceHealth {
 	}
 }
 
+// readyz reads /readyz as the operator (token op-token), and checks that a caller without the
+// token gets the same status code and the status alone: no source names, no store errors.
 func readyz(t *testing.T, h http.Handler) (int, operator.Readiness) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+	req.Header.Set("Authorization", "Bearer op-token")
+	h.ServeHTTP(rec, req)
 	var r operator.Readiness
 	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
 		t.Fatalf("readyz body %q: %v", rec.Body.String(), err)
+	}
+	anon := httptest.NewRecorder()
+	h.ServeHTTP(anon, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if want, _ := json.Marshal(map[string]string{"status": r.Status}); anon.Code != rec.Code || strings.TrimSpace(anon.Body.String()) != string(want) {
+		t.Fatalf("readyz without the token: %d %s, want %d %s", anon.Code, anon.Body.String(), rec.Code, want)
 	}
 	return rec.Code, r
 }
@@ -59,7 +68,7 @@ func TestReadyzFollowsSourceHealthAfterStartup(t *testing.T) {
 		h := operator.NewHealth(p.probe, time.Second, time.Minute, operator.WithHealthClock(clock))
 		var ready atomic.Bool
 		ready.Store(true)
-		srv := &operator.Server{Store: st, StoreName: st.Capabilities().Name, Health: h, Ready: &ready}
+		srv := &operator.Server{Store: st, StoreName: st.Capabilities().Name, Health: h, Ready: &ready, Token: "op-token"}
 		mux := http.NewServeMux()
 		srv.Mount(mux)
 		step := func(d time.Duration, err error, wantCode int, wantStatus string) operator.Readiness {

@@ -53,7 +53,9 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if s.Metrics != nil {
-		mux.Handle("GET /metrics", s.Metrics.Handler())
+		// Counts across every principal, and lane labels naming provider channels: the
+		// operator's, like the admin pages.
+		mux.Handle("GET /metrics", s.auth(s.Metrics.Handler()))
 	}
 	mux.Handle("GET /admin", s.auth(http.HandlerFunc(s.dashboard)))
 	mux.Handle("GET /admin/{$}", s.auth(http.HandlerFunc(s.dashboard)))
@@ -107,11 +109,18 @@ func (s *Server) Check(ctx context.Context) Readiness {
 	return r
 }
 
+// readyz answers with the readiness status code; the reasons (source names, store errors) go
+// only to a caller the admin pages would let in. A load balancer needs the code alone.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	rd := s.Check(r.Context())
 	code := http.StatusOK
 	if rd.Status != "ready" {
 		code = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	if !s.authorized(r) {
+		writeJSON(w, code, map[string]string{"status": rd.Status})
+		return
 	}
 	writeJSON(w, code, rd)
 }
@@ -128,7 +137,6 @@ func Ping(ctx context.Context, r store.Reader) error {
 // auth admits a request carrying the operator token, as a Bearer token or as the password of
 // HTTP Basic (so a browser can log in without JavaScript). The comparison is constant-time.
 func (s *Server) auth(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if s.Token == "" {
@@ -139,20 +147,30 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			http.Error(w, "the admin pages need an operator token: set admin_token (admin_token_env or admin_token_file) in the configuration", http.StatusForbidden)
 			return
 		}
-		var got string
-		if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-			got = strings.TrimPrefix(h, "Bearer ")
-		} else if _, pw, ok := r.BasicAuth(); ok {
-			got = pw
-		}
-		sum := sha256.Sum256([]byte(got))
-		if got == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		if !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="Channels admin", charset="UTF-8"`)
 			http.Error(w, "operator token required (Authorization: Bearer TOKEN, or any user name with the token as password)", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authorized reports whether r may see what the admin pages show: it carries the operator token
+// (Bearer, or the password of HTTP Basic; compared in constant time), or no token is configured
+// and the admin pages are open (a loopback listener).
+func (s *Server) authorized(r *http.Request) bool {
+	if s.Token == "" {
+		return s.OpenAdmin
+	}
+	var got string
+	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+		got = strings.TrimPrefix(h, "Bearer ")
+	} else if _, pw, ok := r.BasicAuth(); ok {
+		got = pw
+	}
+	want, sum := sha256.Sum256([]byte(s.Token)), sha256.Sum256([]byte(got))
+	return got != "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
 }
 
 // Evidence API limits.

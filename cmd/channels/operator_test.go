@@ -189,15 +189,24 @@ func TestOperatorSurfaceAfterAScriptedRun(t *testing.T) {
 	base, stop := startServe(t, c, "--config", cfgPath)
 	scriptedRun(t, base)
 
-	// Readiness reflects the sources.
-	if code, body := get(t, base+"/readyz"); code != 200 || body["store"] != "sqlite" || len(body["sources"].([]any)) != 2 {
-		t.Fatalf("readyz = %d %v", code, body)
+	// Readiness reflects the sources, for the operator; anyone else gets the status alone.
+	code, raw := getText(t, base+"/readyz", plantedAdminToken)
+	var body map[string]any
+	if err := json.Unmarshal([]byte(raw), &body); err != nil || code != 200 || body["store"] != "sqlite" || len(body["sources"].([]any)) != 2 {
+		t.Fatalf("readyz = %d %s", code, raw)
+	}
+	if code, raw := getText(t, base+"/readyz", ""); code != 200 || strings.TrimSpace(raw) != `{"status":"ready"}` {
+		t.Fatalf("readyz without the token = %d %s, want the status alone", code, raw)
+	}
+	// The metrics count every principal's work: the operator's too.
+	if code, _ := getText(t, base+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("metrics without the token: %d, want 401", code)
 	}
 
 	// Metrics appear after intake, per source and disposition.
 	var metrics string
 	waitFor(t, "woken tasks in metrics", func() bool {
-		_, metrics = getText(t, base+"/metrics", "")
+		_, metrics = getText(t, base+"/metrics", plantedAdminToken)
 		return metricValue(metrics, `channels_evidence_records_total{kind="woken",source="webhook"}`) >= 3
 	})
 	for series, want := range map[string]float64{
