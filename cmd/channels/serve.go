@@ -86,7 +86,8 @@ func newExecutor(cfg config.Config, log *slog.Logger) (taskplane.Executor, error
 		return a2aagent.New(a2aagent.Config{AgentURL: cfg.AgentURL, Token: token, AllowPrivate: cfg.AgentAllowPrivate,
 			Logger: log})
 	case "exec":
-		return command.New(command.Config{Command: strings.Fields(cfg.ExecCommand), Timeout: cfg.ExecTimeout, Logger: log})
+		return command.New(command.Config{Command: strings.Fields(cfg.ExecCommand), Timeout: cfg.ExecTimeout,
+			Env: strings.FieldsFunc(cfg.ExecEnv, func(r rune) bool { return r == ',' || r == ' ' }), Logger: log})
 	case "worker":
 		return nil, nil
 	}

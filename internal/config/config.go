@@ -94,6 +94,7 @@ type Config struct {
 	AgentAllowPrivate bool          `yaml:"agent_allow_private" usage:"let the remote A2A agent use http and private, loopback or link-local addresses"`
 	ExecCommand       string        `yaml:"exec_command" usage:"command run once per wake (executor exec): program and arguments separated by spaces, no shell"`
 	ExecTimeout       time.Duration `yaml:"exec_timeout" usage:"longest one exec command may run before its task fails"`
+	ExecEnv           string        `yaml:"exec_env" usage:"environment variables the exec command also receives, comma-separated names (besides PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR); nothing else of Channels' environment passes"`
 	WorkerTokens      string        `yaml:"worker_tokens" usage:"JSON file of worker tokens for the worker API (executor worker)"`
 	WorkerLease       time.Duration `yaml:"worker_lease" usage:"how long a worker's turn lasts without a call or heartbeat"`
 	WorkflowManifest  string        `yaml:"workflow_manifest" usage:"YAML or JSON file declaring the workflow outputs agents may record (default: any valid name)"`

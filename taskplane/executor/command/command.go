@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,9 +53,17 @@ type Config struct {
 	// Timeout bounds one run (default DefaultTimeout).
 	Timeout time.Duration
 	// Dir is the working directory ("" = the current one).
-	Dir    string
+	Dir string
+	// Env names the environment variables of this process the command also receives, besides
+	// BaseEnv and the task's CHANNELS_* variables. Nothing else passes: Channels' environment
+	// holds its own secrets (the admin token, provider tokens, the store URL), and the command
+	// handles untrusted text.
+	Env    []string
 	Logger *slog.Logger
 }
+
+// BaseEnv are the environment variables every command receives (when set here).
+var BaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
 
 // Executor runs Config.Command per wake.
 type Executor struct {
@@ -104,6 +113,17 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(r))
 }
 
+// environ is the part of this process's environment the command receives: BaseEnv and Env.
+func (e *Executor) environ() []string {
+	var env []string
+	for _, name := range slices.Concat(BaseEnv, e.cfg.Env) {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
 // ErrBadOutput is the error of a command whose stdout is not one result object.
 var ErrBadOutput = errors.New("exec: bad output")
 
@@ -119,7 +139,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, e.cfg.Command[0], e.cfg.Command[1:]...)
 	cmd.Dir = e.cfg.Dir
-	cmd.Env = append(os.Environ(), "CHANNELS_TASK_ID="+t.ID, "CHANNELS_CONTEXT_ID="+t.ContextID,
+	cmd.Env = append(e.environ(), "CHANNELS_TASK_ID="+t.ID, "CHANNELS_CONTEXT_ID="+t.ContextID,
 		"CHANNELS_PRINCIPAL="+t.Origin.Principal, "CHANNELS_SOURCE="+t.Origin.Source)
 	cmd.Stdin = bytes.NewReader(in)
 	var out limitedBuffer

@@ -59,6 +59,37 @@ printf '%s' '{"result":"complete","response":"all done","outputs":[{"name":"summ
 	}
 }
 
+// The command receives the base variables, the task's, and those it was allowed: never the rest
+// of Channels' environment, where its secrets are.
+func TestExecEnvironmentHoldsOnlyWhatIsAllowed(t *testing.T) {
+	t.Setenv("CHANNELS_ADMIN_TOKEN", "s3cr3t-admin")
+	t.Setenv("SLACK_BOT_TOKEN", "s3cr3t-slack")
+	t.Setenv("AGENT_API_KEY", "allowed-key")
+	scratch := filepath.Join(t.TempDir(), "env")
+	e, err := command.New(command.Config{Command: []string{"sh", "-c", `env > "$1"; printf '%s' '{"result":"complete","response":"ok"}'`, "sh", scratch},
+		Timeout: 10 * time.Second, Env: []string{"AGENT_API_KEY", "NOT_SET_ANYWHERE"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := run(t, e)
+	if task.Status.State != taskplane.StateCompleted {
+		t.Fatalf("task %s %q", task.Status.State, statusText(task))
+	}
+	b, err := os.ReadFile(scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(b)
+	if strings.Contains(env, "s3cr3t") {
+		t.Errorf("the command saw a secret of Channels' environment:\n%s", env)
+	}
+	for _, want := range []string{"AGENT_API_KEY=allowed-key", "CHANNELS_TASK_ID=" + task.ID, "PATH="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the command's environment lacks %s:\n%s", want, env)
+		}
+	}
+}
+
 func TestExecRejectAndRequireInput(t *testing.T) {
 	e, _ := shell(t, `cat >/dev/null; echo '{"result":"reject","reason":"not mine"}'`, 10*time.Second)
 	if task := run(t, e); task.Status.State != taskplane.StateRejected || statusText(task) != "not mine" {
