@@ -326,37 +326,40 @@ func TestExtendedCard(t *testing.T) {
 	}
 }
 
-// TestExtendedCardAnonymous: a server that lets anonymous callers in advertises
-// extendedAgentCard, so it serves the card to them — on loopback with no credentials, and with
-// allow_anonymous beside credentials (where a bad token is still refused).
-func TestExtendedCardAnonymous(t *testing.T) {
+// TestExtendedCardNeedsAnAuthenticatedCaller: the extended card goes only to a caller
+// authenticated with a scheme the public card declares. With credentials and allow_anonymous, an
+// anonymous caller is refused like a bad token; a server without credentials declares no
+// extended card, and the operation is UnsupportedOperation on both bindings.
+func TestExtendedCardNeedsAnAuthenticatedCaller(t *testing.T) {
+	mixed := newEnv(t, func(c *a2aConfig) { c.AllowAnonymous = true })
+	for _, token := range []string{"", "not-a-token"} {
+		status, h, _ := mixed.raw(http.MethodGet, "/extendedAgentCard", token, nil, nil)
+		if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" {
+			t.Fatalf("extended card with allow_anonymous, token %q: %d %v", token, status, h)
+		}
+	}
+	if status, _, body := mixed.raw(http.MethodGet, "/extendedAgentCard", tokenAlice, nil, nil); status != http.StatusOK {
+		t.Fatalf("extended card with a token: %d %s", status, body)
+	}
+
 	loopback := newEnv(t, func(c *a2aConfig) {
 		c.Credentials = nil
 		c.Loopback = true
-		c.PrincipalSkills = map[string][]a2awire.AgentSkill{"anonymous": {{ID: "anon-only", Name: "Anon", Description: "for anonymous callers", Tags: []string{"x"}}}}
 	})
-	status, h, body := loopback.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil)
-	if status != http.StatusOK || !strings.HasPrefix(h.Get("Cache-Control"), "private") {
-		t.Fatalf("anonymous on loopback: %d %v %s", status, h, body)
-	}
+	_, _, body := loopback.raw(http.MethodGet, "/.well-known/agent-card.json", "", nil, nil)
 	var card a2awire.AgentCard
 	if err := json.Unmarshal(body, &card); err != nil {
 		t.Fatal(err)
 	}
-	if card.Capabilities.ExtendedAgentCard == nil || !*card.Capabilities.ExtendedAgentCard ||
-		len(card.Skills) != 2 || card.Skills[1].ID != "anon-only" {
-		t.Fatalf("anonymous extended card %+v", card)
+	if card.Capabilities.ExtendedAgentCard == nil || *card.Capabilities.ExtendedAgentCard {
+		t.Fatalf("a server without credentials declares extendedAgentCard: %s", body)
 	}
-	if r := loopback.rpc("", "GetExtendedAgentCard", nil, nil); r.Error != nil || !strings.Contains(string(r.Result), "anon-only") {
-		t.Fatalf("JSON-RPC anonymous extended card: %+v %s", r.Error, r.Result)
+	status, _, body := loopback.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil)
+	if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "UNSUPPORTED_OPERATION" {
+		t.Fatalf("extended card without credentials: %d %s", status, body)
 	}
-
-	mixed := newEnv(t, func(c *a2aConfig) { c.AllowAnonymous = true })
-	if status, _, body := mixed.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil); status != http.StatusOK {
-		t.Fatalf("anonymous with allow_anonymous: %d %s", status, body)
-	}
-	if status, _, _ := mixed.raw(http.MethodGet, "/extendedAgentCard", "not-a-token", nil, nil); status != http.StatusUnauthorized {
-		t.Fatalf("bad token with allow_anonymous: %d", status)
+	if r := loopback.rpc("", "GetExtendedAgentCard", nil, nil); r.Error == nil || r.reason() != "UNSUPPORTED_OPERATION" {
+		t.Fatalf("JSON-RPC extended card without credentials: %+v %s", r.Error, r.Result)
 	}
 }
 

@@ -59,11 +59,17 @@ func (s *Service) PublicCard() CardDocument { return s.card.public }
 func (s *Service) Card() *a2awire.AgentCard { return s.card0("") }
 
 // ExtendedCard returns the extended card of principal: the public card plus the principal's own
-// skills. The anonymous principal receives it too: a server that lets anonymous callers in
-// (loopback with no credentials, or allow_anonymous) advertises extendedAgentCard and must be
-// able to serve it to them. Only a caller with no principal at all is refused.
+// skills. The specification requires an authenticated caller, with a scheme the public card
+// declares: a server with credentials declares extendedAgentCard and the bearer scheme, and
+// serves the card to callers with a token, never to anonymous ones (401 with the challenge). A
+// server without credentials has no way to authenticate anyone, so it declares no extended card
+// and the operation is UnsupportedOperation.
 func (s *Service) ExtendedCard(principal string) (*a2awire.AgentCard, CardDocument, *a2awire.Error) {
-	if principal == "" {
+	if !s.hasExtendedCard() {
+		return nil, CardDocument{}, a2awire.Errorf(a2awire.ErrUnsupportedOperation,
+			"this server declares no extended agent card: it has no credentials to authenticate a caller with")
+	}
+	if principal == "" || principal == AnonymousPrincipal {
 		return nil, CardDocument{}, errCardAuth
 	}
 	card := s.card0(principal)
@@ -74,9 +80,13 @@ func (s *Service) ExtendedCard(principal string) (*a2awire.AgentCard, CardDocume
 	return card, doc, nil
 }
 
+// hasExtendedCard reports whether the card declares an extended card: only a server that can
+// authenticate callers (it has credentials) can serve one.
+func (s *Service) hasExtendedCard() bool { return len(s.cfg.Credentials) > 0 }
+
 // card0 builds the card; principal "" is the public card.
 func (s *Service) card0(principal string) *a2awire.AgentCard {
-	yes, push := true, s.cfg.Push != nil
+	yes, push, ext := true, s.cfg.Push != nil, s.hasExtendedCard()
 	card := &a2awire.AgentCard{
 		Name:        s.cfg.Name,
 		Description: s.cfg.Description,
@@ -88,7 +98,7 @@ func (s *Service) card0(principal string) *a2awire.AgentCard {
 		Capabilities: a2awire.AgentCapabilities{
 			Streaming:         &yes,
 			PushNotifications: &push,
-			ExtendedAgentCard: &yes,
+			ExtendedAgentCard: &ext,
 		},
 		DefaultInputModes:  s.cfg.DefaultInputModes,
 		DefaultOutputModes: s.cfg.DefaultOutputModes,
