@@ -431,6 +431,32 @@ func TestUnsupportedPartMediaTypeIsRefusedAndNothingAccepted(t *testing.T) {
 	}
 }
 
+// TestSendToAnUnknownTaskNamesItOnBothBindings: TASK_NOT_FOUND for a message's taskId carries
+// that taskId in its ErrorInfo metadata, on REST as on JSON-RPC.
+func TestSendToAnUnknownTaskNamesItOnBothBindings(t *testing.T) {
+	e := newEnv(t)
+	m := wireMsg("unknown-task-1", "complete")
+	m["taskId"] = "no-such-task"
+	status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, sendBody(t, m, nil), nil)
+	var env struct {
+		Error struct {
+			Details []struct {
+				Reason   string            `json:"reason"`
+				Metadata map[string]string `json:"metadata"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil || status != http.StatusNotFound || len(env.Error.Details) == 0 ||
+		env.Error.Details[0].Reason != "TASK_NOT_FOUND" || env.Error.Details[0].Metadata["taskId"] != "no-such-task" {
+		t.Fatalf("REST: %d %s", status, body)
+	}
+	m["messageId"] = "unknown-task-2"
+	r := e.rpc(tokenAlice, "SendMessage", map[string]any{"message": m}, nil)
+	if r.Error == nil || r.reason() != "TASK_NOT_FOUND" || r.Error.Data[0]["metadata"].(map[string]any)["taskId"] != "no-such-task" {
+		t.Fatalf("JSON-RPC: %+v", r.Error)
+	}
+}
+
 // TestDuplicateConflictReason pins the wire form of a reused messageId: REST 409
 // DUPLICATE_MESSAGE_ID, JSON-RPC an error carrying that reason.
 func TestDuplicateConflictReason(t *testing.T) {

@@ -86,7 +86,8 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, call a2aser
 	}
 	resp, err := s.svc.SendMessage(r.Context(), call, req)
 	if err != nil {
-		return err
+		// As JSON-RPC does, the error names the task the message named.
+		return s.svc.WireError(r.Context(), "SendMessage", err).WithTask(req.Message.TaskID)
 	}
 	writeJSON(w, resp)
 	return nil
