@@ -77,6 +77,8 @@ var scenarios = func() []scenario {
 		{"tck-artifact-data", artifactThenComplete(dataPart)},
 		{"tck-message-response", complete(TextDirect)}, // only when no direct answer was asked for
 		{"tck-input-required", setState(taskplane.StateInputRequired)},
+		// Beyond the contract: newer kits (test_task_auth_required) expect AUTH_REQUIRED here.
+		{"tck-auth-required", setState(taskplane.StateAuthRequired)},
 		{"tck-reject-task", func(context.Context, *Executor, *taskplane.Turn) error { return ErrRejected }},
 		{"tck-stream-001", stream(textPart("Stream hello from TCK"))},
 		{"tck-stream-002", setState(taskplane.StateCompleted)},

@@ -47,6 +47,7 @@ func TestConformancePrefixes(t *testing.T) {
 		{prefix: "tck-artifact-data", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{{Data: json.RawMessage(`{"key":"value","count":42}`)}}}, final: taskplane.StateCompleted},
 		{prefix: "tck-input-required", steps: []string{working, "status:input-required"}, final: taskplane.StateInputRequired},
+		{prefix: "tck-auth-required", steps: []string{working, "status:auth-required"}, final: taskplane.StateAuthRequired},
 		{prefix: "tck-reject-task", steps: []string{working, "status:failed"}, status: "rejected", final: taskplane.StateFailed},
 		{prefix: "tck-stream-001", steps: []string{working, artifact, completed},
 			artifacts: [][]taskplane.Part{{text("Stream hello from TCK")}}, final: taskplane.StateCompleted},
@@ -204,8 +205,8 @@ func TestConformancePrefixesMostSpecificFirst(t *testing.T) {
 			}
 		}
 	}
-	if len(ps) != 16 {
-		t.Errorf("%d prefixes, the contract has 16", len(ps))
+	if len(ps) != 17 {
+		t.Errorf("%d prefixes, want the contract's 16 and tck-auth-required", len(ps))
 	}
 }
 
