@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -18,3 +19,13 @@ func (s *Store) Committers() int { return committers(s.pool.Config().MaxConns) }
 
 // Queued returns how many Updates wait for a committer.
 func (s *Store) Queued() int { return s.queue.Len() }
+
+// SetEvidenceSettle sets how long a gap in evidence ids may be a transaction in flight, until the
+// test ends.
+func SetEvidenceSettle(tb interface {
+	Cleanup(func())
+}, d time.Duration) {
+	old := evidenceSettle
+	evidenceSettle = d
+	tb.Cleanup(func() { evidenceSettle = old })
+}

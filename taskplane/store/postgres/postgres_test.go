@@ -673,6 +673,103 @@ func TestTaskEventsTailNeverSkips(t *testing.T) {
 	}
 }
 
+// TestEvidenceFollowerNeverSkipsARecordCommittedLate: evidence ids are drawn at insert, and a
+// transaction holding an earlier id can commit after a later one. A follower reading after an id
+// stops short of such a gap while it may still fill, so it never steps over a record; a gap
+// left by an insert that rolled back is passed once it has settled.
+func TestEvidenceFollowerNeverSkipsARecordCommittedLate(t *testing.T) {
+	u := newSchema(t)
+	s := open(t, u)
+	postgres.SetEvidenceSettle(t, 300*time.Millisecond)
+	ctx := context.Background()
+	insert := func(kind string) error {
+		return s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: kind, CreatedAt: time.Now()})
+		})
+	}
+	if err := insert("first"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.ListEvidence(ctx, store.EvidenceFilter{})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("seed: %v %v", err, first)
+	}
+	after := first[0].ID
+	kinds := func() []string {
+		t.Helper()
+		ev, err := s.ListEvidence(ctx, store.EvidenceFilter{AfterID: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i := len(ev) - 1; i >= 0; i-- {
+			out = append(out, ev[i].Kind)
+		}
+		return out
+	}
+
+	// A transaction draws the next id and stays open; a later one commits.
+	drawn, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseSlow := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseSlow() // a failing check must not leave the store's Close waiting for it
+	slow := make(chan error, 1)
+	go func() {
+		slow <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: "slow", CreatedAt: time.Now()}); err != nil {
+				return err
+			}
+			if _, err := postgres.TxID(ctx, tx); err != nil { // sends the insert: the id is drawn
+				return err
+			}
+			close(drawn)
+			<-release
+			return nil
+		})
+	}()
+	<-drawn
+	if err := insert("fast"); err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(); len(got) != 0 {
+		t.Fatalf("while the earlier id is in flight the follower read %v, stepping over it", got)
+	}
+	releaseSlow()
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(); fmt.Sprint(got) != "[slow fast]" {
+		t.Fatalf("after the commit the follower read %v, want [slow fast]", got)
+	}
+
+	// An insert that rolls back leaves a gap for good: it is passed once settled.
+	after = 0
+	all, _ := s.ListEvidence(ctx, store.EvidenceFilter{})
+	after = all[0].ID
+	rolledBack := errors.New("roll back")
+	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: "gone", CreatedAt: time.Now()}); err != nil {
+			return err
+		}
+		if _, err := postgres.TxID(ctx, tx); err != nil {
+			return err
+		}
+		return rolledBack
+	}); !errors.Is(err, rolledBack) {
+		t.Fatal(err)
+	}
+	if err := insert("later"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got := kinds(); fmt.Sprint(got) != "[later]"; got = kinds() {
+		if len(got) != 0 || time.Now().After(deadline) {
+			t.Fatalf("after a rolled-back insert the follower read %v, want [later] once settled", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func pgError(code string) error { return &pgconn.PgError{Code: code, Message: "test"} }
 
 func TestUpdateRetriesSerializationFailures(t *testing.T) {

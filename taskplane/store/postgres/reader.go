@@ -229,6 +229,13 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 	}
 	if f.AfterID > 0 {
 		w.add("id > ?", f.AfterID)
+		h, err := r.evidenceHorizon(ctx, f.AfterID)
+		if err != nil {
+			return nil, fmt.Errorf("list evidence: %w", err)
+		}
+		if h > 0 {
+			w.add("id < ?", h)
+		}
 	}
 	query := `SELECT id, principal, source, kind, task_id, detail, created_at FROM evidence WHERE ` + w.sql() +
 		` ORDER BY id DESC`
@@ -247,6 +254,44 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 	}
 	return out, nil
 }
+
+// Evidence ids are drawn when a row is inserted, but transactions commit in their own order, so
+// a follower that has read id N+1 could miss an N committed after it. A read after an id
+// (AfterID) therefore stops short of the first gap in the ids that may still fill: one whose next
+// committed record is younger than evidenceSettle (a transaction still in flight); an older gap
+// is an insert that rolled back, and is passed.
+const evidenceHorizonMax = 10000 // ids looked at past AfterID; the read stops after them
+
+var evidenceSettle = 10 * time.Second // a variable for tests
+
+// evidenceHorizon returns the id a follower's read after `after` must stay below, or 0 for none.
+func (r reader) evidenceHorizon(ctx context.Context, after int64) (int64, error) {
+	rows, _ := r.q.Query(ctx, `SELECT id, created_at FROM evidence WHERE id > $1 ORDER BY id LIMIT `+
+		strconv.Itoa(evidenceHorizonMax), after)
+	next, young := after+1, time.Now().Add(-evidenceSettle)
+	n := 0
+	var id int64
+	var at time.Time
+	_, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+		n++
+		if id > next && at.After(young) {
+			return errHorizon
+		}
+		next = id + 1
+		return nil
+	})
+	switch {
+	case errors.Is(err, errHorizon):
+		return next, nil
+	case err != nil:
+		return 0, err
+	case n == evidenceHorizonMax:
+		return next, nil
+	}
+	return 0, nil
+}
+
+var errHorizon = errors.New("horizon found")
 
 func (r reader) ListWakes(ctx context.Context, state store.WakeState, limit int) ([]store.Wake, error) {
 	query := `SELECT ` + wakeColumns + ` FROM wakes WHERE state = $1 ORDER BY created_at, id`
