@@ -385,6 +385,23 @@ func TestBadContentType(t *testing.T) {
 	if r.Error == nil || r.Error.Code != -32005 || r.reason() != "CONTENT_TYPE_NOT_SUPPORTED" {
 		t.Fatalf("JSON-RPC error %+v", r.Error)
 	}
+	if string(r.ID) != "null" {
+		t.Fatalf("JSON-RPC id of an unreadable request: %s, want null", r.ID)
+	}
+	// A request refused before parsing gets its id back when the body has one: under a wrong
+	// Content-Type, and when nested too deep.
+	deep := `{"jsonrpc":"2.0","id":"keep-me","method":"GetTask","params":{"id":"x","metadata":` +
+		strings.Repeat(`{"a":`, 60) + `1` + strings.Repeat(`}`, 60) + `}}`
+	for _, tc := range []struct{ body, ctype string }{
+		{`{"jsonrpc":"2.0","id":"keep-me","method":"GetTask","params":{"id":"x"}}`, "text/plain"},
+		{deep, "application/json"},
+	} {
+		_, _, body = e.raw(http.MethodPost, "/jsonrpc", tokenAlice, []byte(tc.body), map[string]string{"Content-Type": tc.ctype})
+		var r rpcResponse
+		if err := json.Unmarshal(body, &r); err != nil || r.Error == nil || string(r.ID) != `"keep-me"` {
+			t.Fatalf("refused %s request: %s, want an error with id \"keep-me\"", tc.ctype, body)
+		}
+	}
 	// application/a2a+json is accepted.
 	status, _, body = e.raw(http.MethodPost, "/message:send", tokenAlice, sendBody(t, wireMsg("ct-1", "complete"), nil),
 		map[string]string{"Content-Type": "application/a2a+json; charset=utf-8"})

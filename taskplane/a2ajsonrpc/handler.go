@@ -133,6 +133,12 @@ func write(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// readableID is the id of body if it is a request object with a valid id, else null.
+func readableID(body []byte) json.RawMessage {
+	req, _ := ParseRequest(body)
+	return req.ID
+}
+
 // ServeHTTP serves one JSON-RPC request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -146,10 +152,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		write(w, http.StatusUnauthorized, encode(nullID, nil, aerr))
 		return
 	}
-	if err := a2aservice.CheckContentType(r); err != nil {
-		write(w, http.StatusOK, encode(nullID, nil, err))
-		return
-	}
 	lim := h.svc.Limits()
 	body, rerr := io.ReadAll(io.LimitReader(r.Body, lim.MaxBodyBytes+1))
 	if rerr != nil {
@@ -160,8 +162,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		write(w, http.StatusOK, encode(nullID, nil, a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes)))
 		return
 	}
+	// A request refused before it is parsed still gets its id back when the body has one: JSON-RPC
+	// answers null only when the id cannot be read.
+	if err := a2aservice.CheckContentType(r); err != nil {
+		write(w, http.StatusOK, encode(readableID(body), nil, err))
+		return
+	}
 	if err := a2awire.CheckBody(body, lim); err != nil {
-		write(w, http.StatusOK, encode(nullID, nil, err))
+		write(w, http.StatusOK, encode(readableID(body), nil, err))
 		return
 	}
 	req, perr := ParseRequest(body)
