@@ -2,7 +2,6 @@ package interop_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,11 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/internal/safebuf"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -53,31 +52,13 @@ const (
 	tokenBob   = "interop-bob-token-0123456789"
 )
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader on different goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // server is one running "channels serve" process.
 type server struct {
 	t      *testing.T
 	URL    string // http://127.0.0.1:<port>, also the public URL
 	Store  string
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *safebuf.Buffer
 	exited chan struct{}
 	code   int // exit code, once exited is closed
 }
@@ -115,7 +96,7 @@ func startServer(t *testing.T, storeURL, creds string, args ...string) *server {
 		}
 	}
 	cmd.Env = append(cmd.Env, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"))
-	s := &server{t: t, Store: storeURL, cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{}), code: -1}
+	s := &server{t: t, Store: storeURL, cmd: cmd, stderr: &safebuf.Buffer{}, exited: make(chan struct{}), code: -1}
 	cmd.Stderr = s.stderr
 	cmd.Stdout = s.stderr
 	if err := cmd.Start(); err != nil {

@@ -165,24 +165,29 @@ func TestTwoEventsInOneConversationMakeTwoTasksInOneContext(t *testing.T) {
 	})
 }
 
+// together runs fn(0) … fn(n-1) on n goroutines released at once, and returns when all have.
+func together(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 func TestFiftyConcurrentFirstMessagesGetOneContextID(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
 		const n = 50
 		ctxs := make([]string, n)
 		errs := make([]error, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				acc, err := p.Accept(context.Background(), nativeEvent("alice", fmt.Sprintf("ev-%d", i), "busy-thread", "hi"))
-				ctxs[i], errs[i] = acc.ContextID, err
-			}()
-		}
-		close(start)
-		wg.Wait()
+		together(n, func(i int) {
+			acc, err := p.Accept(context.Background(), nativeEvent("alice", fmt.Sprintf("ev-%d", i), "busy-thread", "hi"))
+			ctxs[i], errs[i] = acc.ContextID, err
+		})
 		for i := range n {
 			if errs[i] != nil {
 				t.Fatalf("accept %d: %v", i, errs[i])
@@ -205,28 +210,19 @@ func TestConcurrentFirstUsesOfAClientContextIDShareOneContext(t *testing.T) {
 		const n = 20
 		ctxs := make([]string, n)
 		errs := make([]error, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				if i%2 == 1 { // the trusted interface, naming the same context
-					task, err := p.CreateTask(context.Background(), "alice", "client-ctx")
-					if errs[i] = err; err == nil {
-						ctxs[i] = task.ContextID
-					}
-					return
+		together(n, func(i int) {
+			if i%2 == 1 { // the trusted interface, naming the same context
+				task, err := p.CreateTask(context.Background(), "alice", "client-ctx")
+				if errs[i] = err; err == nil {
+					ctxs[i] = task.ContextID
 				}
-				id := fmt.Sprintf("m-%d", i)
-				acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A,
-					Identity: id, ContextID: "client-ctx", Message: textMsg(id, "hi")})
-				ctxs[i], errs[i] = acc.ContextID, err
-			}()
-		}
-		close(start)
-		wg.Wait()
+				return
+			}
+			id := fmt.Sprintf("m-%d", i)
+			acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A,
+				Identity: id, ContextID: "client-ctx", Message: textMsg(id, "hi")})
+			ctxs[i], errs[i] = acc.ContextID, err
+		})
 		for i := range n {
 			if errs[i] != nil {
 				t.Fatalf("accept %d: %v", i, errs[i])
@@ -255,16 +251,9 @@ func TestConcurrentRedeliveriesOfOneEventMakeOneTask(t *testing.T) {
 		const n = 20
 		accs := make([]taskplane.Acceptance, n)
 		errs := make([]error, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				accs[i], errs[i] = p.Accept(context.Background(), nativeEvent("alice", "ev-retried", "thread", "hi"))
-			})
-		}
-		close(start)
-		wg.Wait()
+		together(n, func(i int) {
+			accs[i], errs[i] = p.Accept(context.Background(), nativeEvent("alice", "ev-retried", "thread", "hi"))
+		})
 		created := 0
 		for i := range n {
 			if errs[i] != nil {

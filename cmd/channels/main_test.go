@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,30 +11,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/channels-dev/channels/internal/safebuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader on different goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // cli runs the binary's entry point in-process with a fresh XDG home and the given environment.
 type cli struct {
 	env            map[string]string
-	stdout, stderr *lockedBuffer
+	stdout, stderr *safebuf.Buffer
 }
 
 func newCLI(t *testing.T, env map[string]string) *cli {
@@ -46,7 +29,7 @@ func newCLI(t *testing.T, env map[string]string) *cli {
 	if env == nil {
 		env = map[string]string{}
 	}
-	return &cli{env: env, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}}
+	return &cli{env: env, stdout: &safebuf.Buffer{}, stderr: &safebuf.Buffer{}}
 }
 
 func (c *cli) run(ctx context.Context, args ...string) int {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/internal/safebuf"
 	"github.com/channels-dev/channels/operator"
 	"github.com/channels-dev/channels/sources/webhook"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -66,7 +67,9 @@ func operatorCLI(t *testing.T, yaml string) (*cli, string) {
 }
 
 // again returns a fresh cli over the same environment (and XDG home) as c.
-func (c *cli) again() *cli { return &cli{env: c.env, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}} }
+func (c *cli) again() *cli {
+	return &cli{env: c.env, stdout: &safebuf.Buffer{}, stderr: &safebuf.Buffer{}}
+}
 
 // postWebhook sends body to a webhook instance, signed with secret (unsigned when secret is "").
 func postWebhook(t *testing.T, base, instance, body, secret string) int {

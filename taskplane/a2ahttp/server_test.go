@@ -23,6 +23,15 @@ import (
 	"github.com/channels-dev/channels/taskplane/executor/conformance"
 )
 
+// subscribeRequest is the HTTP request of SubscribeToTask of taskID on binding.
+func subscribeRequest(binding string, taskID a2a.TaskID) (method, path string, body []byte) {
+	if binding == a2awire.BindingJSONRPC {
+		body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": map[string]any{"id": taskID}})
+		return http.MethodPost, "/jsonrpc", body
+	}
+	return http.MethodGet, "/tasks/" + string(taskID) + ":subscribe", nil
+}
+
 // TestResumeLastEventID: a client that reconnects with Last-Event-ID gets every later event
 // exactly once, on both bindings and for both stream kinds.
 func TestResumeLastEventID(t *testing.T) {
@@ -47,12 +56,8 @@ func TestResumeLastEventID(t *testing.T) {
 	forEachBinding(t, func(t *testing.T, binding string) {
 		task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
 		waitHeld(t, c, task.ID)
-		path, body, headers := "/tasks/"+string(task.ID)+":subscribe", []byte(nil), map[string]string{}
-		method := http.MethodGet
-		if binding == a2awire.BindingJSONRPC {
-			method, path = http.MethodPost, "/jsonrpc"
-			body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": map[string]any{"id": task.ID}})
-		}
+		method, path, body := subscribeRequest(binding, task.ID)
+		headers := map[string]string{}
 		// First connection: the snapshot, then drop.
 		ctx, cancel := context.WithCancel(ctxT(t))
 		s, status, rb := e.openSSE(ctx, method, path, tokenAlice, body, headers)
@@ -147,12 +152,7 @@ func TestResumeReplaysPastAnInputRequiredTheTaskHasLeft(t *testing.T) {
 		if task.Status.State != a2a.TaskStateInputRequired {
 			t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
 		}
-		path, body := "/tasks/"+string(task.ID)+":subscribe", []byte(nil)
-		method := http.MethodGet
-		if binding == a2awire.BindingJSONRPC {
-			method, path = http.MethodPost, "/jsonrpc"
-			body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "s1", "method": "SubscribeToTask", "params": map[string]any{"id": task.ID}})
-		}
+		method, path, body := subscribeRequest(binding, task.ID)
 		replay := func(what string) []string {
 			t.Helper()
 			s, status, rb := e.openSSE(ctxT(t), method, path, tokenAlice, body, map[string]string{"Last-Event-ID": "0"})

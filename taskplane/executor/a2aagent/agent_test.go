@@ -1,7 +1,6 @@
 package a2aagent_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/channels-dev/channels/internal/safebuf"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/executor/a2aagent"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -389,7 +389,7 @@ func TestAgentURLSecretsReachNoTaskEvidenceOrLog(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connection refused, a transport failure
-	var logs syncBuffer
+	var logs safebuf.Buffer
 	exec, err := a2aagent.New(a2aagent.Config{AgentURL: "http://" + addr + "/agents/s3cr3t-path?api_key=s3cr3t-key",
 		AllowPrivate: true, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -456,22 +456,4 @@ func TestPublicAddress(t *testing.T) {
 			t.Errorf("public(%s) = %v, want %v", addr, got, want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
