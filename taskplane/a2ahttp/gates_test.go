@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/channels-dev/channels/taskplane"
@@ -361,15 +362,23 @@ func TestGateSubscribeUsesGETStreamsRejectsTerminal(t *testing.T) {
 	}
 }
 
+// askedTask sends a message the test agent answers with a question, blocking, and returns the
+// task: INPUT_REQUIRED.
+func askedTask(t *testing.T, c *a2aclient.Client) *a2a.Task {
+	t.Helper()
+	task := send(t, c, userMessage("input"), nil)
+	if task.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
+	}
+	return task
+}
+
 // Gate: input-required settles a blocking send and a follow-up continues it.
 func TestGateInputRequiredSettlesAndFollowUpContinues(t *testing.T) {
 	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := e.client(binding, tokenAlice)
-		task := send(t, c, userMessage("input"), nil)
-		if task.Status.State != a2a.TaskStateInputRequired {
-			t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
-		}
+		task := askedTask(t, c)
 		if task.Status.Message == nil || len(task.Status.Message.Parts) != 1 {
 			t.Fatalf("question without elicitation activated: %+v", task.Status.Message)
 		}

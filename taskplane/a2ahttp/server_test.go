@@ -148,10 +148,7 @@ func TestResumeReplaysPastAnInputRequiredTheTaskHasLeft(t *testing.T) {
 	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := e.client(binding, tokenAlice)
-		task := send(t, c, userMessage("input"), nil)
-		if task.Status.State != a2a.TaskStateInputRequired {
-			t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
-		}
+		task := askedTask(t, c)
 		method, path, body := subscribeRequest(binding, task.ID)
 		replay := func(what string) []string {
 			t.Helper()

@@ -293,13 +293,20 @@ func testClaimInsertGet(t *testing.T, s store.Store) {
 	wantNotFound(t, "GetClaim of a missing claim", err)
 }
 
-func testClaimDelete(t *testing.T, s store.Store) {
+// insertTaskClaim stores alice's done claim of slack event Ev1, whose outcome is task-1.
+func insertTaskClaim(t *testing.T, s store.Store) store.Claim {
+	t.Helper()
 	c := newClaim("alice", "slack", "Ev1", store.ClaimDone, t0)
 	c.OutcomeKind, c.TaskID = "task", "task-1"
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		_, _, err := tx.InsertClaim(ctx, c)
 		return err
 	})
+	return c
+}
+
+func testClaimDelete(t *testing.T, s store.Store) {
+	insertTaskClaim(t, s)
 	for _, miss := range []struct{ principal, task string }{{"bob", "task-1"}, {"alice", "task-2"}} {
 		update(t, s, func(ctx context.Context, tx store.Tx) error {
 			deleted, err := tx.DeleteClaim(ctx, miss.principal, "slack", "Ev1", miss.task)
@@ -325,12 +332,7 @@ func testClaimDelete(t *testing.T, s store.Store) {
 }
 
 func testClaimDuplicate(t *testing.T, s store.Store) {
-	first := newClaim("alice", "slack", "Ev1", store.ClaimDone, t0)
-	first.OutcomeKind, first.TaskID = "task", "task-1"
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		_, _, err := tx.InsertClaim(ctx, first)
-		return err
-	})
+	first := insertTaskClaim(t, s)
 	second := newClaim("alice", "slack", "Ev1", store.ClaimPending, at(time.Minute))
 	second.Digest = "sha256:different"
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
