@@ -115,3 +115,34 @@ func TestReadyzFollowsSourceHealthAfterStartup(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenAdminIsOpenToThisMachineOnly: with no operator token on a loopback listener, the admin
+// pages, /metrics and the details of /readyz are open to requests under a loopback Host name (or
+// the public URL's), not to a page that reached the listener by DNS rebinding, which gets the
+// readiness status alone.
+func TestOpenAdminIsOpenToThisMachineOnly(t *testing.T) {
+	st := storetest.OpenSQLite(t)
+	var ready atomic.Bool
+	ready.Store(true)
+	srv := &operator.Server{Store: st, StoreName: "sqlite", Ready: &ready, OpenAdmin: true, PublicHost: "channels.example.com"}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	for _, tc := range []struct {
+		host, path, want string
+		code             int
+	}{
+		{"localhost:8788", "/readyz", `"store":"sqlite"`, http.StatusOK},
+		{"channels.example.com", "/readyz", `"store":"sqlite"`, http.StatusOK},
+		{"rebind.attacker.example", "/readyz", `{"status":"ready"}`, http.StatusOK},
+		{"127.0.0.1:8788", "/admin/api/summary", `"sources"`, http.StatusOK},
+		{"rebind.attacker.example", "/admin/api/summary", "operator token", http.StatusForbidden},
+	} {
+		req := httptest.NewRequest(http.MethodGet, tc.path, nil)
+		req.Host = tc.host
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("GET %s as %s: %d %s, want %d with %s", tc.path, tc.host, rec.Code, rec.Body.String(), tc.code, tc.want)
+		}
+	}
+}

@@ -7,31 +7,43 @@ import (
 )
 
 // LoopbackHosts guards the trust a loopback listener gives requests without credentials
-// (anonymous A2A callers, the admin pages without a token) against DNS rebinding: a web page
-// whose name the attacker re-points at 127.0.0.1 reaches a loopback listener from the browser,
-// but its requests carry the attacker's name in Host. Such a request is refused with 421 unless
-// its Host is a loopback name or address, or the host of public (the public URL). Requests with
-// an Authorization header are left to their authentication, as are the paths that authenticate
-// by other means (provider signatures under /sources/) or serve nothing private (health and the
-// public agent card).
-func LoopbackHosts(next http.Handler, public string) http.Handler {
+// (anonymous A2A callers, the admin pages and /metrics without a token) against DNS rebinding:
+// a web page whose name the attacker re-points at 127.0.0.1 reaches a loopback listener from
+// the browser, but its requests carry the attacker's name in Host. Such a request is refused
+// with 421 unless its Host is a loopback name or address, or public (the public URL's host),
+// whatever headers it carries (a page can add an Authorization header of its own). Exempt are
+// the routes that authenticate by other means or serve nothing private: the ones mux routes to
+// a pattern under /sources/ (provider webhooks, which check their signatures), /healthz,
+// /readyz (its details go only to the operator, see Server) and the public agent card.
+func LoopbackHosts(mux *http.ServeMux, public string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "" && !exemptPath(r.URL.Path) && !loopbackHost(r.Host, public) {
-			http.Error(w, "this server trusts requests without credentials only on its loopback names "+
+		if !exempt(mux, r) && !LoopbackHost(r.Host, public) {
+			http.Error(w, "this server trusts requests only under its loopback names "+
 				"(localhost, 127.0.0.1, [::1]) and its public_url host", http.StatusMisdirectedRequest)
 			return
 		}
-		next.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
 	})
 }
 
-func exemptPath(p string) bool {
-	return strings.HasPrefix(p, "/sources/") || strings.HasPrefix(p, "/.well-known/") || p == "/healthz" || p == "/readyz"
+// exempt reports whether r is for a route the Host guard leaves alone.
+func exempt(mux *http.ServeMux, r *http.Request) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/.well-known/agent-card.json":
+		return true
+	}
+	// The route the mux picks, not the path: anything under /sources/ that no source registered
+	// falls through to the A2A catch-all, which must stay guarded.
+	_, pattern := mux.Handler(r)
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		pattern = path
+	}
+	return strings.HasPrefix(pattern, "/sources/")
 }
 
-// loopbackHost reports whether hostport (a Host header) names this machine's loopback interface or
-// the public URL's host.
-func loopbackHost(hostport, public string) bool {
+// LoopbackHost reports whether hostport (a Host header) names this machine's loopback interface
+// or the public URL's host.
+func LoopbackHost(hostport, public string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h

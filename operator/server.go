@@ -30,9 +30,11 @@ type Server struct {
 	// Ready is false while the server is not taking traffic (shutting down).
 	Ready *atomic.Bool
 	// Token is the operator token /admin requires. With no token, /admin is open only when
-	// OpenAdmin is set (a loopback listener), and refused otherwise.
-	Token     string
-	OpenAdmin bool
+	// OpenAdmin is set (a loopback listener), to requests under a loopback Host name or
+	// PublicHost (the public URL's host), and refused otherwise.
+	Token      string
+	OpenAdmin  bool
+	PublicHost string
 	// Configured maps each configured source to its instances.
 	Configured map[string][]string
 	// Refresh is how often the dashboard reloads itself (0: never).
@@ -140,7 +142,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if s.Token == "" {
-			if s.OpenAdmin {
+			if s.authorized(r) {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -161,7 +163,9 @@ func (s *Server) auth(next http.Handler) http.Handler {
 // and the admin pages are open (a loopback listener).
 func (s *Server) authorized(r *http.Request) bool {
 	if s.Token == "" {
-		return s.OpenAdmin
+		// Open on loopback: to a caller on this machine, not to a page that reached it by DNS
+		// rebinding (for the routes LoopbackHosts leaves alone, such as /readyz).
+		return s.OpenAdmin && LoopbackHost(r.Host, s.PublicHost)
 	}
 	var got string
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {

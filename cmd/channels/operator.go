@@ -110,21 +110,21 @@ func (o *operatorSurface) waitConnected(ctx context.Context) {
 
 // handler serves the operator endpoints and the sources' endpoints, and the A2A bindings at "/".
 func (o *operatorSurface) handler(a2a http.Handler, ready *atomic.Bool) http.Handler {
+	public := ""
+	if u, err := url.Parse(o.cfg.EffectivePublicURL()); err == nil {
+		public = u.Hostname()
+	}
 	configured := configuredOf(o.cfg.Sources)
 	configured[taskplane.SourceA2A] = []string{"bindings"}
 	srv := &operator.Server{
 		Store: o.store, StoreName: o.raw.Capabilities().Name, Metrics: o.metrics, Health: o.health, Ready: ready,
-		Token: o.cfg.AdminToken, OpenAdmin: o.cfg.ListensOnLoopback(), Configured: configured,
+		Token: o.cfg.AdminToken, OpenAdmin: o.cfg.ListensOnLoopback(), PublicHost: public, Configured: configured,
 		Refresh: o.cfg.AdminRefresh, Log: o.log,
 	}
 	srv.Mount(o.mux)
 	o.mux.Handle("/", a2a)
 	if !o.cfg.ListensOnLoopback() {
 		return o.mux
-	}
-	public := ""
-	if u, err := url.Parse(o.cfg.EffectivePublicURL()); err == nil {
-		public = u.Hostname()
 	}
 	return operator.LoopbackHosts(o.mux, public)
 }

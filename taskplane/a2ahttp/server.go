@@ -65,6 +65,8 @@ func (s *Server) Service() *a2aservice.Service { return s.svc }
 var roots = map[string]bool{
 	"message:send": true, "message:stream": true, "tasks": true, "extendedAgentCard": true,
 	".well-known": true, "jsonrpc": true,
+	// Not the binding's, but the server's: provider webhooks (sources) and the worker API.
+	"sources": true, "worker": true,
 }
 
 // ServeHTTP routes a request.
