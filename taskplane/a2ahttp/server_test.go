@@ -18,9 +18,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2ahttp"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 	"github.com/channels-dev/channels/taskplane/executor/conformance"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // subscribeRequest is the HTTP request of SubscribeToTask of taskID on binding.
@@ -177,6 +179,44 @@ func TestResumeReplaysPastAnInputRequiredTheTaskHasLeft(t *testing.T) {
 		asked := slices.Index(got, "statusUpdate TASK_STATE_INPUT_REQUIRED")
 		if asked < 0 || got[len(got)-1] != "statusUpdate TASK_STATE_COMPLETED" {
 			t.Fatalf("replay of the finished task: %v, want the question and then the end", got)
+		}
+	})
+}
+
+// TestResumeOfAWaitingTaskDeliversWhatFollowsItsQuestionAndCloses: a question written together
+// with an artifact (one update) is the task's state after both; a resume replays them both and
+// then closes, as a stream at INPUT_REQUIRED does.
+func TestResumeOfAWaitingTaskDeliversWhatFollowsItsQuestionAndCloses(t *testing.T) {
+	x := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		return turn.Update(ctx,
+			taskplane.SetStatus{State: taskplane.StateInputRequired, Message: &taskplane.Message{ID: "q-" + turn.Task.ID,
+				Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("which one?")}}},
+			taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "draft", Parts: []taskplane.Part{taskplane.TextPart("a draft")}}})
+	})
+	e := newEnvExec(t, storetest.OpenSQLite(t), nil, x, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
+	forEachBinding(t, func(t *testing.T, binding string) {
+		c := e.client(binding, tokenAlice)
+		task := send(t, c, userMessage("hello"), nil)
+		if task.Status.State != a2a.TaskStateInputRequired {
+			t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
+		}
+		method, path, body := subscribeRequest(binding, task.ID)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, status, rb := e.openSSE(ctx, method, path, tokenAlice, body, map[string]string{"Last-Event-ID": "0"})
+		if s == nil {
+			t.Fatalf("resume: %d %s", status, rb)
+		}
+		var got []string
+		for _, ev := range s.all() {
+			k, st := kind(t, ev.Data)
+			got = append(got, k+" "+st)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the resumed stream stayed open after %v", got)
+		}
+		if n := len(got); n < 2 || got[n-2] != "statusUpdate TASK_STATE_INPUT_REQUIRED" || got[n-1] != "artifactUpdate " {
+			t.Fatalf("resumed events %v, want the question and then the artifact", got)
 		}
 	})
 }

@@ -28,8 +28,9 @@ type Stream struct {
 	// follow reads the event log after seq after.
 	follow bool
 	after  int64
-	// settledAt is the task's last seq when a resumed stream opened: a replayed INPUT_REQUIRED
-	// before it is one the task has moved on from, so the stream goes on through it.
+	// settledAt is, for a resumed stream, the task's last seq when it opened: the replay up to it
+	// is delivered whole, and an INPUT_REQUIRED in it closes the stream only if it is still the
+	// task's state there (a question the task has moved on from does not).
 	settledAt int64
 }
 
@@ -129,19 +130,23 @@ func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 	if !st.follow {
 		return nil
 	}
+	asked := false // the last status event seen was an INPUT_REQUIRED
 	return st.svc.plane.Follow(ctx, st.principal, st.taskID, st.after, func(ev taskplane.TaskEvent) error {
-		r := a2awire.FromEvent(ev, st.view)
-		if r == nil {
-			return nil
+		if ev.Kind == taskplane.EventStatus && ev.Status != nil {
+			asked = ev.Status.Status.State == taskplane.StateInputRequired
 		}
-		if err := emit(Event{Seq: ev.Seq, Response: r}); err != nil {
-			return err
+		r := a2awire.FromEvent(ev, st.view)
+		if r != nil {
+			if err := emit(Event{Seq: ev.Seq, Response: r}); err != nil {
+				return err
+			}
 		}
 		switch {
-		case ev.Kind == taskplane.EventStatus && closes(ev.Status.Status.State) &&
-			(ev.Status.Status.State.Terminal() || ev.Seq >= st.settledAt):
+		case ev.Kind == taskplane.EventStatus && ev.Status != nil && ev.Status.Status.State.Terminal():
 			return taskplane.ErrStopFollowing
 		case ev.Kind == taskplane.EventTask && ev.Task != nil && ev.Task.Status.State.Terminal():
+			return taskplane.ErrStopFollowing
+		case asked && ev.Seq >= st.settledAt:
 			return taskplane.ErrStopFollowing
 		}
 		return nil
