@@ -232,6 +232,9 @@ func (s *Service) Plane() *taskplane.Plane { return s.plane }
 
 // WireError converts err to a protocol error, logging errors the caller cannot act on.
 func (s *Service) WireError(ctx context.Context, op string, err error) *a2awire.Error {
+	if we, ok := err.(*a2awire.Error); ok {
+		return we // converted (and logged) already
+	}
 	we := a2awire.FromError(err)
 	if errors.Is(we, a2awire.ErrInternal) || errors.Is(we, a2awire.ErrInvalidAgentResponse) {
 		s.log.ErrorContext(ctx, "a2a request failed", "op", op, "err", err)
