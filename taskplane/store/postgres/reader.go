@@ -265,16 +265,17 @@ const evidenceHorizonMax = 10000 // ids looked at past AfterID; the read stops a
 var evidenceSettle = 10 * time.Second // a variable for tests
 
 // evidenceHorizon returns the id a follower's read after `after` must stay below, or 0 for none.
+// A record's age (its created_at, from the clock of the server that wrote it) is measured against
+// the database's clock, the one every reader shares: a follower may run on another machine.
 func (r reader) evidenceHorizon(ctx context.Context, after int64) (int64, error) {
-	rows, _ := r.q.Query(ctx, `SELECT id, created_at FROM evidence WHERE id > $1 ORDER BY id LIMIT `+
-		strconv.Itoa(evidenceHorizonMax), after)
-	next, young := after+1, time.Now().Add(-evidenceSettle)
-	n := 0
+	rows, _ := r.q.Query(ctx, `SELECT id, created_at > now() - make_interval(secs => $2) FROM evidence
+		WHERE id > $1 ORDER BY id LIMIT `+strconv.Itoa(evidenceHorizonMax), after, evidenceSettle.Seconds())
+	next, n := after+1, 0
 	var id int64
-	var at time.Time
-	_, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+	var young bool
+	_, err := pgx.ForEachRow(rows, []any{&id, &young}, func() error {
 		n++
-		if id > next && at.After(young) {
+		if id > next && young {
 			return errHorizon
 		}
 		next = id + 1
