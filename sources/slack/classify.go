@@ -68,6 +68,9 @@ type innerEvent struct {
 	Channel     string      `json:"channel"`
 	ChannelType string      `json:"channel_type"`
 	Files       []eventFile `json:"files"`
+	// Edited is set on an app_mention Slack fires again, with a new event_id, when the message
+	// that mentions the bot is edited.
+	Edited *json.RawMessage `json:"edited"`
 }
 
 type eventFile struct {
@@ -112,6 +115,8 @@ func (s *Source) classifyCallback(raw []byte) verdict {
 			return nonWork("other-bot")
 		case in.Channel != "" && !s.opt.channelAllowed(in.Channel):
 			return nonWork("channel-not-allowed")
+		case in.Edited != nil:
+			return nonWork("edit") // the mention made its task when it was posted
 		}
 	case "message":
 		switch in.Subtype {
