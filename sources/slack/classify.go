@@ -30,6 +30,9 @@ type Locator struct {
 	// TS is the message that made the Task (where the "handled" reaction goes).
 	TS   string `json:"ts"`
 	User string `json:"user,omitempty"`
+	// Instance is the configured instance the event came through: the one a principal's answer
+	// goes out through when it has several (one per workspace).
+	Instance string `json:"instance,omitempty"`
 }
 
 // AnchorID is the provider id of a posted message, the receipt of a delivery and the reply
@@ -199,6 +202,7 @@ func (s *Source) event(identity string, loc Locator, replyTo string, parts []tas
 			meta[k] = v
 		}
 	}
+	loc.Instance = s.instance
 	b, _ := json.Marshal(loc) // plain strings: cannot fail
 	return sources.Event{
 		Principal:       s.principal,

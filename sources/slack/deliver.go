@@ -39,6 +39,16 @@ func (s *Source) Lane(d sources.Delivery) string {
 // (ok: false) means Slack did not act: permanent for the codes retrying cannot fix, retryable
 // for a passing outage; internal_error and fatal_error may have acted and stay indeterminate, as
 // does anything that went wrong after the request was written (a timeout, a reset).
+// readFailure classifies the failure of a read a delivery makes before it posts: a rate limit
+// waits as long as Slack asks, without spending an attempt; anything else is retried (a read
+// changed nothing in Slack).
+func readFailure(err error) error {
+	if _, ok := errors.AsType[*slack.RateLimitedError](err); ok {
+		return classify(err)
+	}
+	return delivery.Retryable(err)
+}
+
 func classify(err error) error {
 	if err == nil {
 		return nil

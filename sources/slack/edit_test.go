@@ -1,6 +1,11 @@
 package slack_test
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+
+	slacksrc "github.com/channels-dev/channels/sources/slack"
+)
 
 // Slack fires app_mention again, with a fresh event_id, when a message that mentions the bot is
 // edited (the event carries "edited", the same ts and client_msg_id). An edit is non-work, as
@@ -17,6 +22,22 @@ func TestAnEditedMentionMakesNoSecondTask(t *testing.T) {
 		h.tr.deliver(t, "events", callback("Ev0EDIT", edited), nil)
 		if tasks := h.tasks(); len(tasks) != 1 {
 			t.Fatalf("an edit of one mentioned message made %d tasks (first %s); want 1", len(tasks), first.Task.ID)
+		}
+	})
+}
+
+// A task made from Slack records the instance it came through, so a principal's answers go out
+// through the right workspace when it has several Slack instances.
+func TestATaskRecordsTheInstanceItCameThrough(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		h := newHarness(t, mode, nil)
+		acc := h.work("events", callback("Ev0INST", mention("ops", "Ev0INST", "hello")))
+		var loc slacksrc.Locator
+		if err := json.Unmarshal(acc.Task.Origin.Locator, &loc); err != nil {
+			t.Fatal(err)
+		}
+		if loc.Instance != "default" {
+			t.Fatalf("the task's locator %s names instance %q, want default", acc.Task.Origin.Locator, loc.Instance)
 		}
 	})
 }

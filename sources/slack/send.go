@@ -55,7 +55,7 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	posted := map[int]string{}
 	if len(chunks) > 1 {
 		if posted, err = s.findParts(ctx, loc, d.ID); err != nil {
-			return sources.Receipt{}, delivery.Retryable(fmt.Errorf("slack delivery %s: look for parts already posted: %w", d.ID, err))
+			return sources.Receipt{}, readFailure(fmt.Errorf("slack delivery %s: look for parts already posted: %w", d.ID, err))
 		}
 	}
 	var last string

@@ -218,6 +218,19 @@ func (s *instanceSender) Send(ctx context.Context, d delivery.Delivery) (deliver
 	return delivery.Receipt(r), err
 }
 
+// Lane implements delivery.Laner: the rate lane of d is the one the instance it goes out through
+// keeps (Slack: one per channel), or none.
+func (s *instanceSender) Lane(d delivery.Delivery) string {
+	h, err := s.pick(d)
+	if err != nil {
+		return ""
+	}
+	if l, ok := h.sender.(sources.Laner); ok {
+		return l.Lane(sources.Delivery(d))
+	}
+	return ""
+}
+
 // reconcilingSender is an instanceSender whose instances all look deliveries up.
 type reconcilingSender struct{ *instanceSender }
 
