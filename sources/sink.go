@@ -100,6 +100,17 @@ func (s *Sink) Accept(ctx context.Context, ev Event) (taskplane.Acceptance, erro
 		tev.Checkpoint = ev.Checkpoint.Taskplane()
 	}
 	acc, err := s.plane.Accept(ctx, tev)
+	var conflict *taskplane.ConflictError
+	if errors.As(err, &conflict) && ev.Checkpoint != nil {
+		// A conflict is settled with its evidence written, but the acceptance changed nothing:
+		// the position moves past the event here, or a pull source would fetch it on every poll.
+		if cerr := s.plane.Store().Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			_, _, err := checkpoint.AdvanceTx(ctx, tx, ev.Principal, s.row.Source, *ev.Checkpoint, s.clock())
+			return err
+		}); cerr != nil {
+			err = fmt.Errorf("conflicting event's position not recorded (%v): %w", err, cerr) // not Permanent: fetched again
+		}
+	}
 	if err != nil && errors.Is(err, taskplane.ErrInvalid) {
 		// The source built an event the task plane refuses: a malformed envelope, recorded then
 		// settled. If recording fails, the event stays unacknowledged.

@@ -237,6 +237,12 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 	switch {
 	case err == nil:
 		err = p.acceptDuplicate(ctx, tx, ev, dg, claim, now, acc, conflict)
+		if err == nil && !*conflict {
+			// A duplicate is settled: a pull source's position moves past it too, or it would
+			// fetch the event again on every poll. (A conflict changes nothing here; the source's
+			// sink moves the position with the conflict's evidence written.)
+			return advanceCheckpoint(ctx, tx, ev, now)
+		}
 		if !errors.Is(err, errPrunedTask) {
 			return err
 		}
@@ -253,6 +259,21 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 		return err
 	}
 	*acc = a
+	return nil
+}
+
+// advanceCheckpoint advances the source's checkpoint to the event's position, if it carries one
+// (never backwards: the store ignores an older one).
+func advanceCheckpoint(ctx context.Context, tx store.Tx, ev *Event, now time.Time) error {
+	if ev.Checkpoint == nil {
+		return nil
+	}
+	if _, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{
+		Principal: ev.Principal, Source: ev.Source, Position: ev.Checkpoint.Position,
+		Seq: ev.Checkpoint.Seq, UpdatedAt: now,
+	}); err != nil {
+		return fmt.Errorf("advance checkpoint: %w", err)
+	}
 	return nil
 }
 
@@ -407,13 +428,8 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 			return acc, err
 		}
 	}
-	if ev.Checkpoint != nil {
-		if _, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{
-			Principal: ev.Principal, Source: ev.Source, Position: ev.Checkpoint.Position,
-			Seq: ev.Checkpoint.Seq, UpdatedAt: now,
-		}); err != nil {
-			return acc, fmt.Errorf("advance checkpoint: %w", err)
-		}
+	if err := advanceCheckpoint(ctx, tx, ev, now); err != nil {
+		return acc, err
 	}
 	claim.State, claim.ContextID, claim.UpdatedAt = store.ClaimDone, acc.ContextID, now
 	if acc.Message != nil {
