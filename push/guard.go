@@ -93,8 +93,37 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 		return err
 	}
 	_, err = g.resolve(ctx, u.Hostname())
-	return err
+	return registrationError(u.Hostname(), err)
 }
+
+// registrationError is what the client registering a webhook learns of a refused one: the
+// refused range of an address it wrote itself, but of a name only that it does not resolve to
+// public addresses, or does not resolve. The addresses a name resolves to inside the network, and
+// the resolver's own errors, are not the client's to map: they stay in the error's cause, for
+// the operator's log.
+func registrationError(host string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, perr := netip.ParseAddr(strings.Trim(host, "[]")); perr == nil {
+		return err // an address the client wrote: its range tells it nothing new
+	}
+	public := fmt.Sprintf("%s: %s does not resolve", ErrForbidden, host)
+	if errors.Is(err, ErrForbidden) {
+		public = fmt.Sprintf("%s: %s does not resolve to public addresses only", ErrForbidden, host)
+	}
+	return &RefusedRegistration{public: public, cause: err}
+}
+
+// RefusedRegistration is a webhook refused at registration: Error is what the client may be
+// told; Unwrap is the full cause (resolved addresses, resolver errors) for the operator.
+type RefusedRegistration struct {
+	public string
+	cause  error
+}
+
+func (e *RefusedRegistration) Error() string { return e.public }
+func (e *RefusedRegistration) Unwrap() error { return e.cause }
 
 // CheckScheme is the scheme arm: https, or http with the opt-in. A URL with user information is
 // refused (credentials belong in the config's authentication).

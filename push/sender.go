@@ -80,6 +80,11 @@ func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receip
 	if err != nil {
 		return delivery.Receipt{}, delivery.Retryable(fmt.Errorf("push: read config %s: %w", n.Config, err))
 	}
+	if n.Registration != "" && cfg.Registration != n.Registration {
+		// The config was deleted and created again, or replaced, under the same id: its new
+		// receiver and credentials never get what was meant for the old one.
+		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: config %s of task %s was replaced", n.Config, d.TaskID))
+	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: config %s: bad url", n.Config))

@@ -31,6 +31,11 @@ func (s *Service) PushSupported() error {
 // checkPushURL runs the SSRF guard on a webhook being registered.
 func (s *Service) checkPushURL(ctx context.Context, field, raw string) error {
 	if err := s.cfg.Push.CheckURL(ctx, raw); err != nil {
+		// The error is what the client may learn; its cause (a name's internal addresses, the
+		// resolver's errors) is for the operator.
+		if cause := errors.Unwrap(err); cause != nil && cause.Error() != err.Error() {
+			s.log.InfoContext(ctx, "push webhook refused", "field", field, "err", cause)
+		}
 		return a2awire.Invalid(field, "%s", err.Error())
 	}
 	return nil
