@@ -343,13 +343,14 @@ func (e *Engine) lookup(ctx context.Context, st step) (again bool) {
 
 // finish records an outcome in its own transaction, on a context that outlives the caller's
 // (bounded by finishTimeout): after a provider call the outcome is worth more than the caller's
-// deadline. fn gets the row as stored now. If every try fails, the row stays in sending with our
-// lease, and recovery reconciles it once the lease runs out.
+// deadline, so a store that is away for a while (a failover) is tried again, with backoff, for
+// all of finishTimeout. fn gets the row as stored now. If every try fails, the row stays in
+// sending with our lease, and recovery reconciles it once the lease runs out.
 func (e *Engine) finish(ctx context.Context, st step, fn func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
 	var err error
-	for try := 0; try < 5; try++ {
+	for try := 0; ; try++ {
 		err = e.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			cur, err := tx.GetDelivery(ctx, st.row.Principal, st.row.ID)
 			if err != nil {
@@ -360,7 +361,12 @@ func (e *Engine) finish(ctx context.Context, st step, fn func(ctx context.Contex
 		if err == nil || ctx.Err() != nil {
 			break
 		}
-		time.Sleep(time.Duration(50<<try) * time.Millisecond)
+		wait := time.NewTimer(min(time.Duration(50<<min(try, 6))*time.Millisecond, 2*time.Second))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+		case <-wait.C:
+		}
 	}
 	if err != nil {
 		e.log.Error("delivery: record outcome failed; recovery will reconcile it", "delivery", st.row.ID,
