@@ -30,9 +30,11 @@ type Policy struct {
 	MaxRetryAfter time.Duration
 }
 
-// DefaultPolicy is the policy of an engine built without WithPolicy.
+// DefaultPolicy is the policy of an engine built without WithPolicy: its retries span about 40
+// minutes (1 s doubling to the 5-minute cap), so an answer outlives a provider outage of that
+// long rather than of two minutes.
 var DefaultPolicy = Policy{
-	MaxAttempts:         8,
+	MaxAttempts:         16,
 	InitialInterval:     time.Second,
 	MaxInterval:         5 * time.Minute,
 	Multiplier:          2,

@@ -33,10 +33,11 @@ const (
 	stepsPerPass = 64
 )
 
-// DefaultPolicy is the retry policy of notifications: at most 6 attempts, waits from 1 s
-// doubling to 1 min with jitter. A notification whose attempts run out is failed (or ambiguous
-// when the last outcome was unknown) and the config moves on to the next event.
-var DefaultPolicy = delivery.Policy{MaxAttempts: 6, InitialInterval: time.Second, MaxInterval: time.Minute}
+// DefaultPolicy is the retry policy of notifications: at most 15 attempts, waits from 1 s
+// doubling to 1 min with jitter, about 10 minutes in all, so a receiver away for a few minutes
+// (a deploy) misses nothing. A notification whose attempts run out is failed (or ambiguous when
+// the last outcome was unknown) and the config moves on to the next event.
+var DefaultPolicy = delivery.Policy{MaxAttempts: 15, InitialInterval: time.Second, MaxInterval: time.Minute}
 
 // Options configure a Notifier.
 type Options struct {
