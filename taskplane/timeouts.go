@@ -31,14 +31,14 @@ func (p *Plane) SweepTimeouts(ctx context.Context, timeout time.Duration) (int, 
 			return failed, fmt.Errorf("timeout sweep: %w", err)
 		}
 		for _, r := range rows {
-			t, err := p.timeOut(ctx, r.Principal, r.ID, cutoff)
+			t, held, err := p.timeOut(ctx, r.Principal, r.ID, cutoff)
 			if err != nil {
 				return failed, fmt.Errorf("timeout sweep: %w", err)
 			}
 			if t != nil {
 				failed++
 				p.broker.publish(t.Origin.Principal, t.ID)
-				p.sendHome(ctx, t)
+				p.sendHomeHeld(ctx, t, held)
 			}
 		}
 		if len(rows) < timeoutBatch {
@@ -47,12 +47,16 @@ func (p *Plane) SweepTimeouts(ctx context.Context, timeout time.Duration) (int, 
 	}
 }
 
-// timeOut fails one task if it is still overdue, and returns it (nil if it moved on meanwhile).
-func (p *Plane) timeOut(ctx context.Context, principal, id string, cutoff time.Time) (*Task, error) {
-	var out *Task
+// timeOut fails one task if it is still overdue, and returns it (nil if it moved on meanwhile)
+// with the wake held for its result (see holdResultTx).
+func (p *Plane) timeOut(ctx context.Context, principal, id string, cutoff time.Time) (*Task, store.Wake, error) {
+	var (
+		out  *Task
+		held store.Wake
+	)
 	err := p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			out = nil
+			out, held = nil, store.Wake{}
 			t, err := getTask(ctx, tx, principal, id)
 			if err != nil {
 				return err
@@ -76,14 +80,17 @@ func (p *Plane) timeOut(ctx context.Context, principal, id string, cutoff time.T
 				return err
 			}
 			out = nt
+			if held, err = p.holdResultTx(ctx, tx, nt, now); err != nil {
+				return err
+			}
 			return evidence(ctx, tx, principal, t.Origin.Source, EvidenceTimeout, id, map[string]any{
 				"reason": reason, "state": t.Status.State, "since": since}, now)
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("time out task %s: %w", id, err)
+		return nil, store.Wake{}, fmt.Errorf("time out task %s: %w", id, err)
 	}
-	return out, nil
+	return out, held, nil
 }
 
 // RunTimeouts runs SweepTimeouts every interval until ctx ends; errors are logged.

@@ -234,8 +234,10 @@ func (p *Plane) retryConcurrent(ctx context.Context, retry bool, op func() error
 // task already CANCELED is returned as it is, with canceled false (no event, no notice to its
 // provider). Any other terminal task is ErrTaskNotCancelable.
 func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata map[string]any) (t *Task, canceled bool, err error) {
+	var held store.Wake
 	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			canceled, held = false, store.Wake{}
 			cur, err := getTask(ctx, tx, principal, taskID)
 			if err != nil {
 				return err
@@ -247,8 +249,13 @@ func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata m
 			case cur.Status.State.Terminal():
 				return ErrTaskNotCancelable
 			}
-			t, err = applyTx(ctx, tx, principal, taskID, cur.Version, p.clock(), SetStatus{State: StateCanceled, Metadata: metadata})
-			canceled = err == nil
+			now := p.clock()
+			t, err = applyTx(ctx, tx, principal, taskID, cur.Version, now, SetStatus{State: StateCanceled, Metadata: metadata})
+			if err != nil {
+				return err
+			}
+			canceled = true
+			held, err = p.holdResultTx(ctx, tx, t, now)
 			return err
 		})
 	})
@@ -260,7 +267,7 @@ func (p *Plane) Cancel(ctx context.Context, principal, taskID string, metadata m
 	}
 	p.broker.publish(principal, taskID)
 	// A canceled native task tells its provider, as any other outcome does.
-	p.sendHome(ctx, t)
+	p.sendHomeHeld(ctx, t, held)
 	return t, true, nil
 }
 

@@ -477,6 +477,38 @@ func retire(ctx context.Context, tx store.Tx, w store.Wake, state store.WakeStat
 	return tx.SaveWake(ctx, w)
 }
 
+// resultHoldDelay is when a held result wake (holdResultTx) falls due: after the hand-off right
+// after its commit has had time to release it, so it fires only after a crash in between.
+const resultHoldDelay = time.Minute
+
+// holdResultTx inserts, for a native task this transaction settled outside any turn (a cancel, a
+// timeout), a wake held for its result: the hand-off right after the commit releases it
+// (sendHomeHeld); if that hand-off fails, or the process dies first, the wake falls due, a
+// claimer finds the task settled and hands the result off again (it is idempotent), as it does
+// for a turn's own result. It returns the wake, or a zero one when the task's result does not go
+// home.
+func (p *Plane) holdResultTx(ctx context.Context, tx store.Tx, t *Task, now time.Time) (store.Wake, error) {
+	if p.queue.results == nil || !native(t) || !settledState(t) {
+		return store.Wake{}, nil
+	}
+	w := store.Wake{ID: p.newID(), Principal: t.Origin.Principal, TaskID: t.ID, Activation: t.LastSeq,
+		State: store.WakePending, Detail: "result to hand off: " + string(t.Status.State),
+		DueAt: now.Add(resultHoldDelay), CreatedAt: now, UpdatedAt: now}
+	if err := tx.InsertWake(ctx, w); err != nil {
+		return store.Wake{}, fmt.Errorf("hold result: %w", err)
+	}
+	return w, nil
+}
+
+// sendHomeHeld hands t's result home and releases the wake holdResultTx held for it: retired once
+// handed off, due again soon if the hand-off failed.
+func (p *Plane) sendHomeHeld(ctx context.Context, t *Task, held store.Wake) {
+	done := p.sendHome(ctx, t)
+	if held.ID != "" {
+		p.releaseHeld(ctx, held, done)
+	}
+}
+
 // releaseHeld retires a wake held for its task's result, or, when the hand-off failed, makes it
 // due again a little later.
 func (p *Plane) releaseHeld(ctx context.Context, w store.Wake, handedOff bool) {

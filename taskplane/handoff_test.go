@@ -1,0 +1,98 @@
+package taskplane_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+)
+
+// flakyResults records hand-offs and fails those for failing states (a store hiccup, or a crash
+// standing in between the task's commit and the delivery's Prepare).
+type flakyResults struct {
+	mu    sync.Mutex
+	calls []taskplane.State
+	fail  map[taskplane.State]int
+}
+
+func (f *flakyResults) Settled(_ context.Context, t *taskplane.Task) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, t.Status.State)
+	if f.fail[t.Status.State] > 0 {
+		f.fail[t.Status.State]--
+		return errors.New("prepare failed (store busy)")
+	}
+	return nil
+}
+
+func (f *flakyResults) count(s taskplane.State) (n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.calls {
+		if c == s {
+			n++
+		}
+	}
+	return n
+}
+
+// A task settled outside any turn (timed out while waiting for an answer; canceled) hands its
+// notice home right after its commit; if that hand-off fails (or the process dies first), a wake
+// held for it in the same transaction falls due and a claimer hands it off again.
+func TestATimeoutNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
+	c := newFakeClock()
+	res := &flakyResults{fail: map[taskplane.State]int{taskplane.StateFailed: 1}}
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		res.calls = nil
+		res.fail[taskplane.StateFailed] = 1
+		ctx := context.Background()
+		turn := grantTask(t, p, nativeEvent("alice", "e1", "conv", "book"))
+		if err := turn.RequireInput(ctx, taskplane.Question{Text: "for how many?"}); err != nil {
+			t.Fatal(err)
+		}
+		endTurn(t, p, turn.Grant())
+		c.Advance(2*time.Hour + time.Second)
+		if n, err := p.SweepTimeouts(ctx, 2*time.Hour); err != nil || n != 1 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		// Give every durable retry mechanism its chance: the wake queue and further sweeps.
+		for i := 0; i < 5; i++ {
+			c.Advance(10 * time.Minute)
+			_ = claimAs(t, p, "later")
+			_, _ = p.SweepTimeouts(ctx, 2*time.Hour)
+		}
+		if got := res.count(taskplane.StateFailed); got < 2 {
+			t.Fatalf("the FAILED (no-response) notice was handed to delivery %d time(s) and it failed; never retried", got)
+		}
+	}, taskplane.WithClock(c.Now), taskplane.WithResults(res))
+}
+
+// The same for a cancel: and once handed off, the held wake is retired, so it is handed off once.
+func TestACancelNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
+	c := newFakeClock()
+	res := &flakyResults{fail: map[taskplane.State]int{}}
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		res.calls = nil
+		res.fail[taskplane.StateCanceled] = 1
+		ctx := context.Background()
+		turn := grantTask(t, p, nativeEvent("alice", "e1", "conv", "book"))
+		if err := turn.RequireInput(ctx, taskplane.Question{Text: "for how many?"}); err != nil {
+			t.Fatal(err)
+		}
+		endTurn(t, p, turn.Grant())
+		if _, _, err := p.Cancel(ctx, "alice", turn.Task.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			c.Advance(10 * time.Minute)
+			_ = claimAs(t, p, "later")
+		}
+		if got := res.count(taskplane.StateCanceled); got != 2 {
+			t.Fatalf("the CANCELED notice was handed to delivery %d time(s), want 2: one that failed, one again", got)
+		}
+	}, taskplane.WithClock(c.Now), taskplane.WithResults(res))
+}
