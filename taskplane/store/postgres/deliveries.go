@@ -160,6 +160,11 @@ func (t *tx) UpdateDelivery(ctx context.Context, d store.Delivery) error {
 	return nil
 }
 
+// laneHeadCondition holds d, a row of a lane, back while an older row of its lane is pending.
+const laneHeadCondition = `(d.lane = '' OR NOT EXISTS (SELECT 1 FROM deliveries o WHERE o.principal = d.principal
+	AND o.lane = d.lane AND o.state IN ('prepared', 'sending')
+	AND (o.created_at, o.id) < (d.created_at, d.id)))`
+
 // dueCondition selects rows a claimer may take at $1 (now): pending, due, and not leased.
 const dueCondition = `state IN ('prepared', 'sending') AND next_attempt_at <= $1 AND lease_until <= $1`
 
@@ -171,27 +176,29 @@ func (t *tx) ClaimDeliveries(ctx context.Context, c store.DeliveryClaim) ([]stor
 		args = append(args, c.Principal, c.ID)
 		n := len(args)
 		query = `WITH c AS (
-			SELECT principal, id FROM deliveries
+			SELECT principal, id FROM deliveries d
 			WHERE principal = $` + strconv.Itoa(n-1) + ` AND id = $` + strconv.Itoa(n) + ` AND ` + dueCondition + sources + `
+			AND ` + laneHeadCondition + `
 			FOR UPDATE SKIP LOCKED)
 		UPDATE deliveries d SET lease_owner = $2, lease_until = $3
 		FROM c WHERE d.principal = c.principal AND d.id = c.id
 		RETURNING ` + deliveryColumnsOf("d")
 	} else {
 		args = append(args, max(c.Limit, 1))
-		// heads keeps the first due row of each lane: a lane sends one row at a time, so claiming
-		// more of it would only hand rows back. Rows another transaction holds are skipped; the
-		// outer conditions are evaluated again on the locked row version.
-		query = `WITH due AS (
-			SELECT principal, id, lane, next_attempt_at, created_at FROM deliveries d
-			WHERE ` + dueCondition + sources + `
+		// heads keeps the head of each lane, its oldest pending row: a lane sends its rows one at
+		// a time, oldest first, so a later row never overtakes one waiting out a Retry-After, and
+		// claiming more of a lane would only hand rows back. Rows another transaction holds are
+		// skipped; the outer conditions are evaluated again on the locked row version.
+		query = `WITH pending AS (
+			SELECT principal, id, lane, created_at FROM deliveries d
+			WHERE state IN ('prepared', 'sending')` + sources + `
 			AND (lane = '' OR NOT EXISTS (SELECT 1 FROM delivery_lanes l
 				WHERE l.principal = d.principal AND l.lane = d.lane AND l.next_allowed > $1))
 		), heads AS (
 			SELECT principal, id FROM (
 				SELECT principal, id, lane,
-					row_number() OVER (PARTITION BY principal, lane ORDER BY next_attempt_at, created_at, id) AS rn
-				FROM due) r
+					row_number() OVER (PARTITION BY principal, lane ORDER BY created_at, id) AS rn
+				FROM pending) r
 			WHERE lane = '' OR rn = 1
 		), c AS (
 			SELECT d.principal, d.id FROM deliveries d JOIN heads h ON d.principal = h.principal AND d.id = h.id

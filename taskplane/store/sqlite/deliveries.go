@@ -166,6 +166,11 @@ func sourceFilter(col string, args []any, sources []string) (string, []any) {
 	return ` AND ` + col + ` IN (` + strings.Join(in, ", ") + `)`, args
 }
 
+// laneHeadCond holds d, a row of a lane, back while an older row of its lane is pending.
+const laneHeadCond = `(d.lane = '' OR NOT EXISTS (SELECT 1 FROM deliveries o WHERE o.principal = d.principal
+	AND o.lane = d.lane AND o.state IN ('prepared', 'sending')
+	AND (o.created_at < d.created_at OR (o.created_at = d.created_at AND o.id < d.id))))`
+
 // dueCond selects rows a claimer may take at the first argument (now): pending, due, not leased.
 const dueCond = `state IN ('prepared', 'sending') AND next_attempt_at <= ?1 AND lease_until <= ?1`
 
@@ -176,18 +181,20 @@ func claimDeliveries(ctx context.Context, q querier, c store.DeliveryClaim) ([]s
 	var pick string
 	if c.ID != "" {
 		args = append(args, c.Principal, c.ID)
-		pick = fmt.Sprintf(`SELECT principal, id FROM deliveries WHERE principal = ?%d AND id = ?%d AND `,
-			len(args)-1, len(args)) + dueCond + sources
+		pick = fmt.Sprintf(`SELECT principal, id FROM deliveries d WHERE principal = ?%d AND id = ?%d AND `,
+			len(args)-1, len(args)) + dueCond + sources + ` AND ` + laneHeadCond
 	} else {
 		args = append(args, max(c.Limit, 1))
-		// The first due row of each lane, as on Postgres: a lane sends one row at a time.
+		// The head of each lane, as on Postgres: a lane sends its rows one at a time, oldest
+		// first, so its oldest pending row goes first even when a later one falls due sooner
+		// (the head waits out a Retry-After: the lane waits with it).
 		pick = `SELECT principal, id FROM (
-				SELECT principal, id, lane, next_attempt_at, created_at,
-					row_number() OVER (PARTITION BY principal, lane ORDER BY next_attempt_at, created_at, id) AS rn
-				FROM deliveries d WHERE ` + dueCond + sources + `
+				SELECT principal, id, lane, state, next_attempt_at, lease_until, created_at,
+					row_number() OVER (PARTITION BY principal, lane ORDER BY created_at, id) AS rn
+				FROM deliveries d WHERE state IN ('prepared', 'sending')` + sources + `
 				AND (lane = '' OR NOT EXISTS (SELECT 1 FROM delivery_lanes l
 					WHERE l.principal = d.principal AND l.lane = d.lane AND l.next_allowed > ?1))
-			) WHERE lane = '' OR rn = 1
+			) WHERE (lane = '' OR rn = 1) AND ` + dueCond + `
 			ORDER BY next_attempt_at, created_at, id LIMIT ?` + fmt.Sprint(len(args))
 	}
 	rows, err := q.QueryContext(ctx, `UPDATE deliveries SET lease_owner = ?2, lease_until = ?3
