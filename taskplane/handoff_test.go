@@ -40,6 +40,18 @@ func (f *flakyResults) count(s taskplane.State) (n int) {
 	return n
 }
 
+// waitingNativeTask is a provider task whose turn asked a question and ended: INPUT_REQUIRED,
+// with no live wake.
+func waitingNativeTask(t *testing.T, p *taskplane.Plane) *taskplane.Turn {
+	t.Helper()
+	turn := grantTask(t, p, nativeEvent("alice", "e1", "conv", "book"))
+	if err := turn.RequireInput(context.Background(), taskplane.Question{Text: "for how many?"}); err != nil {
+		t.Fatal(err)
+	}
+	endTurn(t, p, turn.Grant())
+	return turn
+}
+
 // A task settled outside any turn (timed out while waiting for an answer; canceled) hands its
 // notice home right after its commit; if that hand-off fails (or the process dies first), a wake
 // held for it in the same transaction falls due and a claimer hands it off again.
@@ -50,11 +62,7 @@ func TestATimeoutNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 		res.calls = nil
 		res.fail[taskplane.StateFailed] = 1
 		ctx := context.Background()
-		turn := grantTask(t, p, nativeEvent("alice", "e1", "conv", "book"))
-		if err := turn.RequireInput(ctx, taskplane.Question{Text: "for how many?"}); err != nil {
-			t.Fatal(err)
-		}
-		endTurn(t, p, turn.Grant())
+		turn := waitingNativeTask(t, p)
 		c.Advance(2*time.Hour + time.Second)
 		if n, err := p.SweepTimeouts(ctx, 2*time.Hour); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
@@ -79,11 +87,7 @@ func TestACancelNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 		res.calls = nil
 		res.fail[taskplane.StateCanceled] = 1
 		ctx := context.Background()
-		turn := grantTask(t, p, nativeEvent("alice", "e1", "conv", "book"))
-		if err := turn.RequireInput(ctx, taskplane.Question{Text: "for how many?"}); err != nil {
-			t.Fatal(err)
-		}
-		endTurn(t, p, turn.Grant())
+		turn := waitingNativeTask(t, p)
 		if _, _, err := p.Cancel(ctx, "alice", turn.Task.ID, nil); err != nil {
 			t.Fatal(err)
 		}
