@@ -62,7 +62,7 @@ func TestATimeoutNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 		res.calls = nil
 		res.fail[taskplane.StateFailed] = 1
 		ctx := context.Background()
-		turn := waitingNativeTask(t, p)
+		waitingNativeTask(t, p)
 		c.Advance(2*time.Hour + time.Second)
 		if n, err := p.SweepTimeouts(ctx, 2*time.Hour); err != nil || n != 1 {
 			t.Fatalf("sweep: %d %v", n, err)
