@@ -993,3 +993,31 @@ func TestAcceptRefusesMalformedEvents(t *testing.T) {
 		}
 	}
 }
+
+// A retention pass goes on while any kind filled its batch, not only tasks: 600 old claims whose
+// tasks are gone (more than one batch of 500) all go in one pass.
+func TestARetentionPassGoesOnWhileClaimsFillABatch(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		old := time.Now().Add(-60 * 24 * time.Hour)
+		if err := p.Store().Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			for i := range 600 {
+				if _, _, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "webhook",
+					Identity: fmt.Sprintf("ev-%d", i), Digest: "d", State: store.ClaimDone, OutcomeKind: "task",
+					TaskID: "pruned-task", CreatedAt: old, UpdatedAt: old}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := p.Prune(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Claims != 600 {
+			t.Fatalf("one retention pass pruned %d of the 600 old claims", r.Claims)
+		}
+	})
+}
