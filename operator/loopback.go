@@ -17,7 +17,9 @@ import (
 // /readyz (its details go only to the operator, see Server) and the public agent card.
 func LoopbackHosts(mux *http.ServeMux, public string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !exempt(mux, r) && !LoopbackHost(r.Host, public) {
+		// The Host check first: it is cheap and passes every local request; only a foreign name
+		// pays for the mux lookup of exempt.
+		if !LoopbackHost(r.Host, public) && !exempt(mux, r) {
 			http.Error(w, "this server trusts requests only under its loopback names "+
 				"(localhost, 127.0.0.1, [::1]) and its public_url host", http.StatusMisdirectedRequest)
 			return

@@ -362,11 +362,11 @@ func TestGateSubscribeUsesGETStreamsRejectsTerminal(t *testing.T) {
 	}
 }
 
-// askedTask sends a message the test agent answers with a question, blocking, and returns the
-// task: INPUT_REQUIRED.
-func askedTask(t *testing.T, c *a2aclient.Client) *a2a.Task {
+// askedTask sends text, which the agent answers with a question (the test agent's "input"),
+// blocking, and returns the task: INPUT_REQUIRED.
+func askedTask(t *testing.T, c *a2aclient.Client, text string) *a2a.Task {
 	t.Helper()
-	task := send(t, c, userMessage("input"), nil)
+	task := send(t, c, userMessage(text), nil)
 	if task.Status.State != a2a.TaskStateInputRequired {
 		t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
 	}
@@ -378,7 +378,7 @@ func TestGateInputRequiredSettlesAndFollowUpContinues(t *testing.T) {
 	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := e.client(binding, tokenAlice)
-		task := askedTask(t, c)
+		task := askedTask(t, c, "input")
 		if task.Status.Message == nil || len(task.Status.Message.Parts) != 1 {
 			t.Fatalf("question without elicitation activated: %+v", task.Status.Message)
 		}

@@ -150,7 +150,7 @@ func TestResumeReplaysPastAnInputRequiredTheTaskHasLeft(t *testing.T) {
 	e := newEnv(t, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := e.client(binding, tokenAlice)
-		task := askedTask(t, c)
+		task := askedTask(t, c, "input")
 		method, path, body := subscribeRequest(binding, task.ID)
 		replay := func(what string) []string {
 			t.Helper()
@@ -196,10 +196,7 @@ func TestResumeOfAWaitingTaskDeliversWhatFollowsItsQuestionAndCloses(t *testing.
 	e := newEnvExec(t, storetest.OpenSQLite(t), nil, x, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := e.client(binding, tokenAlice)
-		task := send(t, c, userMessage("hello"), nil)
-		if task.Status.State != a2a.TaskStateInputRequired {
-			t.Fatalf("blocking send returned %s, want INPUT_REQUIRED", task.Status.State)
-		}
+		task := askedTask(t, c, "hello")
 		method, path, body := subscribeRequest(binding, task.ID)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

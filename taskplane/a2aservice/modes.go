@@ -13,10 +13,10 @@ import (
 // text, and data parts (JSON).
 var DefaultInputModes = []string{"text/plain", "application/json"}
 
-// inputModes is what the card offers: its default input modes and every skill's.
-func (s *Service) inputModes() []string {
-	modes := slices.Clone(s.cfg.DefaultInputModes)
-	for _, sk := range s.cfg.Skills {
+// inputModesOf is what a card of cfg offers: its default input modes and every skill's.
+func inputModesOf(cfg Config) []string {
+	modes := slices.Clone(cfg.DefaultInputModes)
+	for _, sk := range cfg.Skills {
 		modes = append(modes, sk.InputModes...)
 	}
 	return modes
@@ -26,7 +26,7 @@ func (s *Service) inputModes() []string {
 // (ContentTypeNotSupported): a part's own mediaType, else text/plain for text and
 // application/json for data. A file part (raw or url) without one is left to the executor.
 func (s *Service) checkMediaTypes(parts []taskplane.Part) error {
-	var modes []string
+	modes := s.inputModes
 	for i, p := range parts {
 		mt := p.MediaType
 		switch {
@@ -37,9 +37,6 @@ func (s *Service) checkMediaTypes(parts []taskplane.Part) error {
 			mt = "application/json"
 		default:
 			continue
-		}
-		if modes == nil {
-			modes = s.inputModes()
 		}
 		if !mediarange.Covers(modes, mt) {
 			return a2awire.Errorf(a2awire.ErrContentTypeNotSupported,

@@ -112,6 +112,8 @@ type Service struct {
 	creds     []credential
 	anonymous bool
 	publicURL *url.URL
+	// inputModes are the media types (and ranges) the card offers for a message's parts.
+	inputModes []string
 
 	base context.Context
 	stop context.CancelFunc
@@ -170,7 +172,8 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 			return nil, fmt.Errorf("a2a service: required extension %q is not supported", uri)
 		}
 	}
-	s := &Service{plane: plane, disp: dispatcher, exec: exec, cfg: cfg, lim: cfg.Limits.WithDefaults(), publicURL: u}
+	s := &Service{plane: plane, disp: dispatcher, exec: exec, cfg: cfg, lim: cfg.Limits.WithDefaults(), publicURL: u,
+		inputModes: inputModesOf(cfg)}
 	s.log = cfg.Logger
 	if s.log == nil {
 		s.log = slog.Default()
