@@ -1145,3 +1145,71 @@ func TestNestedUpdateIsRefused(t *testing.T) {
 		t.Fatalf("outer %v, inner %v; want the inner Update refused", err, inner)
 	}
 }
+
+// Migration 0005 counts the live wakes already in a schema, and its triggers count into the
+// schema of the table they belong to, whatever the search_path of the session that changes it.
+func TestWakeCountsAreSeededByTheMigrationAndKeptPerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, other := newSchema(t), newSchema(t)
+	schema := u.Query().Get("search_path")
+	s := open(t, u)
+	wakes := []store.Wake{
+		{Principal: "alice", ID: "w1", TaskID: "t1", State: store.WakePending},
+		{Principal: "alice", ID: "w2", TaskID: "t2", State: store.WakePending},
+		{Principal: "bob", ID: "w3", TaskID: "t3", State: store.WakeActive},
+		{Principal: "bob", ID: "w4", TaskID: "t4", State: store.WakeDone},
+	}
+	err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		for _, w := range wakes {
+			w.Activation, w.CreatedAt, w.UpdatedAt = 1, t0, t0
+			if err := tx.InsertWake(ctx, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	// Back to the schema as it was before 0005, with the wakes in it.
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_track() CASCADE; DROP TABLE wake_counts;
+		DELETE FROM schema_migrations WHERE version = 5`); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, u)
+	wantCount := func(step string, s *postgres.Store, state store.WakeState, want int) {
+		t.Helper()
+		n, err := s.CountWakes(ctx, state, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("%s: CountWakes(%s) = %d, want %d", step, state, n, want)
+		}
+	}
+	wantCount("migrated", s, store.WakePending, 2)
+	wantCount("migrated", s, store.WakeActive, 1)
+
+	// A session of another store's schema deletes a wake of this one.
+	o := open(t, other)
+	oconn, err := pgx.Connect(ctx, other.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oconn.Close(ctx)
+	if _, err := oconn.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "wakes"}.Sanitize()+` WHERE id IN ('w1', 'w3')`); err != nil {
+		t.Fatal(err)
+	}
+	wantCount("deleted", s, store.WakePending, 1)
+	wantCount("deleted", s, store.WakeActive, 0)
+	wantCount("the other schema", o, store.WakePending, 0)
+	wantCount("the other schema", o, store.WakeActive, 0)
+}

@@ -72,14 +72,22 @@ func (r reader) ListTaskWakes(ctx context.Context, principal, taskID string) ([]
 	return out, nil
 }
 
+// CountWakes reads the live states' counts from wake_counts, which triggers keep (migration
+// 0005), and counts the other states in wakes.
 func (r reader) CountWakes(ctx context.Context, state store.WakeState, upTo int) (int, error) {
 	query := `SELECT count(*) FROM wakes WHERE state = $1`
-	if upTo > 0 {
+	switch {
+	case state == store.WakePending || state == store.WakeActive:
+		query = `SELECT COALESCE(sum(n), 0) FROM wake_counts WHERE state = $1`
+	case upTo > 0:
 		query = `SELECT count(*) FROM (SELECT 1 FROM wakes WHERE state = $1 LIMIT ` + strconv.Itoa(upTo) + `) w`
 	}
 	var n int
 	if err := r.q.QueryRow(ctx, query, string(state)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %s wakes: %w", state, err)
+	}
+	if upTo > 0 {
+		n = min(n, upTo)
 	}
 	return n, nil
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ func wakeQueueCases() []testCase {
 		{"SaveOrGetOfMissingWakeIsNotFound", testWakeMissing},
 		{"ListTaskWakesIsOldestFirstAndScoped", testWakeListTask},
 		{"CountStopsAtUpTo", testWakeCount},
+		{"CountFollowsChanges", testWakeCountFollowsChanges},
 		{"ListStaleTasksFiltersByStateAndAge", testStaleTasks},
 		{"20ConcurrentClaimersNeverShareAWakeOrATask", testWakeClaimConcurrent},
 	}
@@ -221,6 +223,52 @@ func testWakeCount(t *testing.T, s store.Store) {
 			t.Errorf("CountWakes(%s, %d) = %d, want %d", c.state, c.upTo, n, c.want)
 		}
 	}
+}
+
+// The live counts follow every change of state, and a rolled-back insert counts nothing (a driver
+// may keep them apart from the rows, as the Postgres one does).
+func testWakeCountFollowsChanges(t *testing.T, s store.Store) {
+	want := func(step string, pending, active int) {
+		t.Helper()
+		for state, n := range map[store.WakeState]int{store.WakePending: pending, store.WakeActive: active} {
+			got, err := s.CountWakes(context.Background(), state, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != n {
+				t.Errorf("%s: CountWakes(%s) = %d, want %d", step, state, got, n)
+			}
+		}
+	}
+	w1, w2, w3 := taskWake("alice", "w1", "t1", t0), taskWake("alice", "w2", "t2", t0), taskWake("bob", "w3", "t3", t0)
+	w3.State = store.WakeActive
+	insertWakes(t, s, w1, w2, w3)
+	want("inserted", 2, 1)
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertWake(ctx, taskWake("alice", "w4", "t4", t0)); err != nil {
+			return err
+		}
+		return errors.New("roll back")
+	})
+	if err == nil {
+		t.Fatal("Update with a failing fn succeeded")
+	}
+	want("an insert rolled back", 2, 1)
+	w1.State = store.WakeActive
+	saveWake(t, s, w1)
+	want("pending to active", 1, 2)
+	w1.Attempts++
+	saveWake(t, s, w1)
+	want("saved in the same state", 1, 2)
+	w2.State = store.WakeDone
+	saveWake(t, s, w2)
+	want("pending to done", 0, 2)
+	w3.State = store.WakeFailed
+	saveWake(t, s, w3)
+	want("active to failed", 0, 1)
+	w2.State = store.WakePending
+	saveWake(t, s, w2)
+	want("done to pending", 1, 1)
 }
 
 func testStaleTasks(t *testing.T, s store.Store) {
