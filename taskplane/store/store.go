@@ -93,9 +93,10 @@ type Reader interface {
 	ListWakes(ctx context.Context, state WakeState, limit int) ([]Wake, error)
 }
 
-// Tx is a write transaction. A wake read with its GetWake is held against other writers until the
-// transaction ends (Postgres locks the row; SQLite's single writer holds everything), so a
-// SaveWake that follows acts on the wake as read, never over another writer's change.
+// Tx is a write transaction. A wake read with its GetWake, or a delivery with its GetDelivery, is
+// held against other writers until the transaction ends (Postgres locks the row; SQLite's single
+// writer holds everything), so a SaveWake or UpdateDelivery that follows acts on the row as read,
+// never over another writer's change.
 type Tx interface {
 	Reader
 	DeliveryTx

@@ -46,13 +46,26 @@ func scanDelivery(row pgx.CollectableRow) (store.Delivery, error) {
 }
 
 func (r reader) GetDelivery(ctx context.Context, principal, id string) (store.Delivery, error) {
-	rows, _ := r.q.Query(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE principal = $1 AND id = $2`,
+	return r.getDelivery(ctx, principal, id, "")
+}
+
+// getDelivery reads one delivery; lock is appended to the query ("FOR UPDATE" or nothing).
+func (r reader) getDelivery(ctx context.Context, principal, id, lock string) (store.Delivery, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE principal = $1 AND id = $2 `+lock,
 		principal, id)
 	d, err := pgx.CollectExactlyOneRow(rows, scanDelivery)
 	if err != nil {
 		return store.Delivery{}, fmt.Errorf("get delivery %s: %w", id, notFound(err))
 	}
 	return d, nil
+}
+
+// GetDelivery in a transaction locks the delivery until it ends (see store.Tx): the engine reads
+// a row to record a provider call's outcome on it, and a claim by another process (whose lease
+// clock said ours had run out) must neither take the row between that read and the write nor be
+// overwritten by it. A claim skips the locked row; one that committed first is what the read sees.
+func (t *tx) GetDelivery(ctx context.Context, principal, id string) (store.Delivery, error) {
+	return t.getDelivery(ctx, principal, id, "FOR UPDATE")
 }
 
 func (r reader) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]store.Delivery, error) {
@@ -133,7 +146,9 @@ func (t *tx) InsertDelivery(ctx context.Context, d store.Delivery) (store.Delive
 		if tag.RowsAffected() == 1 {
 			return d, true, nil
 		}
-		existing, err := t.GetDelivery(ctx, d.Principal, d.ID)
+		// Not locked: a concurrent Prepare of the same request only reads it, and a lock held
+		// to the end of this transaction would make a claim skip the row meanwhile.
+		existing, err := t.reader.GetDelivery(ctx, d.Principal, d.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // pruned between the two statements
 		}

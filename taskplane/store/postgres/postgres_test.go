@@ -1213,3 +1213,62 @@ func TestWakeCountsAreSeededByTheMigrationAndKeptPerSchema(t *testing.T) {
 	wantCount("the other schema", o, store.WakePending, 0)
 	wantCount("the other schema", o, store.WakeActive, 0)
 }
+
+// A delivery read in a transaction (the engine reading a row to record a provider call's outcome)
+// stays out of another process's claim until the transaction ends, even when that process's clock
+// says the lease has run out: the claim skips it rather than taking it between the read and the
+// write, and the write never lands over a claim.
+func TestDeliveryReadInATransactionIsHeldAgainstAClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	a, b := open(t, u), open(t, u)
+	d := store.Delivery{Principal: "alice", ID: "d1", TaskID: "t1", Source: "slack", Operation: "reply",
+		Recovery: "lookup", PayloadDigest: "sha256:d1", Payload: []byte(`{}`), State: store.DeliverySending,
+		Attempts: 1, NextAttemptAt: t0, LeaseOwner: "a", LeaseUntil: t0.Add(time.Minute), CreatedAt: t0, UpdatedAt: t0}
+	if err := a.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		_, _, err := tx.InsertDelivery(ctx, d)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read, claimed := make(chan struct{}), make(chan []store.Delivery, 1)
+	go func() {
+		<-read
+		var got []store.Delivery
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := b.Update(cctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			got, err = tx.ClaimDeliveries(ctx, store.DeliveryClaim{Owner: "b", Now: t0.Add(2 * time.Minute),
+				LeaseUntil: t0.Add(3 * time.Minute), Limit: 10})
+			return err
+		})
+		if err != nil {
+			t.Errorf("claim: %v", err)
+		}
+		claimed <- got
+	}()
+	err := a.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		cur, err := tx.GetDelivery(ctx, "alice", "d1")
+		if err != nil {
+			return err
+		}
+		close(read)
+		if got := <-claimed; len(got) != 0 {
+			t.Errorf("another store claimed %v while the outcome was being recorded", got[0].ID)
+		}
+		cur.State, cur.ProviderID, cur.LeaseOwner, cur.LeaseUntil = store.DeliveryDelivered, "ts-1", "", time.Time{}
+		return tx.UpdateDelivery(ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.GetDelivery(ctx, "alice", "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != store.DeliveryDelivered || got.LeaseOwner != "" {
+		t.Errorf("delivery = %s owned by %q, want delivered and unleased", got.State, got.LeaseOwner)
+	}
+}
