@@ -46,7 +46,10 @@
 // transactions hold (FOR UPDATE SKIP LOCKED), so two processes never call for one ID. In one
 // process a lock per ID makes concurrent Deliver calls wait for the first and return its
 // outcome. A process that dies mid-call leaves the row in sending; when the lease runs out, any
-// engine recovers it by its recovery class — at start-up and continuously.
+// engine recovers it by its recovery class — at start-up and continuously. Leases are measured
+// on the store's clock (store.Clock: on Postgres, the database's), so processes on hosts whose
+// clocks disagree still agree on when a lease runs out, and the row an engine reads to record an
+// outcome is locked until that write commits, so no claim comes between the two.
 //
 // # Lanes
 //

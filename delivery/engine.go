@@ -107,7 +107,7 @@ func New(s store.Store, router Router, opts ...Option) *Engine {
 	e := &Engine{
 		store:       s,
 		router:      router,
-		now:         time.Now,
+		now:         store.NowFunc(s),
 		log:         slog.Default(),
 		owner:       "engine-" + uuid.NewString(),
 		policy:      DefaultPolicy,

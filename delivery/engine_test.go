@@ -713,3 +713,21 @@ func TestRunDeliversAndCloseStopsIt(t *testing.T) {
 		}
 	})
 }
+
+// An engine without a clock of its own takes its store's (store.Clock): on a shared Postgres
+// that is the database's, so the leases and due times it writes mean one instant to every process
+// that compares them.
+func TestEngineWithoutAClockTakesTheStores(t *testing.T) {
+	ahead := time.Now().Add(time.Hour)
+	s := storetest.Clocked{Store: storetest.OpenSQLite(t), Clock: func() time.Time { return ahead }}
+	e := delivery.New(s, delivery.Routes{"slack": {Sender: newProvider(nil), Recovery: delivery.Lookup}},
+		delivery.WithLogger(quiet))
+	t.Cleanup(func() { e.Close() })
+	rec, err := e.Prepare(context.Background(), request("t-1", "the answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ahead.UTC().Truncate(time.Microsecond); !rec.CreatedAt.Equal(want) {
+		t.Errorf("prepared at %v, want the store's time %v", rec.CreatedAt, want)
+	}
+}

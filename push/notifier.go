@@ -58,7 +58,7 @@ type Options struct {
 	Workers int
 	// Logger receives failures (default slog.Default()).
 	Logger *slog.Logger
-	// Clock is the time (default time.Now); signatures and the engine use it.
+	// Clock is the time (default the store's, store.NowFunc); signatures and the engine use it.
 	Clock func() time.Time
 }
 
@@ -94,7 +94,7 @@ func New(plane *taskplane.Plane, o Options) *Notifier {
 		o.Logger = slog.Default()
 	}
 	if o.Clock == nil {
-		o.Clock = time.Now
+		o.Clock = store.NowFunc(plane.Store())
 	}
 	pol := DefaultPolicy
 	if o.Policy.MaxAttempts > 0 {

@@ -1021,3 +1021,14 @@ func TestARetentionPassGoesOnWhileClaimsFillABatch(t *testing.T) {
 		}
 	})
 }
+
+// A plane without a clock of its own takes its store's (store.Clock): on a shared Postgres that
+// is the database's, so the wake leases it writes mean one instant to every process.
+func TestPlaneWithoutAClockTakesTheStores(t *testing.T) {
+	ahead := time.Now().Add(time.Hour)
+	p := taskplane.New(storetest.Clocked{Store: storetest.OpenSQLite(t), Clock: func() time.Time { return ahead }})
+	acc := mustAccept(t, p, nativeEvent("alice", "ev-1", "c1", "hello"))
+	if want := ahead.UTC().Truncate(time.Microsecond); !acc.Task.Status.Timestamp.Equal(want) {
+		t.Errorf("accepted at %v, want the store's time %v", acc.Task.Status.Timestamp, want)
+	}
+}

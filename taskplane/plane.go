@@ -52,7 +52,7 @@ func New(s store.Store, opts ...Option) *Plane {
 	p := &Plane{
 		store:     s,
 		broker:    newBroker(),
-		now:       time.Now,
+		now:       store.NowFunc(s),
 		newID:     func() string { return uuid.Must(uuid.NewV7()).String() },
 		log:       slog.Default(),
 		retention: DefaultRetention,

@@ -43,6 +43,23 @@ type Capabilities struct {
 	MultiProcess bool
 }
 
+// Clock is implemented by stores that several processes share. Now is the store's time as this
+// process best knows it (its own clock moved onto the database's): a lease, a due time or a lane
+// slot written by one process and compared by another then means the same instant to both,
+// whatever the skew between their hosts' clocks.
+type Clock interface {
+	Now() time.Time
+}
+
+// NowFunc returns the clock that components writing leases and due times into s use by default:
+// s's own when it has one (Clock), else time.Now.
+func NowFunc(s any) func() time.Time {
+	if c, ok := s.(Clock); ok {
+		return c.Now
+	}
+	return time.Now
+}
+
 // Store is a durable store. All methods are safe for concurrent use.
 type Store interface {
 	Reader

@@ -57,6 +57,14 @@
 // state chosen by transaction id, so concurrent transactions seldom wait on one counter row;
 // CountWakes sums the slots.
 //
+// # One clock for every process
+//
+// Leases, due times and lane slots are written by one process and compared by another. Store
+// implements store.Clock: Now is this host's clock moved onto the database's, by an offset
+// measured at Open and every minute after (clock.go), and the task plane, the delivery engine and
+// the push notifier take it as their default clock. A host whose clock is off by more than a lease's
+// margin then cannot take a delivery whose provider call is still in flight.
+//
 // # Engine features behind capability flags
 //
 // Two mechanisms are specific to PostgreSQL: LISTEN/NOTIFY and advisory locks (migrations).

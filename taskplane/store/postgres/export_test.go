@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"net/url"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -12,6 +13,11 @@ func TxID(ctx context.Context, stx store.Tx) (int64, error) {
 	var id int64
 	err := stx.(*tx).q.QueryRow(ctx, "SELECT txid_current()").Scan(&id)
 	return id, err
+}
+
+// OpenOnHost opens a Store as Open does, on a host whose clock is local.
+func OpenOnHost(ctx context.Context, u *url.URL, local func() time.Time) (*Store, error) {
+	return open(ctx, u, local)
 }
 
 // Committers returns how many groups s commits at once.

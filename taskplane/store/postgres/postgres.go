@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -64,9 +65,16 @@ type Store struct {
 	close     context.CancelFunc
 
 	queue *groupcommit.Queue // Updates waiting for a committer (see group.go)
+
+	local     func() time.Time // this host's clock (time.Now)
+	offset    atomic.Int64     // the database's clock minus local's, in ns (see clock.go)
+	clockDone sync.WaitGroup   // keepClock
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Clock = (*Store)(nil)
+)
 
 // Open connects to the database named by u (a postgres:// or postgresql:// URL, with any
 // parameters pgx understands), applies the embedded migrations to the first schema of the
@@ -74,7 +82,10 @@ var _ store.Store = (*Store)(nil)
 // run-time parameters, so "?search_path=tenant_a" puts the tables in schema tenant_a (which must
 // exist). Without pool_max_conns in the URL the pool holds up to max(8, 4×GOMAXPROCS) connections.
 // Errors never contain the password.
-func Open(ctx context.Context, u *url.URL) (*Store, error) {
+func Open(ctx context.Context, u *url.URL) (*Store, error) { return open(ctx, u, time.Now) }
+
+// open is Open on a host whose clock is local (tests make it skewed).
+func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		// pgx errors may quote the connection string; say only what was wrong.
@@ -90,7 +101,7 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures}
+	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local}
 	s.closing, s.close = context.WithCancel(context.Background())
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
@@ -102,6 +113,12 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	s.channel = notifyChannel(schema)
+	if err := s.measureClock(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s.clockDone.Add(1)
+	go s.keepClock()
 	s.startCommitters(committers(cfg.MaxConns))
 	return s, nil
 }
@@ -116,6 +133,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.close()       // statements in flight fail, so the committers finish their groups
 		s.queue.Close() // queued Updates fail; returns once the committers have stopped
+		s.clockDone.Wait()
 		s.pool.Close()
 	})
 	return nil

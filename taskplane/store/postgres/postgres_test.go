@@ -1272,3 +1272,40 @@ func TestDeliveryReadInATransactionIsHeldAgainstAClaim(t *testing.T) {
 		t.Errorf("delivery = %s owned by %q, want delivered and unleased", got.State, got.LeaseOwner)
 	}
 }
+
+// Two processes whose hosts' clocks are 45 s apart read one time from the store they share: each
+// one's Now is its own clock moved onto the database's, so a lease one writes means the same
+// instant to the other.
+func TestHostsWithSkewedClocksShareTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	const skew = 45 * time.Second
+	behind, err := postgres.OpenOnHost(ctx, u, func() time.Time { return time.Now().Add(-skew) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { behind.Close() })
+	onTime := open(t, u)
+	if off := behind.ClockOffset(); (off - skew).Abs() > time.Second {
+		t.Errorf("ClockOffset of the host 45 s behind = %v, want about 45s", off)
+	}
+	var db time.Time
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	a := behind.Now()
+	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	b := onTime.Now()
+	// a, db and b were read in that order; allow for the time between them.
+	if a.After(db.Add(time.Second)) || db.After(b.Add(time.Second)) || b.Sub(a) > 5*time.Second {
+		t.Errorf("Now on the host behind = %v, the database's clock = %v, Now on the host on time = %v; want them in order, within a second", a, db, b)
+	}
+	if got := store.NowFunc(behind)(); got.Sub(time.Now()).Abs() > 5*time.Second {
+		t.Errorf("store.NowFunc(store) = %v, want the database's time (about %v)", got, time.Now())
+	}
+}

@@ -31,3 +31,13 @@ func OpenPostgresShared(t *testing.T, n int) []store.Store {
 	}
 	return out
 }
+
+// Clocked is a store that keeps a clock (store.Clock), as a store shared by several processes
+// does: components built on it without a clock of their own take this one.
+type Clocked struct {
+	store.Store
+	Clock func() time.Time
+}
+
+// Now returns the store's time.
+func (c Clocked) Now() time.Time { return c.Clock() }

@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// The database's clock. A lease, a due time or a lane slot that one process writes is compared by
+// another: a claimer takes a delivery or a wake whose lease has run out by its own clock. With the
+// processes' clocks apart by more than a lease's margin, a second process would take a delivery
+// whose provider call is still in flight and call again. Now is this process's clock moved onto
+// the database's, measured at Open and every clockRefresh after, so every process sharing the
+// store reads one time, whatever the skew between their hosts.
+
+// clockRefresh is how often the offset to the database's clock is measured again.
+const clockRefresh = time.Minute
+
+// clockSamples is how many round trips one measurement takes; the shortest one wins.
+const clockSamples = 3
+
+// clockWarn is the offset above which Open and the refresh log a warning: the hosts' clocks
+// should be synchronized, and the operator should know when they are not.
+const clockWarn = time.Second
+
+// Now returns the database's time as this process best knows it: time.Now plus the offset to the
+// database's clock, as last measured (store.Clock). Its error is half the round trip of the
+// measurement.
+func (s *Store) Now() time.Time { return s.local().Add(s.ClockOffset()) }
+
+// ClockOffset returns how far the database's clock was ahead of this process's at the last
+// measurement (negative: behind).
+func (s *Store) ClockOffset() time.Duration { return time.Duration(s.offset.Load()) }
+
+// measureClock measures the offset to the database's clock and keeps it; on error it keeps the
+// previous one.
+func (s *Store) measureClock(ctx context.Context) error {
+	var (
+		best   time.Duration
+		offset time.Duration
+	)
+	for i := range clockSamples {
+		var db time.Time
+		start := s.local()
+		if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+			return fmt.Errorf("read the database's clock: %w", err)
+		}
+		rtt := s.local().Sub(start)
+		if i == 0 || rtt < best {
+			best, offset = rtt, db.Sub(start.Add(rtt/2))
+		}
+	}
+	prev := time.Duration(s.offset.Swap(int64(offset)))
+	if offset.Abs() > clockWarn && (prev-offset).Abs() > clockWarn/2 {
+		slog.Warn("postgres store: this host's clock and the database's differ; leases and due times follow the database's",
+			"database_ahead_by", offset.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// keepClock measures the offset every clockRefresh until the store closes.
+func (s *Store) keepClock() {
+	defer s.clockDone.Done()
+	t := time.NewTicker(clockRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closing.Done():
+			return
+		case <-t.C:
+			if err := s.measureClock(s.closing); err != nil && s.closing.Err() == nil {
+				slog.Warn("postgres store: clock offset not refreshed", "error", err)
+			}
+		}
+	}
+}
