@@ -140,7 +140,7 @@ sources:
 	}
 	// The matrix's own rows: a2a continues by explicit taskId only, never by an anchor.
 	err = plane.Store().Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		return sources.RecordAnchorTx(ctx, tx, "alice", taskplane.SourceA2A, "a2a-msg-1", acc.Task.ID, time.Now())
+		return sources.RecordAnchorTx(ctx, tx, "alice", taskplane.SourceA2A, "a2a-msg-1", acc.Task.ID, 0, time.Now())
 	})
 	if !errors.Is(err, taskplane.ErrContinuationNotAllowed) {
 		t.Fatalf("RecordAnchorTx for a2a = %v, want ErrContinuationNotAllowed", err)

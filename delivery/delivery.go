@@ -124,6 +124,12 @@ type Request struct {
 	State     taskplane.State
 	Locator   json.RawMessage
 	Message   taskplane.Message
+	// InputSeq is, for a question, the event sequence of the input request it asks
+	// (Task.InputRequest when the question was made); its reply anchor carries it, so a question
+	// delivered after its task moved on cannot answer a later one. It is kept with the delivery
+	// but is not part of its identity (the payload digest). 0: the task's input request at the
+	// time the question is delivered.
+	InputSeq int64
 	// Fixed declares the operation fixed: its delivery ID is hash(task, source, operation) alone,
 	// so the operation happens at most once per task, and a later request with a different
 	// payload is rejected with a *FixedConflictError instead of becoming a new delivery.
@@ -137,15 +143,24 @@ type payload struct {
 	State     taskplane.State   `json:"state,omitempty"`
 	Locator   json.RawMessage   `json:"locator,omitempty"`
 	Message   taskplane.Message `json:"message"`
+	InputSeq  int64             `json:"inputSeq,omitempty"`
 }
 
-// encode returns the payload bytes and their digest.
+// encode returns the payload bytes and their digest. The digest leaves InputSeq out: it is not
+// what is sent, and a delivery's ID stays what it was before the payload carried it.
 func (r Request) encode() ([]byte, string, error) {
-	b, err := json.Marshal(payload{ContextID: r.ContextID, State: r.State, Locator: r.Locator, Message: r.Message})
+	p := payload{ContextID: r.ContextID, State: r.State, Locator: r.Locator, Message: r.Message}
+	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode delivery payload: %w", err)
 	}
 	sum := sha256.Sum256(b)
+	if r.InputSeq != 0 {
+		p.InputSeq = r.InputSeq
+		if b, err = json.Marshal(p); err != nil {
+			return nil, "", fmt.Errorf("encode delivery payload: %w", err)
+		}
+	}
 	return b, "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
@@ -273,8 +288,13 @@ func (e *FixedConflictError) Error() string {
 func (e *FixedConflictError) Unwrap() error { return ErrFixedConflict }
 
 // RequestFor returns the request to send msg for task t back to where t came from: its origin
-// principal, source and locator, its context and current state.
+// principal, source and locator, its context and current state, and for a question the input
+// request it asks (InputSeq).
 func RequestFor(t *taskplane.Task, operation string, msg taskplane.Message) Request {
-	return Request{Principal: t.Origin.Principal, TaskID: t.ID, ContextID: t.ContextID, Source: t.Origin.Source,
+	r := Request{Principal: t.Origin.Principal, TaskID: t.ID, ContextID: t.ContextID, Source: t.Origin.Source,
 		Operation: operation, State: t.Status.State, Locator: t.Origin.Locator, Message: msg}
+	if operation == OpQuestion {
+		r.InputSeq = t.InputRequest
+	}
+	return r
 }

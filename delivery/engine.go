@@ -15,10 +15,12 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// AnchorRecorder records a question's provider ID as a reply anchor of its task inside the
-// transaction that marks the question delivered. taskplane.RecordAnchorTx is the default;
-// sources.RecordAnchorTx adds the matrix check that the source continues by reply anchor.
-type AnchorRecorder func(ctx context.Context, tx store.Tx, principal, source, providerID, taskID string, now time.Time) error
+// AnchorRecorder records a question's provider ID as a reply anchor of its task, for the input
+// request the question asked (its event sequence, Request.InputSeq; 0 when the request named
+// none), inside the transaction that marks the question delivered. taskplane.RecordAnchorTx is
+// the default; sources.RecordAnchorTx adds the matrix check that the source continues by reply
+// anchor.
+type AnchorRecorder func(ctx context.Context, tx store.Tx, principal, source, providerID, taskID string, inputSeq int64, now time.Time) error
 
 // Engine defaults.
 const (

@@ -567,7 +567,7 @@ func TestSuccessfulQuestionDeliveryRecordsItsAnchor(t *testing.T) {
 
 		t.Run("no anchor, no delivered", func(t *testing.T) {
 			// If the anchor cannot be written, neither is "delivered": they share one transaction.
-			failing := func(context.Context, store.Tx, string, string, string, string, time.Time) error {
+			failing := func(context.Context, store.Tx, string, string, string, string, int64, time.Time) error {
 				return errors.New("disk full")
 			}
 			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Lookup}, nil,
@@ -730,4 +730,74 @@ func TestEngineWithoutAClockTakesTheStores(t *testing.T) {
 	if want := ahead.UTC().Truncate(time.Microsecond); !rec.CreatedAt.Equal(want) {
 		t.Errorf("prepared at %v, want the store's time %v", rec.CreatedAt, want)
 	}
+}
+
+// A question delivered after its task moved on to another question anchors the input request it
+// asked, not the task's current one: a reply to it is new work, and only a reply to the later
+// question continues the waiting task.
+func TestLateQuestionAnchorsTheInputRequestItAsked(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		s := open(t)
+		plane := taskplane.New(s, taskplane.WithLogger(quiet))
+		event := func(id, replyTo, text string) taskplane.Event {
+			return taskplane.Event{Principal: "alice", Source: "slack", Identity: id, ConversationKey: "C1/1",
+				ReplyTo: replyTo, Message: taskplane.Message{ID: "m-" + id, Role: taskplane.RoleUser,
+					Parts: []taskplane.Part{taskplane.TextPart(text)}}}
+		}
+		acc, err := plane.Accept(ctx, event("ev-1", "", "deploy it"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply := func(st taskplane.State, text string) *taskplane.Task {
+			t.Helper()
+			c := taskplane.SetStatus{State: st}
+			if text != "" {
+				c.Message = &taskplane.Message{ID: "q-" + text, Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart(text)}}
+			}
+			task, err := plane.Apply(ctx, "alice", acc.Task.ID, taskplane.AnyVersion, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return task
+		}
+		first := apply(taskplane.StateInputRequired, "Which branch?")
+		e := newEngine(t, s, delivery.Route{Sender: newProvider(nil), Recovery: delivery.Lookup}, nil)
+		q := delivery.RequestFor(first, delivery.OpQuestion, *first.Status.Message)
+		late, err := e.Prepare(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The input request is kept with the delivery, not in its identity.
+		if q.InputSeq == 0 {
+			t.Fatal("RequestFor set no InputSeq for the question of an interrupted task")
+		}
+		without := q
+		without.InputSeq = 0
+		if id, _ := delivery.ID(without); id != late.ID {
+			t.Errorf("the question's delivery ID %s depends on its InputSeq (%s without)", late.ID, id)
+		}
+		// The task moves on (answered elsewhere) and asks again before the first question goes out.
+		apply(taskplane.StateWorking, "")
+		second := apply(taskplane.StateInputRequired, "Which tag?")
+		asked := mustDeliver(t, e, delivery.RequestFor(second, delivery.OpQuestion, *second.Status.Message))
+		late = mustProcess(t, e, late)
+		wantState(t, late, delivery.StateDelivered)
+
+		stale, err := plane.Accept(ctx, event("ev-2", late.ProviderID, "main"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stale.Outcome != taskplane.Created || stale.AnchorMiss != taskplane.AnchorNoInputRequest {
+			t.Errorf("a reply to the late first question: %s (anchor miss %q), want a new task (%q)",
+				stale.Outcome, stale.AnchorMiss, taskplane.AnchorNoInputRequest)
+		}
+		answer, err := plane.Accept(ctx, event("ev-3", asked.ProviderID, "v1.2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer.Outcome != taskplane.Continued || answer.Task.ID != acc.Task.ID {
+			t.Errorf("a reply to the second question: %s of %s, want task %s continued", answer.Outcome, answer.Task.ID, acc.Task.ID)
+		}
+	})
 }

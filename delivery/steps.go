@@ -428,11 +428,17 @@ func (e *Engine) markDelivered(ctx context.Context, tx store.Tx, cur store.Deliv
 // is gone, the source continues by no anchor, no provider id) is evidence, not a failure: the
 // question was delivered and cannot be taken back. Store errors fail the transaction.
 func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delivery, providerID string, now time.Time) error {
-	var err error
-	if providerID == "" {
+	var (
+		p   payload
+		err error
+	)
+	switch {
+	case providerID == "":
 		err = errors.New("the provider returned no id")
-	} else {
-		err = e.anchor(ctx, tx, cur.Principal, cur.Source, providerID, cur.TaskID, now)
+	case json.Unmarshal(cur.Payload, &p) != nil:
+		err = fmt.Errorf("%w: the delivery's payload does not decode", taskplane.ErrInvalid)
+	default:
+		err = e.anchor(ctx, tx, cur.Principal, cur.Source, providerID, cur.TaskID, p.InputSeq, now)
 	}
 	switch {
 	case err == nil:

@@ -166,7 +166,7 @@ func AllowsAnchors(row matrix.Row) error {
 // RecordAnchorTx is Sink.RecordAnchor inside a caller's transaction (the delivery engine marks a
 // question delivered and records its anchor in one transaction). It refuses a source whose matrix
 // row declares no reply-anchor continuation, and an unknown source.
-func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, providerID, taskID string, now time.Time) error {
+func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, providerID, taskID string, inputSeq int64, now time.Time) error {
 	row, err := Declaration(source)
 	if err != nil {
 		return fmt.Errorf("record anchor: %w", err)
@@ -174,5 +174,5 @@ func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, provide
 	if err := AllowsAnchors(row); err != nil {
 		return err
 	}
-	return taskplane.RecordAnchorTx(ctx, tx, principal, source, providerID, taskID, now)
+	return taskplane.RecordAnchorTx(ctx, tx, principal, source, providerID, taskID, inputSeq, now)
 }

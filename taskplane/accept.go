@@ -595,16 +595,19 @@ func (p *Plane) verifyAnchor(ctx context.Context, tx store.Tx, ev *Event) (*Task
 }
 
 // RecordAnchor stores providerResponseID, a response delivered to source for taskID, as a reply
-// anchor carrying the task's current input request. The delivery engine calls it in the same
-// transaction that marks a question delivered.
+// anchor carrying the task's current input request.
 func (p *Plane) RecordAnchor(ctx context.Context, principal, source, providerResponseID, taskID string) error {
 	return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		return RecordAnchorTx(ctx, tx, principal, source, providerResponseID, taskID, p.clock())
+		return RecordAnchorTx(ctx, tx, principal, source, providerResponseID, taskID, 0, p.clock())
 	})
 }
 
-// RecordAnchorTx is RecordAnchor inside a caller's transaction.
-func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, providerResponseID, taskID string, now time.Time) error {
+// RecordAnchorTx is RecordAnchor inside a caller's transaction, for the input request at event
+// sequence inputSeq: the one the delivered question asked (the delivery engine records it in the
+// transaction that marks the question delivered). 0 means the task's current input request. A
+// question delivered after its task moved on to another one keeps its own: a reply to it does
+// not answer the later question (the anchor fails its input-request condition).
+func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, providerResponseID, taskID string, inputSeq int64, now time.Time) error {
 	if providerResponseID == "" {
 		return invalidf("anchor has no provider response id")
 	}
@@ -612,9 +615,12 @@ func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, provide
 	if err != nil {
 		return fmt.Errorf("record anchor: %w", err)
 	}
+	if inputSeq == 0 {
+		inputSeq = t.InputRequest
+	}
 	if err := tx.PutAnchor(ctx, store.Anchor{
 		Principal: principal, Source: source, ProviderID: providerResponseID, TaskID: t.ID,
-		InputSeq: t.InputRequest, CreatedAt: now,
+		InputSeq: inputSeq, CreatedAt: now,
 	}); err != nil {
 		return fmt.Errorf("record anchor: %w", err)
 	}
