@@ -45,15 +45,17 @@ type Engine struct {
 	sources []string // claim only these (nil = any)
 	noClaim bool     // the router lists no sources: claim nothing
 
-	now         func() time.Time
-	log         *slog.Logger
-	owner       string
-	policy      Policy
-	lease       time.Duration
-	sendTimeout time.Duration
-	poll        time.Duration
-	workers     int
-	anchor      AnchorRecorder
+	now    func() time.Time
+	log    *slog.Logger
+	owner  string
+	policy Policy
+	lease  time.Duration
+	// finishTimeout bounds recording an outcome (finishTimeout; tests shorten it).
+	finishTimeout time.Duration
+	sendTimeout   time.Duration
+	poll          time.Duration
+	workers       int
+	anchor        AnchorRecorder
 
 	locks   keyLocks
 	changed signal
@@ -107,18 +109,19 @@ func New(s store.Store, router Router, opts ...Option) *Engine {
 		router = Routes{}
 	}
 	e := &Engine{
-		store:       s,
-		router:      router,
-		now:         store.NowFunc(s),
-		log:         slog.Default(),
-		owner:       "engine-" + uuid.NewString(),
-		policy:      DefaultPolicy,
-		lease:       DefaultLease,
-		sendTimeout: DefaultSendTimeout,
-		poll:        DefaultPoll,
-		workers:     DefaultWorkers,
-		anchor:      taskplane.RecordAnchorTx,
-		poke:        make(chan struct{}, 1),
+		store:         s,
+		router:        router,
+		now:           store.NowFunc(s),
+		log:           slog.Default(),
+		owner:         "engine-" + uuid.NewString(),
+		policy:        DefaultPolicy,
+		lease:         DefaultLease,
+		finishTimeout: finishTimeout,
+		sendTimeout:   DefaultSendTimeout,
+		poll:          DefaultPoll,
+		workers:       DefaultWorkers,
+		anchor:        taskplane.RecordAnchorTx,
+		poke:          make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(e)

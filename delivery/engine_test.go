@@ -571,7 +571,7 @@ func TestSuccessfulQuestionDeliveryRecordsItsAnchor(t *testing.T) {
 				return errors.New("disk full")
 			}
 			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Lookup}, nil,
-				delivery.WithAnchorRecorder(failing))
+				delivery.WithAnchorRecorder(failing), delivery.WithFinishTimeout(200*time.Millisecond))
 			rec := mustDeliver(t, e, question("Which tag?"))
 			wantState(t, rec, delivery.StateSending)
 			if posts := p.postsOf(rec.ID); len(posts) != 1 {

@@ -347,7 +347,7 @@ func (e *Engine) lookup(ctx context.Context, st step) (again bool) {
 // all of finishTimeout. fn gets the row as stored now. If every try fails, the row stays in
 // sending with our lease, and recovery reconciles it once the lease runs out.
 func (e *Engine) finish(ctx context.Context, st step, fn func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.finishTimeout)
 	defer cancel()
 	var err error
 	for try := 0; ; try++ {
