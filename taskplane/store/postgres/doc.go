@@ -53,9 +53,10 @@
 // The admission bound counts pending wakes in every acceptance. Counted in wakes, that read walked
 // every index entry a pending wake left behind until vacuum removed it (588 µs per count on a
 // fresh database under load, more than the acceptance's writes together). Triggers on wakes
-// (migration 0005) keep the pending and active counts in wake_counts instead, in 64 slots per
-// state chosen by transaction id, so concurrent transactions seldom wait on one counter row;
-// CountWakes sums the slots.
+// (migration 0005) keep the pending and active counts in wake_counts instead, in 64 slot rows
+// chosen by transaction id, so concurrent transactions seldom wait on one counter row and a
+// transaction never locks two; CountWakes sums a column over the slots. The migration locks wakes
+// against writers while it counts, so a wake committed meanwhile by another process is counted.
 //
 // # One clock for every process
 //

@@ -1309,3 +1309,132 @@ func TestHostsWithSkewedClocksShareTheDatabaseClock(t *testing.T) {
 		t.Errorf("store.NowFunc(store) = %v, want the database's time (about %v)", got, time.Now())
 	}
 }
+
+// A wake another process commits while migration 0005 runs (a rolling upgrade) is counted: the
+// migration waits for writers in flight before it counts.
+func TestWakeCountsMigrationWaitsForWritersInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	open(t, u).Close()
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_track() CASCADE; DROP TABLE wake_counts;
+		DELETE FROM schema_migrations WHERE version = 5`); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
+		VALUES ('alice', 'w1', 't1', 1, 'pending', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan *postgres.Store, 1)
+	go func() {
+		s, err := postgres.Open(ctx, u)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- s
+	}()
+	time.Sleep(300 * time.Millisecond) // the migration reaches the writer's lock meanwhile
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := <-opened
+	if s == nil {
+		return
+	}
+	defer s.Close()
+	if n, err := s.CountWakes(ctx, store.WakePending, 0); err != nil || n != 1 {
+		t.Errorf("CountWakes(pending) after the migration = %d, %v; want the 1 wake committed meanwhile", n, err)
+	}
+}
+
+// Two transactions whose ids share a count slot, each moving wakes between the live states, wait
+// for one another at most: each locks one slot row, never two in opposite orders.
+func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	s := open(t, u)
+	connect := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(ctx) })
+		return c
+	}
+	a, b := connect(), connect()
+	for i, st := range []string{"pending", "active", "pending", "active"} {
+		if _, err := a.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
+			VALUES ('alice', $1, $1, 1, $2, now(), now())`, fmt.Sprint("w", i), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txid := func(tx pgx.Tx) int64 {
+		var id int64
+		if err := tx.QueryRow(ctx, `SELECT txid_current()`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	ta, err := a.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := txid(ta) % 64
+	var tb pgx.Tx
+	for range 1000 { // burn transaction ids until one shares ta's slot
+		if tb, err = b.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if txid(tb)%64 == slot {
+			break
+		}
+		tb.Rollback(ctx) //nolint:errcheck
+		tb = nil
+	}
+	if tb == nil {
+		t.Fatal("no transaction id shared the slot")
+	}
+	exec := func(tx pgx.Tx, sql string) error {
+		_, err := tx.Exec(ctx, sql)
+		return err
+	}
+	if err := exec(ta, `UPDATE wakes SET state = 'done' WHERE id = 'w2'`); err != nil { // pending -> done
+		t.Fatal(err)
+	}
+	bDone := make(chan error, 1)
+	go func() {
+		err := exec(tb, `UPDATE wakes SET state = 'done' WHERE id = 'w3'`) // active -> done
+		if err == nil {
+			err = exec(tb, `UPDATE wakes SET state = 'pending' WHERE id = 'w1'`) // active -> pending
+		}
+		if err == nil {
+			err = tb.Commit(ctx)
+		}
+		bDone <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // b waits on the slot meanwhile
+	if err := exec(ta, `UPDATE wakes SET state = 'active' WHERE id = 'w0'`); err != nil { // pending -> active
+		t.Errorf("a: %v", err)
+	}
+	if err := ta.Commit(ctx); err != nil {
+		t.Errorf("commit a: %v", err)
+	}
+	if err := <-bDone; err != nil {
+		t.Errorf("b: %v", err)
+	}
+	for state, want := range map[store.WakeState]int{store.WakePending: 1, store.WakeActive: 1} {
+		if n, err := s.CountWakes(ctx, state, 0); err != nil || n != want {
+			t.Errorf("CountWakes(%s) = %d, %v; want %d", state, n, err, want)
+		}
+	}
+}

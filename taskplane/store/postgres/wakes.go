@@ -76,14 +76,17 @@ func (r reader) ListTaskWakes(ctx context.Context, principal, taskID string) ([]
 // 0005), and counts the other states in wakes.
 func (r reader) CountWakes(ctx context.Context, state store.WakeState, upTo int) (int, error) {
 	query := `SELECT count(*) FROM wakes WHERE state = $1`
+	args := []any{string(state)}
 	switch {
-	case state == store.WakePending || state == store.WakeActive:
-		query = `SELECT COALESCE(sum(n), 0) FROM wake_counts WHERE state = $1`
+	case state == store.WakePending:
+		query, args = `SELECT sum(pending) FROM wake_counts`, nil
+	case state == store.WakeActive:
+		query, args = `SELECT sum(active) FROM wake_counts`, nil
 	case upTo > 0:
 		query = `SELECT count(*) FROM (SELECT 1 FROM wakes WHERE state = $1 LIMIT ` + strconv.Itoa(upTo) + `) w`
 	}
 	var n int
-	if err := r.q.QueryRow(ctx, query, string(state)).Scan(&n); err != nil {
+	if err := r.q.QueryRow(ctx, query, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %s wakes: %w", state, err)
 	}
 	if upTo > 0 {
