@@ -1422,7 +1422,7 @@ func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
 		}
 		bDone <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // b waits on the slot meanwhile
+	time.Sleep(100 * time.Millisecond)                                                    // b waits on the slot meanwhile
 	if err := exec(ta, `UPDATE wakes SET state = 'active' WHERE id = 'w0'`); err != nil { // pending -> active
 		t.Errorf("a: %v", err)
 	}
