@@ -1422,8 +1422,9 @@ func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
 		}
 		bDone <- err
 	}()
-	time.Sleep(100 * time.Millisecond)                                                    // b waits on the slot meanwhile
-	if err := exec(ta, `UPDATE wakes SET state = 'active' WHERE id = 'w0'`); err != nil { // pending -> active
+	time.Sleep(100 * time.Millisecond) // b waits on the slot meanwhile
+	// pending -> active
+	if err := exec(ta, `UPDATE wakes SET state = 'active' WHERE id = 'w0'`); err != nil {
 		t.Errorf("a: %v", err)
 	}
 	if err := ta.Commit(ctx); err != nil {
