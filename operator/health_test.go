@@ -146,3 +146,13 @@ func TestOpenAdminIsOpenToThisMachineOnly(t *testing.T) {
 		}
 	}
 }
+
+// The instrumented store keeps the clock of the store it wraps (store.Clock), so the task plane
+// and the delivery engine that `channels serve` builds on it measure leases on the database's.
+func TestInstrumentedStoreKeepsTheStoresClock(t *testing.T) {
+	ahead := time.Now().Add(time.Hour)
+	s := storetest.Clocked{Store: storetest.OpenSQLite(t), Clock: func() time.Time { return ahead }}
+	if got := store.NowFunc(operator.NewMetrics().Store(s))(); !got.Equal(ahead) {
+		t.Errorf("the instrumented store's clock = %v, want the wrapped store's %v", got, ahead)
+	}
+}

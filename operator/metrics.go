@@ -163,6 +163,10 @@ type instrumentedStore struct {
 	m *Metrics
 }
 
+// Now is the wrapped store's clock (store.Clock: on Postgres, the database's), so the task plane
+// and the delivery engine built on the instrumented store measure leases on it.
+func (s *instrumentedStore) Now() time.Time { return store.NowFunc(s.Store)() }
+
 // evidenceTx records the evidence a transaction inserts.
 type evidenceTx struct {
 	store.Tx

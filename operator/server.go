@@ -41,7 +41,7 @@ type Server struct {
 	Refresh time.Duration
 	// Log receives warnings (a failing store, refused admin requests).
 	Log *slog.Logger
-	// Now is the clock (nil: time.Now).
+	// Now is the clock (nil: the store's, store.NowFunc).
 	Now func() time.Time
 }
 
@@ -66,11 +66,12 @@ func (s *Server) Mount(mux *http.ServeMux) {
 	mux.Handle("GET /admin/static/", http.StripPrefix("/admin/", http.FileServerFS(staticFS)))
 }
 
+// now is Now, or the store's clock (store.Clock), on which leases and due times were written.
 func (s *Server) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
-	return time.Now()
+	return store.NowFunc(s.Store)()
 }
 
 func (s *Server) log() *slog.Logger {

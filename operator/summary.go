@@ -205,7 +205,7 @@ const attentionLimit = 50
 func Summarize(ctx context.Context, r store.Reader, o SummaryOptions) (Summary, error) {
 	now := o.Now
 	if now.IsZero() {
-		now = time.Now()
+		now = store.NowFunc(r)() // the clock the leases it compares were written on
 	}
 	now = now.UTC()
 	sum := Summary{GeneratedAt: now, Since: o.Since}

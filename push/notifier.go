@@ -58,7 +58,8 @@ type Options struct {
 	Workers int
 	// Logger receives failures (default slog.Default()).
 	Logger *slog.Logger
-	// Clock is the time (default the store's, store.NowFunc); signatures and the engine use it.
+	// Clock is the time (default time.Now) signatures carry; when set, the engine measures leases
+	// on it too (by default the engine takes the store's clock, store.NowFunc).
 	Clock func() time.Time
 }
 
@@ -93,8 +94,13 @@ func New(plane *taskplane.Plane, o Options) *Notifier {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Clock == nil {
-		o.Clock = store.NowFunc(plane.Store())
+	// The engine measures leases on o.Clock if set, else on the store's (store.Clock); signatures
+	// carry the host's time, which the receiver compares with its own.
+	engOpts := []delivery.Option{delivery.WithLogger(o.Logger)}
+	if o.Clock != nil {
+		engOpts = append(engOpts, delivery.WithClock(o.Clock))
+	} else {
+		o.Clock = time.Now
 	}
 	pol := DefaultPolicy
 	if o.Policy.MaxAttempts > 0 {
@@ -111,9 +117,8 @@ func New(plane *taskplane.Plane, o Options) *Notifier {
 	st := plane.Store()
 	g := &Guard{AllowPrivateNetworks: o.AllowPrivateNetworks, Resolver: o.Resolver, DialTimeout: o.Timeout}
 	sender := NewSender(st, g, o.Timeout, o.Clock)
-	eng := delivery.New(st, delivery.Routes{taskplane.SourcePush: {Sender: sender, Recovery: delivery.Idempotent}},
-		delivery.WithPolicy(pol), delivery.WithSendTimeout(o.Timeout), delivery.WithPoll(o.Poll),
-		delivery.WithLogger(o.Logger), delivery.WithClock(o.Clock))
+	engOpts = append(engOpts, delivery.WithPolicy(pol), delivery.WithSendTimeout(o.Timeout), delivery.WithPoll(o.Poll))
+	eng := delivery.New(st, delivery.Routes{taskplane.SourcePush: {Sender: sender, Recovery: delivery.Idempotent}}, engOpts...)
 	return &Notifier{
 		plane: plane, store: st, guard: g, engine: eng, poll: o.Poll, work: o.Workers, log: o.Logger,
 		now: o.Clock, poke: make(chan struct{}, 1),

@@ -36,6 +36,13 @@ func (s *Store) ClockOffset() time.Duration { return time.Duration(s.offset.Load
 // measureClock measures the offset to the database's clock and keeps it; on error it keeps the
 // previous one.
 func (s *Store) measureClock(ctx context.Context) error {
+	// The samples time the query alone, on a connection taken beforehand: a wait for a
+	// connection of a busy pool would count as round trip and move the estimate.
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("read the database's clock: %w", err)
+	}
+	defer conn.Release()
 	var (
 		best   time.Duration
 		offset time.Duration
@@ -43,7 +50,7 @@ func (s *Store) measureClock(ctx context.Context) error {
 	for i := range clockSamples {
 		var db time.Time
 		start := s.local()
-		if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
 			return fmt.Errorf("read the database's clock: %w", err)
 		}
 		rtt := s.local().Sub(start)
