@@ -11,6 +11,7 @@ import (
 
 	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/results"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
@@ -798,6 +799,60 @@ func TestLateQuestionAnchorsTheInputRequestItAsked(t *testing.T) {
 		}
 		if answer.Outcome != taskplane.Continued || answer.Task.ID != acc.Task.ID {
 			t.Errorf("a reply to the second question: %s of %s, want task %s continued", answer.Outcome, answer.Task.ID, acc.Task.ID)
+		}
+	})
+}
+
+// A task that asks twice without a message of its own gets a notice per ask: the notice of the
+// first ask, still waiting to go out when the task asks again, does not swallow the second, and
+// only a reply to the second continues the task.
+func TestEachAskWithoutAMessageGetsItsOwnNotice(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		s := open(t)
+		plane := taskplane.New(s, taskplane.WithLogger(quiet))
+		event := func(id, replyTo string) taskplane.Event {
+			return taskplane.Event{Principal: "alice", Source: "slack", Identity: id, ConversationKey: "C1/1",
+				ReplyTo: replyTo, Message: taskplane.Message{ID: "m-" + id, Role: taskplane.RoleUser,
+					Parts: []taskplane.Part{taskplane.TextPart("text of " + id)}}}
+		}
+		acc, err := plane.Accept(ctx, event("ev-1", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply := func(st taskplane.State) delivery.Request {
+			t.Helper()
+			task, err := plane.Apply(ctx, "alice", acc.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: st})
+			if err != nil {
+				t.Fatal(err)
+			}
+			op, msg, _ := results.What(task)
+			return delivery.RequestFor(task, op, msg)
+		}
+		e := newEngine(t, s, delivery.Route{Sender: newProvider(nil), Recovery: delivery.Lookup}, nil)
+		first, err := e.Prepare(ctx, apply(taskplane.StateInputRequired))
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply(taskplane.StateWorking)
+		second := mustDeliver(t, e, apply(taskplane.StateInputRequired))
+		if second.ID == first.ID {
+			t.Fatalf("the second ask's notice is the first ask's delivery %s", first.ID)
+		}
+		first = mustProcess(t, e, first)
+		stale, err := plane.Accept(ctx, event("ev-2", first.ProviderID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stale.Outcome != taskplane.Created {
+			t.Errorf("a reply to the first ask's late notice: %s, want a new task", stale.Outcome)
+		}
+		answer, err := plane.Accept(ctx, event("ev-3", second.ProviderID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer.Outcome != taskplane.Continued || answer.Task.ID != acc.Task.ID {
+			t.Errorf("a reply to the second ask's notice: %s (anchor miss %q), want task %s continued", answer.Outcome, answer.AnchorMiss, acc.Task.ID)
 		}
 	})
 }

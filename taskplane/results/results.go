@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/channels-dev/channels/delivery"
@@ -77,8 +78,14 @@ func What(t *taskplane.Task) (op string, msg taskplane.Message, ok bool) {
 		return op, *t.Status.Message, true
 	}
 	// No status message: a fixed notice, with an id derived from the task and state so the same
-	// outcome is always the same delivery.
-	return op, taskplane.Message{ID: "notice-" + t.ID + "-" + string(st), Role: taskplane.RoleAgent,
+	// outcome is always the same delivery. A question's notice names its input request too: each
+	// time the task asks, the person is told again, and the reply anchor of each notice carries the
+	// input request it asked (a notice sent late, after the task asked again, answers nothing).
+	id := "notice-" + t.ID + "-" + string(st)
+	if st.Interrupted() && t.InputRequest != 0 {
+		id += "-" + strconv.FormatInt(t.InputRequest, 10)
+	}
+	return op, taskplane.Message{ID: id, Role: taskplane.RoleAgent,
 		TaskID: t.ID, ContextID: t.ContextID, Parts: []taskplane.Part{taskplane.TextPart(notice(st))}}, true
 }
 
