@@ -1032,3 +1032,19 @@ func TestPlaneWithoutAClockTakesTheStores(t *testing.T) {
 		t.Errorf("accepted at %v, want the store's time %v", acc.Task.Status.Timestamp, want)
 	}
 }
+
+// An empty file (a raw part of no bytes) is stored and read back as a file, not as empty text.
+func TestAnEmptyFilePartStaysAFile(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ev := nativeEvent("alice", "ev-1", "c1", "")
+		ev.Message.Parts = []taskplane.Part{{Raw: []byte{}, MediaType: "text/plain", Filename: "empty.txt"}}
+		acc := mustAccept(t, p, ev)
+		got, err := p.GetTask(context.Background(), "alice", acc.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if part := got.History[0].Parts[0]; part.Raw == nil || len(part.Raw) != 0 || part.Filename != "empty.txt" {
+			t.Errorf("stored part = %+v, want an empty file", part)
+		}
+	})
+}

@@ -95,7 +95,7 @@ const (
 // (HasData distinguishes a JSON null datum from no datum).
 type Part struct {
 	Text      string          `json:"text,omitempty"`
-	Raw       []byte          `json:"raw,omitempty"`
+	Raw       []byte          `json:"raw,omitzero"` // an empty file stays a file: only nil is left out
 	URL       string          `json:"url,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	Filename  string          `json:"filename,omitempty"`
