@@ -375,6 +375,18 @@ func TestExtendedCardNeedsAnAuthenticatedCaller(t *testing.T) {
 	if status, _, body := mixed.raw(http.MethodGet, "/extendedAgentCard", tokenAlice, nil, nil); status != http.StatusOK {
 		t.Fatalf("extended card with a token: %d %s", status, body)
 	}
+	// JSON-RPC refuses the same way: 401 with the challenge, and the request's id in the error.
+	for _, token := range []string{"", "not-a-token"} {
+		status, h, body := mixed.raw(http.MethodPost, "/jsonrpc", token,
+			[]byte(`{"jsonrpc":"2.0","id":41,"method":"GetExtendedAgentCard"}`), nil)
+		var r rpcResponse
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatal(err)
+		}
+		if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" || string(r.ID) != "41" || r.reason() != "UNAUTHENTICATED" {
+			t.Fatalf("JSON-RPC extended card with allow_anonymous, token %q: %d %v %s", token, status, h, body)
+		}
+	}
 
 	loopback := newEnv(t, func(c *a2aConfig) {
 		c.Credentials = nil

@@ -12,6 +12,7 @@ package a2ajsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -133,6 +134,9 @@ func write(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// unauthenticatedPeek bounds what is read of an unauthenticated request's body to find its id.
+const unauthenticatedPeek = 64 << 10
+
 // readableID is the id of body if it is a request object with a valid id, else null.
 func readableID(body []byte) json.RawMessage {
 	req, _ := ParseRequest(body)
@@ -148,8 +152,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	principal, aerr := h.svc.Authenticate(r)
 	if aerr != nil {
+		// The refusal names the request's id when a short body shows it; a caller not yet
+		// trusted gets no more of its body read than that.
+		body, _ := io.ReadAll(io.LimitReader(r.Body, unauthenticatedPeek))
 		a2aservice.SetChallenge(w, aerr)
-		write(w, http.StatusUnauthorized, encode(nullID, nil, aerr))
+		write(w, http.StatusUnauthorized, encode(readableID(body), nil, aerr))
 		return
 	}
 	lim := h.svc.Limits()
@@ -179,6 +186,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	streaming := req.Method == MethodSendStreamingMessage || req.Method == MethodSubscribeToTask
 	fail := func(e *a2awire.Error) {
+		if errors.Is(e, a2awire.ErrUnauthenticated) {
+			// As for a request refused before dispatch (the extended card without credentials).
+			a2aservice.SetChallenge(w, e)
+			write(w, http.StatusUnauthorized, encode(req.ID, nil, e))
+			return
+		}
 		if streaming && acceptsSSE(r) {
 			h.svc.ServeSSE(w, r, errorStream(h.svc), encoder{id: req.ID, pre: e})
 			return
