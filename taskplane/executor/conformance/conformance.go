@@ -16,6 +16,7 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,11 @@ import (
 // disconnect and resubscribe while the task is live.
 const DefaultHold = 4 * time.Second
 
+// DefaultDelay is how long tck-delayed-complete stays WORKING: long enough for a send with
+// returnImmediately to come back before the task completes, and for a blocking send to be seen
+// waiting for it.
+const DefaultDelay = 2 * time.Second
+
 // ErrRejected is the error of tck-reject-task: the executor fails with the text "rejected", and
 // the dispatcher records that as the task's FAILED status message.
 var ErrRejected = errors.New("rejected")
@@ -41,6 +47,7 @@ var ErrRejected = errors.New("rejected")
 const (
 	TextComplete = "Hello from TCK"
 	TextDirect   = "Direct message response"
+	TextDelayed  = "Done after delay"
 	FileURL      = "https://example.com/output.txt"
 	FileName     = "output.txt"
 	FileType     = "text/plain"
@@ -53,6 +60,8 @@ const (
 type Executor struct {
 	// Hold is how long test-resubscribe-message-id stays WORKING (0 means DefaultHold).
 	Hold time.Duration
+	// Delay is how long tck-delayed-complete stays WORKING (0 means DefaultDelay).
+	Delay time.Duration
 }
 
 // New returns the conformance agent with the contract's timings.
@@ -87,7 +96,10 @@ var scenarios = func() []scenario {
 		{"tck-stream-artifact-text", stream(textPart("Streamed text content"))},
 		{"tck-stream-artifact-file", stream(rawFilePart)},
 		{"tck-stream-artifact-chunked", chunked},
-		{"test-resubscribe-message-id", holdThenComplete},
+		{"test-resubscribe-message-id", holdThenComplete(func(e *Executor) time.Duration { return cmp.Or(e.Hold, DefaultHold) }, "")},
+		// Beyond the contract: the kit's execution-mode tests (CORE-EXECUTION-MODE-001/002) tell
+		// a blocking send from a non-blocking one by a task that completes after a delay.
+		{"tck-delayed-complete", holdThenComplete(func(e *Executor) time.Duration { return cmp.Or(e.Delay, DefaultDelay) }, TextDelayed)},
 	}
 	sort.SliceStable(s, func(i, j int) bool { return len(s[i].prefix) > len(s[j].prefix) })
 	return s
@@ -235,21 +247,24 @@ func chunked(ctx context.Context, _ *Executor, turn *taskplane.Turn) error {
 	return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted})
 }
 
-// holdThenComplete stays WORKING for e.Hold, then completes. A cancel (or shutdown) ends the wait.
-func holdThenComplete(ctx context.Context, e *Executor, turn *taskplane.Turn) error {
-	if err := working(ctx, turn); err != nil {
-		return err
+// holdThenComplete stays WORKING for hold(e), then completes, with an agent message of text if
+// it is not empty. A cancel (or shutdown) ends the wait.
+func holdThenComplete(hold func(*Executor) time.Duration, text string) step {
+	return func(ctx context.Context, e *Executor, turn *taskplane.Turn) error {
+		if err := working(ctx, turn); err != nil {
+			return err
+		}
+		t := time.NewTimer(hold(e))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		done := taskplane.SetStatus{State: taskplane.StateCompleted}
+		if text != "" {
+			done.Message = agentText(text)
+		}
+		return turn.Update(ctx, done)
 	}
-	hold := e.Hold
-	if hold <= 0 {
-		hold = DefaultHold
-	}
-	t := time.NewTimer(hold)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-	}
-	return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted})
 }

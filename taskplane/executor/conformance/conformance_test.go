@@ -63,12 +63,13 @@ func TestConformancePrefixes(t *testing.T) {
 		{prefix: "tck-stream-artifact-chunked", steps: []string{working, artifact, artifact, completed},
 			artifacts: [][]taskplane.Part{{text("chunk-1 ")}, {text("chunk-2")}}, final: taskplane.StateCompleted},
 		{prefix: "test-resubscribe-message-id", steps: []string{working, completed}, final: taskplane.StateCompleted},
+		{prefix: "tck-delayed-complete", steps: []string{working, completed}, status: conformance.TextDelayed, final: taskplane.StateCompleted},
 		{prefix: "tck-send-001", steps: []string{working, completed},
 			status: "Unhandled messageId prefix: " + id("tck-send-001"), final: taskplane.StateCompleted},
 		// Reached only when the binding did not take the direct answer (a source's event).
 		{prefix: "tck-message-response", steps: []string{working, completed}, status: "Direct message response", final: taskplane.StateCompleted},
 	}
-	h := executortest.New(t, &conformance.Executor{Hold: 200 * time.Millisecond})
+	h := executortest.New(t, &conformance.Executor{Hold: 200 * time.Millisecond, Delay: 100 * time.Millisecond})
 	for _, tc := range tests {
 		t.Run(tc.prefix, func(t *testing.T) {
 			acc := h.Send(t, executortest.UserEvent(id(tc.prefix), "hi"))
@@ -205,8 +206,8 @@ func TestConformancePrefixesMostSpecificFirst(t *testing.T) {
 			}
 		}
 	}
-	if len(ps) != 17 {
-		t.Errorf("%d prefixes, want the contract's 16 and tck-auth-required", len(ps))
+	if len(ps) != 18 {
+		t.Errorf("%d prefixes, want the contract's 16, tck-auth-required and tck-delayed-complete", len(ps))
 	}
 }
 
