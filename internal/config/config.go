@@ -38,6 +38,11 @@ import (
 // EnvPrefix starts the environment variable of every key.
 const EnvPrefix = "CHANNELS_"
 
+// MinRetention is the shortest retention window: providers redeliver an event for hours (Slack
+// retries, a webhook sender's backoff, an operator's manual redelivery), and an event whose claim
+// was pruned is accepted as new work.
+const MinRetention = 24 * time.Hour
+
 // Executors lists the executors `serve` can run.
 var Executors = []string{"echo", "conformance", "a2a", "worker", "exec"}
 
@@ -112,7 +117,7 @@ func Default() Config {
 		Store:           DefaultStoreURL(),
 		Executor:        "echo",
 		BlockingTimeout: 60 * time.Second,
-		Retention:       30 * 24 * time.Hour,
+		Retention:       30 * 24 * time.Hour, // at least MinRetention
 		RetentionEvery:  time.Hour,
 		Concurrency:     32,
 		ShutdownTimeout: 30 * time.Second,
@@ -582,6 +587,9 @@ func (c *Config) Validate() error {
 	}
 	if u, err := url.Parse(c.Store); err != nil || u.Scheme == "" {
 		errs = append(errs, fmt.Errorf("store: want a URL such as sqlite:///path/channels.db or postgres://host/db"))
+	}
+	if c.Retention > 0 && c.Retention < MinRetention {
+		errs = append(errs, fmt.Errorf("retention %s: at least %s: a shorter window forgets events' idempotency claims while providers may still redeliver them, and a redelivery would become new work", c.Retention, MinRetention))
 	}
 	if !contains(Executors, c.Executor) {
 		errs = append(errs, fmt.Errorf("executor %q: want one of %s", c.Executor, strings.Join(Executors, ", ")))

@@ -96,6 +96,7 @@ func TestUnknownKeysAreRejectedByName(t *testing.T) {
 func TestBadValuesAreRejected(t *testing.T) {
 	for name, body := range map[string]string{
 		"duration": "retention: forever\n",
+		"short":    "retention: 10m\n",
 		"int":      "concurrency: many\n",
 		"executor": "executor: gpt\n",
 		"zero":     "concurrency: 0\n",
