@@ -215,7 +215,7 @@ func EvidenceQuery(q map[string][]string, now time.Time) (store.EvidenceFilter, 
 		if err != nil || n < 0 {
 			return f, fmt.Errorf("after %q: want an evidence id", v)
 		}
-		f.AfterID = n
+		f.AfterID, f.Forward = n, true // a follower pages forward: oldest first
 	}
 	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -26,6 +28,56 @@ type evidenceReader interface {
 	list(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error)
 	summary(ctx context.Context, since time.Time) (operator.Summary, error)
 	close()
+}
+
+// followSettle is how old a record must be before no record with a lower id can still be in flight:
+// on Postgres an id is drawn at insert and seen at commit, and the store's follower horizon waits
+// 10 s for a gap to fill; the rest is room for the skew between this host's clock and the
+// writer's.
+const followSettle = 30 * time.Second
+
+// followPage is how many records one read of a follow returns at most; it reads again at once
+// while a read is full.
+const followPage = 1000
+
+// followLookback is how many of the newest records (of any kind) a follow looks at to find where to
+// start.
+const followLookback = 200
+
+// followStart returns where a follow of f starts reading (after last), and the records matching f
+// above that already committed (seen), which the follow does not print: the page printed first
+// holds the newest of them, and the rest are older than the page. It is called before the page is
+// read, so a record committed meanwhile is printed by the follow if the page missed it.
+//
+// last is the newest id, among the newest records of any kind, older than followSettle at now: a
+// record still in flight when the page is read cannot have a lower id. Without such a record it
+// is just below the oldest of them, or 0 for an empty store. (On Postgres, where transactions
+// commit out of id order, starting after the page's newest id would skip a record with a lower id
+// that committed after the page was read.)
+func followStart(ctx context.Context, r evidenceReader, f store.EvidenceFilter, now time.Time) (last int64, seen map[int64]bool, err error) {
+	newest, err := r.list(ctx, store.EvidenceFilter{Limit: followLookback})
+	if err != nil {
+		return 0, nil, err
+	}
+	settled := now.Add(-followSettle)
+	for _, e := range newest {
+		if !e.Time.After(settled) {
+			last = max(last, e.ID)
+		}
+	}
+	if last == 0 && len(newest) > 0 {
+		last = slices.MinFunc(newest, func(a, b operator.EvidenceView) int { return cmp.Compare(a.ID, b.ID) }).ID - 1
+	}
+	f.AfterID, f.Since, f.Limit, f.Forward = last, time.Time{}, followPage, true
+	above, err := r.list(ctx, f)
+	if err != nil {
+		return 0, nil, err
+	}
+	seen = make(map[int64]bool, len(above))
+	for _, e := range above {
+		seen[e.ID] = true
+	}
+	return last, seen, nil
 }
 
 func (a *app) evidenceCmd() *cobra.Command {
@@ -100,6 +152,14 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 				}
 				return a.printSummary(sum, sinceArg, asJSON)
 			}
+			// A follow finds where to start before it reads the page (see followStart).
+			var last int64
+			var seen map[int64]bool
+			if follow {
+				if last, seen, err = followStart(ctx, r, f, now); err != nil {
+					return err
+				}
+			}
 			rows, err := r.list(ctx, f)
 			if err != nil {
 				return err
@@ -115,18 +175,9 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 			if err := p.flush(); err != nil {
 				return err
 			}
-			last := int64(0)
 			for _, e := range rows {
-				last = max(last, e.ID)
-			}
-			if last == 0 {
-				// Nothing matched yet: start after the newest record of any kind.
-				newest, err := r.list(ctx, store.EvidenceFilter{Limit: 1})
-				if err != nil {
-					return err
-				}
-				if len(newest) > 0 {
-					last = newest[0].ID
+				if e.ID > last {
+					seen[e.ID] = true
 				}
 			}
 			t := time.NewTicker(interval)
@@ -137,24 +188,29 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 					return nil
 				case <-t.C:
 				}
-				f.AfterID, f.Since, f.Limit = last, time.Time{}, 1000
-				rows, err := r.list(ctx, f)
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
+				// Oldest first, page after page while a page is full.
+				for full := true; full; {
+					f.AfterID, f.Since, f.Limit, f.Forward = last, time.Time{}, followPage, true
+					rows, err := r.list(ctx, f)
+					if err != nil {
+						if ctx.Err() != nil {
+							return nil
+						}
+						return err
 					}
-					return err
-				}
-				slices.Reverse(rows)
-				for _, e := range rows {
-					last = max(last, e.ID)
-				}
-				p.now = time.Now().UTC()
-				if err := p.print(rows); err != nil {
-					return err
-				}
-				if err := p.flush(); err != nil {
-					return err
+					full = len(rows) == followPage
+					for _, e := range rows {
+						last = max(last, e.ID)
+					}
+					rows = slices.DeleteFunc(rows, func(e operator.EvidenceView) bool { return seen[e.ID] })
+					maps.DeleteFunc(seen, func(id int64, _ bool) bool { return id <= last })
+					p.now = time.Now().UTC()
+					if err := p.print(rows); err != nil {
+						return err
+					}
+					if err := p.flush(); err != nil {
+						return err
+					}
 				}
 			}
 		},
@@ -344,8 +400,8 @@ func (s *apiEvidence) list(ctx context.Context, f store.EvidenceFilter) ([]opera
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
 	}
-	if f.AfterID > 0 {
-		q.Set("after", strconv.FormatInt(f.AfterID, 10))
+	if f.AfterID > 0 || f.Forward {
+		q.Set("after", strconv.FormatInt(f.AfterID, 10)) // the API lists oldest first after an id
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > 1000 {

@@ -280,9 +280,15 @@ func TestOperatorSurfaceAfterAScriptedRun(t *testing.T) {
 		t.Fatalf("late POST = %d", got)
 	}
 	waitFor(t, "the followed record", func() bool { return strings.Contains(follower.stdout.String(), `:dep-2"`) })
+	time.Sleep(300 * time.Millisecond) // more follow reads over the same records
 	cancelFollow()
 	if code := <-followDone; code != 0 {
 		t.Fatalf("evidence --follow exit %d: %s", code, follower.stderr.String())
+	}
+	// The page (the newest one, --limit 1) and the new record, each once: not the older records
+	// the limit left out, and not the page again.
+	if followed := ndjson[operator.EvidenceView](t, follower.stdout.String()); len(followed) != 2 {
+		t.Fatalf("evidence --follow printed %d records, want the page's one and the new one:\n%s", len(followed), follower.stdout.String())
 	}
 	outputs = append(outputs, follower.stdout.String())
 

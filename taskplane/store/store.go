@@ -104,7 +104,7 @@ type Reader interface {
 	GetContext(ctx context.Context, principal, contextID string) (Context, error)
 	GetAnchor(ctx context.Context, principal, source, providerID string) (Anchor, error)
 	GetCheckpoint(ctx context.Context, principal, source string) (Checkpoint, error)
-	// ListEvidence returns evidence matching f, newest first.
+	// ListEvidence returns evidence matching f, newest first (oldest first with f.Forward).
 	ListEvidence(ctx context.Context, f EvidenceFilter) ([]Evidence, error)
 	// ListWakes returns wakes in the given state, oldest first (FIFO), at most limit.
 	ListWakes(ctx context.Context, state WakeState, limit int) ([]Wake, error)
@@ -305,7 +305,10 @@ type EvidenceFilter struct {
 	TaskID    string
 	Since     time.Time
 	AfterID   int64 // only evidence with ID > AfterID (for --follow)
-	Limit     int
+	// Forward lists oldest first, so that Limit keeps the oldest: a follower pages forward from
+	// AfterID and misses nothing when more than a page arrived between two reads.
+	Forward bool
+	Limit   int
 }
 
 // WakeState is the state of a wake row.

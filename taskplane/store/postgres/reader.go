@@ -227,7 +227,7 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 	if !f.Since.IsZero() {
 		w.add("created_at >= ?", f.Since)
 	}
-	if f.AfterID > 0 {
+	if f.AfterID > 0 || f.Forward {
 		w.add("id > ?", f.AfterID)
 		h, err := r.evidenceHorizon(ctx, f.AfterID)
 		if err != nil {
@@ -237,8 +237,11 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 			w.add("id < ?", h)
 		}
 	}
-	query := `SELECT id, principal, source, kind, task_id, detail, created_at FROM evidence WHERE ` + w.sql() +
-		` ORDER BY id DESC`
+	order := ` ORDER BY id DESC`
+	if f.Forward {
+		order = ` ORDER BY id`
+	}
+	query := `SELECT id, principal, source, kind, task_id, detail, created_at FROM evidence WHERE ` + w.sql() + order
 	if f.Limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(f.Limit)
 	}

@@ -458,8 +458,12 @@ func listEvidence(ctx context.Context, q querier, f store.EvidenceFilter) ([]sto
 		w.add("id > ?", f.AfterID)
 	}
 	where, args := w.where(), append(w.args, limitArg(f.Limit))
+	order := ` ORDER BY id DESC`
+	if f.Forward {
+		order = ` ORDER BY id`
+	}
 	rows, err := q.QueryContext(ctx, `SELECT id, principal, source, kind, task_id, detail, created_at FROM evidence`+where+
-		` ORDER BY id DESC LIMIT ?`, args...)
+		order+` LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list evidence: %w", err)
 	}

@@ -1331,7 +1331,7 @@ func testEvidenceFilters(t *testing.T, s store.Store) {
 	for _, c := range []struct {
 		name string
 		f    store.EvidenceFilter
-		want []int // indexes into stored, newest first
+		want []int // indexes into stored, in the order listed (newest first unless Forward)
 	}{
 		{"none", store.EvidenceFilter{}, []int{5, 4, 3, 2, 1, 0}},
 		{"principal", store.EvidenceFilter{Principal: "alice"}, []int{4, 2, 1, 0}},
@@ -1342,6 +1342,8 @@ func testEvidenceFilters(t *testing.T, s store.Store) {
 		{"since is inclusive", store.EvidenceFilter{Since: at(2 * time.Second)}, []int{5, 4, 3, 2}},
 		{"after id", store.EvidenceFilter{AfterID: stored[3].ID}, []int{5, 4}},
 		{"after the newest id", store.EvidenceFilter{AfterID: stored[5].ID}, nil},
+		{"forward keeps the oldest", store.EvidenceFilter{AfterID: stored[1].ID, Forward: true, Limit: 2}, []int{2, 3}},
+		{"forward from the start", store.EvidenceFilter{Forward: true, Limit: 3}, []int{0, 1, 2}},
 		{"limit keeps the newest", store.EvidenceFilter{Limit: 2}, []int{5, 4}},
 		{"principal and limit", store.EvidenceFilter{Principal: "alice", Limit: 3}, []int{4, 2, 1}},
 		{"no match", store.EvidenceFilter{Kind: "nope"}, nil},
