@@ -184,16 +184,17 @@ const (
 	maxEvidenceLimit     = 1000
 )
 
-// EvidencePage is the answer of GET /admin/api/evidence: records newest first, and the largest
-// id seen (pass it as after= to read only newer records).
+// EvidencePage is the answer of GET /admin/api/evidence: records newest first (oldest first after
+// an id), and the largest id seen (pass it as after= to read only newer records).
 type EvidencePage struct {
 	Evidence []EvidenceView `json:"evidence"`
 	LastID   int64          `json:"lastId"`
 }
 
 // EvidenceQuery parses the query of GET /admin/api/evidence: source, kind, principal, task,
-// since (a duration back from now, such as 1h, or an RFC 3339 time), after (an evidence id) and
-// limit (default 100, at most 1000).
+// since and until (each a duration back from now, such as 1h, or an RFC 3339 time), after (an
+// evidence id: oldest first from there, stopping short of an id still in flight unless follow=0)
+// and limit (default 100, at most 1000).
 func EvidenceQuery(q map[string][]string, now time.Time) (store.EvidenceFilter, error) {
 	get := func(k string) string {
 		if v := q[k]; len(v) > 0 {
@@ -210,12 +211,21 @@ func EvidenceQuery(q map[string][]string, now time.Time) (store.EvidenceFilter, 
 		}
 		f.Since = t
 	}
+	if v := get("until"); v != "" {
+		t, err := ParseSince(v, now)
+		if err != nil {
+			return f, fmt.Errorf("until: %w", err)
+		}
+		f.Until = t
+	}
 	if v := get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return f, fmt.Errorf("after %q: want an evidence id", v)
 		}
-		f.AfterID, f.Forward = n, true // a follower pages forward: oldest first
+		// A follower pages forward, oldest first, and stops short of an id still in flight;
+		// follow=0 lists what is committed now instead.
+		f.AfterID, f.Forward, f.Follow = n, true, get("follow") != "0"
 	}
 	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

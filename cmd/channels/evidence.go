@@ -40,44 +40,42 @@ const followSettle = 30 * time.Second
 // while a read is full.
 const followPage = 1000
 
-// followLookback is how many of the newest records (of any kind) a follow looks at to find where to
-// start.
-const followLookback = 200
-
 // followStart returns where a follow of f starts reading (after last), and the records matching f
 // above that already committed (seen), which the follow does not print: the page printed first
-// holds the newest of them, and the rest are older than the page. It is called before the page is
-// read, so a record committed meanwhile is printed by the follow if the page missed it.
+// holds the newest of them, and the rest are older than the page (--limit, --since). It is called
+// before the page is read, so a record committed meanwhile is printed by the follow if the page
+// missed it.
 //
-// last is the newest id, among the newest records of any kind, older than followSettle at now: a
-// record still in flight when the page is read cannot have a lower id. Without such a record it
-// is just below the oldest of them, or 0 for an empty store. (On Postgres, where transactions
-// commit out of id order, starting after the page's newest id would skip a record with a lower id
-// that committed after the page was read.)
+// last is the newest record created followSettle or more before now: a record still in flight
+// when the page is read cannot have a lower id. (On Postgres, where transactions commit out of id
+// order, starting after the page's newest id would skip a record with a lower id that committed
+// after the page was read.)
 func followStart(ctx context.Context, r evidenceReader, f store.EvidenceFilter, now time.Time) (last int64, seen map[int64]bool, err error) {
-	newest, err := r.list(ctx, store.EvidenceFilter{Limit: followLookback})
+	settled, err := r.list(ctx, store.EvidenceFilter{Until: now.Add(-followSettle), Limit: 1})
 	if err != nil {
 		return 0, nil, err
 	}
-	settled := now.Add(-followSettle)
-	for _, e := range newest {
-		if !e.Time.After(settled) {
-			last = max(last, e.ID)
+	if len(settled) > 0 {
+		last = settled[0].ID
+	}
+	// Everything committed now above last, past any id still in flight (not a follower's read):
+	// what the page and the limit show or leave out is not printed again; what commits later is.
+	seen = map[int64]bool{}
+	f.Since, f.Limit, f.Forward, f.Follow = time.Time{}, followPage, true, false
+	for after := last; ; {
+		f.AfterID = after
+		above, err := r.list(ctx, f)
+		if err != nil {
+			return 0, nil, err
+		}
+		for _, e := range above {
+			seen[e.ID] = true
+			after = max(after, e.ID)
+		}
+		if len(above) < followPage {
+			return last, seen, nil
 		}
 	}
-	if last == 0 && len(newest) > 0 {
-		last = slices.MinFunc(newest, func(a, b operator.EvidenceView) int { return cmp.Compare(a.ID, b.ID) }).ID - 1
-	}
-	f.AfterID, f.Since, f.Limit, f.Forward = last, time.Time{}, followPage, true
-	above, err := r.list(ctx, f)
-	if err != nil {
-		return 0, nil, err
-	}
-	seen = make(map[int64]bool, len(above))
-	for _, e := range above {
-		seen[e.ID] = true
-	}
-	return last, seen, nil
 }
 
 func (a *app) evidenceCmd() *cobra.Command {
@@ -190,7 +188,7 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 				}
 				// Oldest first, page after page while a page is full.
 				for full := true; full; {
-					f.AfterID, f.Since, f.Limit, f.Forward = last, time.Time{}, followPage, true
+					f.AfterID, f.Since, f.Limit, f.Forward, f.Follow = last, time.Time{}, followPage, true, true
 					rows, err := r.list(ctx, f)
 					if err != nil {
 						if ctx.Err() != nil {
@@ -199,6 +197,8 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 						return err
 					}
 					full = len(rows) == followPage
+					// Oldest first, whatever order a server of an older build answers in.
+					slices.SortFunc(rows, func(a, b operator.EvidenceView) int { return cmp.Compare(a.ID, b.ID) })
 					for _, e := range rows {
 						last = max(last, e.ID)
 					}
@@ -400,8 +400,14 @@ func (s *apiEvidence) list(ctx context.Context, f store.EvidenceFilter) ([]opera
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
 	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+	}
 	if f.AfterID > 0 || f.Forward {
 		q.Set("after", strconv.FormatInt(f.AfterID, 10)) // the API lists oldest first after an id
+		if !f.Follow {
+			q.Set("follow", "0")
+		}
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > 1000 {

@@ -304,11 +304,16 @@ type EvidenceFilter struct {
 	Kind      string
 	TaskID    string
 	Since     time.Time
-	AfterID   int64 // only evidence with ID > AfterID (for --follow)
+	Until     time.Time // only evidence created at or before Until
+	AfterID   int64     // only evidence with ID > AfterID (for --follow)
 	// Forward lists oldest first, so that Limit keeps the oldest: a follower pages forward from
 	// AfterID and misses nothing when more than a page arrived between two reads.
 	Forward bool
-	Limit   int
+	// Follow makes the read a follower's: it stops short of an id that may still be in flight
+	// (Postgres, where transactions commit out of id order), so that reading on after the
+	// largest id it returned never steps over a record committed later.
+	Follow bool
+	Limit  int
 }
 
 // WakeState is the state of a wake row.

@@ -697,7 +697,7 @@ func TestEvidenceFollowerNeverSkipsARecordCommittedLate(t *testing.T) {
 	after := first[0].ID
 	kinds := func() []string {
 		t.Helper()
-		ev, err := s.ListEvidence(ctx, store.EvidenceFilter{AfterID: after})
+		ev, err := s.ListEvidence(ctx, store.EvidenceFilter{AfterID: after, Follow: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1437,5 +1437,53 @@ func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
 		if n, err := s.CountWakes(ctx, state, 0); err != nil || n != want {
 			t.Errorf("CountWakes(%s) = %d, %v; want %d", state, n, err, want)
 		}
+	}
+}
+
+// A follower whose filter matched nothing while more than the horizon's scan (10,000 ids) of other
+// records arrived still gets the next record that matches, once the others have settled: the scan
+// starts at the newest settled record, not at the follower's last id.
+func TestFilteredEvidenceFollowerIsNotHeldBehindManyOtherRecords(t *testing.T) {
+	u := newSchema(t)
+	s := open(t, u)
+	postgres.SetEvidenceSettle(t, 200*time.Millisecond)
+	ctx := context.Background()
+	insert := func(kind string) {
+		t.Helper()
+		if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: kind, CreatedAt: time.Now()})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("wanted")
+	first, err := s.ListEvidence(ctx, store.EvidenceFilter{Kind: "wanted"})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("seed: %v %v", err, first)
+	}
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO evidence (principal, source, kind, task_id, created_at)
+		SELECT 'alice', '', 'noise', '', now() FROM generate_series(1, 10050)`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the noise settles
+	insert("wanted")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := s.ListEvidence(ctx, store.EvidenceFilter{Kind: "wanted", AfterID: first[0].ID, Forward: true, Follow: true, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second wanted record was not listed after the first's id (%d records)", len(got))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -227,8 +227,13 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 	if !f.Since.IsZero() {
 		w.add("created_at >= ?", f.Since)
 	}
-	if f.AfterID > 0 || f.Forward {
+	if !f.Until.IsZero() {
+		w.add("created_at <= ?", f.Until)
+	}
+	if f.AfterID > 0 {
 		w.add("id > ?", f.AfterID)
+	}
+	if f.Follow {
 		h, err := r.evidenceHorizon(ctx, f.AfterID)
 		if err != nil {
 			return nil, fmt.Errorf("list evidence: %w", err)
@@ -270,13 +275,25 @@ var evidenceSettle = 10 * time.Second // a variable for tests
 // evidenceHorizon returns the id a follower's read after `after` must stay below, or 0 for none.
 // A record's age (its created_at, from the clock of the server that wrote it) is measured against
 // the database's clock, the one every reader shares: a follower may run on another machine.
+//
+// A gap below the newest settled record (older than evidenceSettle) is settled too, so the scan
+// starts there: it looks only at the young records, and a follower whose filter matched nothing
+// for a while (its after left far behind) is not held at evidenceHorizonMax ids past it.
 func (r reader) evidenceHorizon(ctx context.Context, after int64) (int64, error) {
+	var base int64
+	err := r.q.QueryRow(ctx, `SELECT COALESCE((SELECT id FROM evidence WHERE id > $1
+		AND created_at <= now() - make_interval(secs => $2) ORDER BY id DESC LIMIT 1), $1)`,
+		after, evidenceSettle.Seconds()).Scan(&base)
+	if err != nil {
+		return 0, err
+	}
+	after = base
 	rows, _ := r.q.Query(ctx, `SELECT id, created_at > now() - make_interval(secs => $2) FROM evidence
 		WHERE id > $1 ORDER BY id LIMIT `+strconv.Itoa(evidenceHorizonMax), after, evidenceSettle.Seconds())
 	next, n := after+1, 0
 	var id int64
 	var young bool
-	_, err := pgx.ForEachRow(rows, []any{&id, &young}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &young}, func() error {
 		n++
 		if id > next && young {
 			return errHorizon

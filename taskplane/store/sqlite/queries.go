@@ -454,6 +454,9 @@ func listEvidence(ctx context.Context, q querier, f store.EvidenceFilter) ([]sto
 	if !f.Since.IsZero() {
 		w.add("created_at >= ?", micros(f.Since))
 	}
+	if !f.Until.IsZero() {
+		w.add("created_at <= ?", micros(f.Until))
+	}
 	if f.AfterID > 0 {
 		w.add("id > ?", f.AfterID)
 	}

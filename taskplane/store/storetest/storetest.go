@@ -1340,6 +1340,8 @@ func testEvidenceFilters(t *testing.T, s store.Store) {
 		{"task", store.EvidenceFilter{TaskID: "t1"}, []int{4, 1, 0}},
 		{"source and kind", store.EvidenceFilter{Source: "slack", Kind: "accepted"}, []int{3, 0}},
 		{"since is inclusive", store.EvidenceFilter{Since: at(2 * time.Second)}, []int{5, 4, 3, 2}},
+		{"until is inclusive", store.EvidenceFilter{Until: at(2 * time.Second)}, []int{2, 1, 0}},
+		{"since and until", store.EvidenceFilter{Since: at(time.Second), Until: at(2 * time.Second), Limit: 1}, []int{2}},
 		{"after id", store.EvidenceFilter{AfterID: stored[3].ID}, []int{5, 4}},
 		{"after the newest id", store.EvidenceFilter{AfterID: stored[5].ID}, nil},
 		{"forward keeps the oldest", store.EvidenceFilter{AfterID: stored[1].ID, Forward: true, Limit: 2}, []int{2, 3}},
