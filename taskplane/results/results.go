@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/channels-dev/channels/delivery"
@@ -41,7 +42,11 @@ func (h *Home) Settled(ctx context.Context, t *taskplane.Task) error {
 	if !ok {
 		return nil
 	}
-	rec, err := h.Engine.Prepare(ctx, delivery.RequestFor(t, op, msg))
+	req := delivery.RequestFor(t, op, msg)
+	if sent, err := h.legacyNotice(ctx, t, req); err != nil || sent {
+		return err
+	}
+	rec, err := h.Engine.Prepare(ctx, req)
 	if errors.Is(err, delivery.ErrNoRoute) {
 		h.log().Debug("no delivery route for the task's source", "task", t.ID, "source", t.Origin.Source)
 		return nil
@@ -52,6 +57,30 @@ func (h *Home) Settled(ctx context.Context, t *taskplane.Task) error {
 	h.log().Info("task result scheduled for delivery", "task", t.ID, "source", t.Origin.Source,
 		"operation", op, "delivery", rec.ID, "state", rec.State)
 	return nil
+}
+
+// legacyNotice reports whether the notice of t's current ask was already prepared by a build whose
+// notice IDs did not name the input request ("notice-<task>-<state>"): a result handed over
+// again after an upgrade (a wake not yet retired) then finds it instead of telling the person a
+// second time. A delivery under the old ID made before the current ask was for an earlier one.
+func (h *Home) legacyNotice(ctx context.Context, t *taskplane.Task, req delivery.Request) (bool, error) {
+	old := "notice-" + t.ID + "-" + string(t.Status.State)
+	if req.Operation != delivery.OpQuestion || req.Message.ID == old || !strings.HasPrefix(req.Message.ID, old+"-") {
+		return false, nil
+	}
+	req.Message.ID = old
+	id, err := delivery.ID(req)
+	if err != nil {
+		return false, err
+	}
+	rec, err := h.Engine.Get(ctx, t.Origin.Principal, id)
+	switch {
+	case errors.Is(err, delivery.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("send task %s home: %w", t.ID, err)
+	}
+	return !rec.CreatedAt.Before(t.Status.Timestamp), nil
 }
 
 func (h *Home) log() *slog.Logger {

@@ -274,3 +274,64 @@ func TestCanceledNativeTaskTellsItsProvider(t *testing.T) {
 		t.Fatalf("deliveries %+v %v, want one reply for the canceled task", ds, err)
 	}
 }
+
+// A notice an older build prepared for the current ask, under its ID without the input request,
+// is found when the result is handed over again after an upgrade: the person is not told twice.
+// One prepared for an earlier ask does not stand for the current one.
+func TestANoticeOfAnOlderBuildIsNotSentAgain(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.OpenSQLite(t)
+	engine := delivery.New(st, delivery.Routes{"webhook": {Sender: &fakeSender{}, Recovery: delivery.Idempotent}})
+	t.Cleanup(func() { engine.Close() })
+	home := &results.Home{Engine: engine}
+	plane := taskplane.New(st)
+	acc, err := plane.Accept(ctx, taskplane.Event{Principal: "alice", Source: "webhook", Identity: "e-1",
+		Message: taskplane.Message{ID: "m-1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func() *taskplane.Task {
+		t.Helper()
+		if _, err := plane.Apply(ctx, "alice", acc.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+			t.Fatal(err)
+		}
+		task, err := plane.Apply(ctx, "alice", acc.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateInputRequired})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	// What an older build prepared for an ask: the notice under "notice-<task>-<state>".
+	legacy := func(task *taskplane.Task) {
+		t.Helper()
+		op, msg, _ := results.What(task)
+		msg.ID = "notice-" + task.ID + "-" + string(task.Status.State)
+		if _, err := engine.Prepare(ctx, delivery.RequestFor(task, op, msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deliveries := func() int {
+		t.Helper()
+		ds, err := st.ListDeliveries(ctx, store.DeliveryFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ds)
+	}
+
+	first := ask()
+	legacy(first)
+	if err := home.Settled(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if n := deliveries(); n != 1 {
+		t.Fatalf("%d deliveries after the ask's result was handed over again, want the older build's one", n)
+	}
+	second := ask()
+	if err := home.Settled(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if n := deliveries(); n != 2 {
+		t.Fatalf("%d deliveries after a second ask, want its own notice too", n)
+	}
+}
