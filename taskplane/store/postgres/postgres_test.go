@@ -1146,6 +1146,23 @@ func TestNestedUpdateIsRefused(t *testing.T) {
 	}
 }
 
+// undoWakeCounts takes the schema at u back to before migration 0005 and returns the connection
+// that did it, closed when the test ends.
+func undoWakeCounts(t *testing.T, u *url.URL) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_track() CASCADE; DROP TABLE wake_counts;
+		DELETE FROM schema_migrations WHERE version = 5`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // Migration 0005 counts the live wakes already in a schema, and its triggers count into the
 // schema of the table they belong to, whatever the search_path of the session that changes it.
 func TestWakeCountsAreSeededByTheMigrationAndKeptPerSchema(t *testing.T) {
@@ -1174,16 +1191,7 @@ func TestWakeCountsAreSeededByTheMigrationAndKeptPerSchema(t *testing.T) {
 	}
 	s.Close()
 
-	// Back to the schema as it was before 0005, with the wakes in it.
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_track() CASCADE; DROP TABLE wake_counts;
-		DELETE FROM schema_migrations WHERE version = 5`); err != nil {
-		t.Fatal(err)
-	}
+	undoWakeCounts(t, u) // back to the schema as it was before 0005, with the wakes in it
 	s = open(t, u)
 	wantCount := func(step string, s *postgres.Store, state store.WakeState, want int) {
 		t.Helper()
@@ -1317,15 +1325,7 @@ func TestWakeCountsMigrationWaitsForWritersInFlight(t *testing.T) {
 	ctx := context.Background()
 	u := newSchema(t)
 	open(t, u).Close()
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_track() CASCADE; DROP TABLE wake_counts;
-		DELETE FROM schema_migrations WHERE version = 5`); err != nil {
-		t.Fatal(err)
-	}
+	conn := undoWakeCounts(t, u)
 	writer, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
