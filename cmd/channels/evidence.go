@@ -26,14 +26,17 @@ import (
 // /admin/api (--server), which a SQLite store needs while the server holds it.
 type evidenceReader interface {
 	list(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error)
+	// now is the time records' ages are measured against: the store's clock (store.Clock), or
+	// this host's for a server, which reads a relative until against its own.
+	now() time.Time
 	summary(ctx context.Context, since time.Time) (operator.Summary, error)
 	close()
 }
 
 // followSettle is how old a record must be before no record with a lower id can still be in flight:
 // on Postgres an id is drawn at insert and seen at commit, and the store's follower horizon waits
-// 10 s for a gap to fill; the rest is room for the skew between this host's clock and the
-// writer's.
+// 10 s for a gap to fill; the rest is room for the skew between the clocks of the writer and the
+// store (on Postgres both are the database's, store.Clock).
 const followSettle = 30 * time.Second
 
 // followPage is how many records one read of a follow returns at most; it reads again at once
@@ -46,12 +49,12 @@ const followPage = 1000
 // before the page is read, so a record committed meanwhile is printed by the follow if the page
 // missed it.
 //
-// last is the newest record created followSettle or more before now: a record still in flight
+// last is the newest record created followSettle or more before r.now(): a record still in flight
 // when the page is read cannot have a lower id. (On Postgres, where transactions commit out of id
 // order, starting after the page's newest id would skip a record with a lower id that committed
 // after the page was read.)
-func followStart(ctx context.Context, r evidenceReader, f store.EvidenceFilter, now time.Time) (last int64, seen map[int64]bool, err error) {
-	settled, err := r.list(ctx, store.EvidenceFilter{Until: now.Add(-followSettle), Limit: 1})
+func followStart(ctx context.Context, r evidenceReader, f store.EvidenceFilter) (last int64, seen map[int64]bool, err error) {
+	settled, err := r.list(ctx, store.EvidenceFilter{Until: r.now().Add(-followSettle), Limit: 1})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -154,7 +157,7 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 			var last int64
 			var seen map[int64]bool
 			if follow {
-				if last, seen, err = followStart(ctx, r, f, now); err != nil {
+				if last, seen, err = followStart(ctx, r, f); err != nil {
 					return err
 				}
 			}
@@ -361,11 +364,15 @@ func (s *storeEvidence) summary(ctx context.Context, since time.Time) (operator.
 
 func (s *storeEvidence) close() { _ = s.st.Close() }
 
+func (s *storeEvidence) now() time.Time { return store.NowFunc(s.st)() }
+
 // apiEvidence reads a running server's /admin/api.
 type apiEvidence struct {
 	base, token string
 	client      *http.Client
 }
+
+func (s *apiEvidence) now() time.Time { return time.Now() }
 
 func (s *apiEvidence) get(ctx context.Context, path string, q url.Values, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path+"?"+q.Encode(), nil)
@@ -401,7 +408,8 @@ func (s *apiEvidence) list(ctx context.Context, f store.EvidenceFilter) ([]opera
 		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if !f.Until.IsZero() {
-		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+		// How long ago, which the server reads against its own clock: this host's may be off.
+		q.Set("until", max(time.Since(f.Until), 0).Round(time.Millisecond).String())
 	}
 	if f.AfterID > 0 || f.Forward {
 		q.Set("after", strconv.FormatInt(f.AfterID, 10)) // the API lists oldest first after an id
