@@ -12,4 +12,6 @@ func lockFile(path string) (*fileLock, error) {
 	return nil, errors.New("the sqlite store needs flock, which this platform lacks")
 }
 
+func (l *fileLock) lockDatabase(string) error { return nil }
+
 func (l *fileLock) unlock() error { return nil }

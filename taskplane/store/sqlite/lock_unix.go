@@ -19,7 +19,8 @@ import (
 // because the group-commit writer assumes it is the only writer (DESIGN.md §4, invariant 10).
 // The kernel releases the lock when the holder dies, so a crash never leaves a stale lock.
 type fileLock struct {
-	f *os.File
+	f  *os.File
+	db *os.File // the database file itself, flocked too (lockDatabase)
 }
 
 // lockFile takes the lock without waiting. When another holder has it, the error wraps
@@ -58,12 +59,35 @@ func readHolder(f *os.File) string {
 	return pid
 }
 
+// lockDatabase adds an exclusive flock on the database file itself. flock locks the file, not a
+// name of it, so a process that reaches the database through a hard link (a name the lock file
+// beside it cannot see) is refused too. SQLite's own locks are fcntl byte-range locks, which flock
+// does not touch; the descriptor stays open until unlock, after SQLite has closed the database
+// (closing a descriptor drops this process's fcntl locks on the file).
+func (l *fileLock) lockDatabase(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open database file: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("another channels process is using this database file under another name (a hard link): %w",
+				store.ErrInUse)
+		}
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	l.db = f
+	return nil
+}
+
 // unlock releases the lock. The file stays: removing it would let a process that opened the old
 // file and one that creates a new one both hold "the" lock.
 func (l *fileLock) unlock() error {
-	err := unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
+	var errs []error
+	if l.db != nil {
+		errs = append(errs, unix.Flock(int(l.db.Fd()), unix.LOCK_UN), l.db.Close())
 	}
-	return err
+	errs = append(errs, unix.Flock(int(l.f.Fd()), unix.LOCK_UN), l.f.Close())
+	return errors.Join(errs...)
 }

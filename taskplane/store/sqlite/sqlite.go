@@ -12,7 +12,8 @@
 // one transaction, each inside its own savepoint, and commits once for all of them. Reads on the
 // Store use a separate pool of read-only connections, which WAL lets run alongside the writer.
 //
-// Open takes an exclusive lock on "<db>.lock"; a second process is refused with store.ErrInUse.
+// Open takes an exclusive lock on "<db>.lock" and on the database file itself; a second process is
+// refused with store.ErrInUse.
 package sqlite
 
 import (
@@ -97,6 +98,10 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 		lock.unlock()
 		return nil, fmt.Errorf("sqlite store %s: create database file: %w", path, err)
 	}
+	if err := lock.lockDatabase(path); err != nil {
+		lock.unlock()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
 	s, err := open(ctx, path, lock)
 	if err != nil {
 		lock.unlock()
@@ -168,8 +173,8 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 }
 
 // realPath resolves the symbolic links in path (for a file not created yet, in its directory), so
-// that every name of one database file takes the same lock. (A hard link is another name the lock
-// cannot see through.)
+// that every name of one database file takes the same lock. (A hard link is another name this lock
+// cannot see through; the flock on the database file itself refuses it, lockDatabase.)
 func realPath(path string) (string, error) {
 	p, err := filepath.EvalSymlinks(path)
 	if err == nil {

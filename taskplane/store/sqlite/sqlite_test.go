@@ -569,3 +569,18 @@ func report(b *testing.B, s *sqlite.Store) {
 		b.ReportMetric(float64(b.N)/float64(batches), "updates/commit")
 	}
 }
+
+// A hard link to the database file is the same database too: the lock on the file itself refuses
+// a second writer that comes in through it (the lock file beside each name cannot see it).
+func TestOpenThroughAHardLinkIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "channels.db")
+	openAt(t, path)
+	link := filepath.Join(dir, "hard-link.db")
+	if err := os.Link(path, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlite.Open(context.Background(), &url.URL{Scheme: "sqlite", Path: link}); !errors.Is(err, store.ErrInUse) {
+		t.Errorf("Open through a hard link = %v, want ErrInUse", err)
+	}
+}
