@@ -155,6 +155,21 @@ func FromMessage(m taskplane.Message, v View) Message {
 			}
 		}
 	}
+	// A failure's reason is outfitter-task/v1 data: a caller that activated the extension gets it
+	// with the URI listed on the message, others neither.
+	if _, ok := out.Metadata[taskplane.MetaReason]; ok {
+		if v.Extensions.Has(ExtOutfitterTask) {
+			if !slices.Contains(out.Extensions, ExtOutfitterTask) {
+				out.Extensions = append(slices.Clone(out.Extensions), ExtOutfitterTask)
+			}
+		} else {
+			out.Metadata = maps.Clone(out.Metadata)
+			delete(out.Metadata, taskplane.MetaReason)
+			if len(out.Metadata) == 0 {
+				out.Metadata = nil
+			}
+		}
+	}
 	return out
 }
 

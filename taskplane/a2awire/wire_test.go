@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +196,24 @@ func TestFromTaskView(t *testing.T) {
 	got := full.Metadata[a2awire.ExtOutfitterTask].(a2awire.Locator)
 	if diff := cmp.Diff(a2awire.Locator{InterfaceURL: "https://h", ProtocolBinding: "HTTP+JSON", ProtocolVersion: "1.0", TaskID: "t"}, got); diff != "" {
 		t.Fatalf("locator (-want +got):\n%s", diff)
+	}
+}
+
+// A failure's reason (outfitter-task/v1 data) reaches only a caller that activated the extension,
+// and the message then lists the extension.
+func TestFailureReasonOnlyWithTheExtension(t *testing.T) {
+	m := taskplane.Message{ID: "f", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("rejected")},
+		Metadata: map[string]any{taskplane.MetaReason: "executor-error", "other": 1}}
+	plain := a2awire.FromMessage(m, a2awire.View{})
+	if _, ok := plain.Metadata[taskplane.MetaReason]; ok || plain.Metadata["other"] != 1 || len(plain.Extensions) != 0 {
+		t.Fatalf("without the extension: metadata %v, extensions %v", plain.Metadata, plain.Extensions)
+	}
+	if _, ok := m.Metadata[taskplane.MetaReason]; !ok {
+		t.Fatal("conversion modified the domain message")
+	}
+	ext := a2awire.FromMessage(m, a2awire.View{Extensions: a2awire.Extensions{a2awire.ExtOutfitterTask}})
+	if ext.Metadata[taskplane.MetaReason] != "executor-error" || !slices.Contains(ext.Extensions, a2awire.ExtOutfitterTask) {
+		t.Fatalf("with the extension: metadata %v, extensions %v", ext.Metadata, ext.Extensions)
 	}
 }
 
