@@ -175,7 +175,7 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	// A continuation racing another writer of the same task on a shared engine retries whole.
 	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			hand.g, fnDone = nil, false
+			hand.g, hand.held, fnDone = nil, store.Wake{}, false
 			if err := p.acceptTx(ctx, tx, &ev, dg, &acc, &conflict, &hand); err != nil {
 				return err
 			}
@@ -201,7 +201,8 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 			p.pokeWakes() // a claimer must find the wake
 		}
 		if acc.Task.Status.State.Terminal() {
-			p.sendHome(ctx, acc.Task) // refused by the admission bound: the failure notice goes home
+			// Refused by the admission bound: the failure notice goes home, held by a wake.
+			p.sendHomeHeld(ctx, acc.Task, hand.held)
 		}
 	}
 	return acc, nil
@@ -225,6 +226,9 @@ const grantCheckTimeout = 5 * time.Second
 type handOff struct {
 	c *idleClaimer
 	g *Grant
+	// held is the wake that holds the failure notice of a task the admission bound refused
+	// (holdResultTx), released by the hand-off right after the commit.
+	held store.Wake
 }
 
 func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool, hand *handOff) error {
@@ -420,9 +424,15 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 				return nil
 			}
 		}
-		// Past the admission bound the task comes back FAILED (reason overflow), with evidence.
+		// Past the admission bound the task comes back FAILED (reason overflow), with evidence,
+		// and a wake holds its failure notice until the hand-off after the commit.
 		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now, ready); err != nil {
 			return acc, err
+		}
+		if acc.Task.Status.State.Terminal() {
+			if hand.held, err = p.holdResultTx(ctx, tx, acc.Task, now); err != nil {
+				return acc, err
+			}
 		}
 		if err := p.registerPushConfigs(ctx, tx, acc.Task, ev.PushConfigs, now); err != nil {
 			return acc, err

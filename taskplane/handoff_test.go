@@ -100,3 +100,32 @@ func TestACancelNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 		}
 	}, taskplane.WithClock(c.Now), taskplane.WithResults(res))
 }
+
+// The same for the failure notice of a task the admission bound refused: a wake held in the
+// acceptance's transaction hands it off again when the hand-off right after the commit failed.
+func TestAnOverflowNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
+	c := newFakeClock()
+	res := &flakyResults{fail: map[taskplane.State]int{}}
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		res.calls = nil
+		res.fail[taskplane.StateFailed] = 1
+		mustAccept(t, p, nativeEvent("alice", "e1", "conv-1", "first"))
+		refused := mustAccept(t, p, nativeEvent("alice", "e2", "conv-2", "second"))
+		if refused.Task.Status.State != taskplane.StateFailed {
+			t.Fatalf("second acceptance: %s, want FAILED by the admission bound", refused.Task.Status.State)
+		}
+		// The first task's turn runs and ends, so the queue holds only the held notice.
+		g := claimAs(t, p, "worker")
+		if err := p.NewTurn(g).Complete(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		endTurn(t, p, g)
+		for i := 0; i < 5; i++ {
+			c.Advance(10 * time.Minute)
+			_ = claimAs(t, p, "later")
+		}
+		if got := res.count(taskplane.StateFailed); got != 2 {
+			t.Fatalf("the overflow notice was handed to delivery %d time(s), want 2: one that failed, one again", got)
+		}
+	}, taskplane.WithClock(c.Now), taskplane.WithResults(res), taskplane.WithMaxWaiting(1))
+}

@@ -482,7 +482,7 @@ func retire(ctx context.Context, tx store.Tx, w store.Wake, state store.WakeStat
 const resultHoldDelay = time.Minute
 
 // holdResultTx inserts, for a native task this transaction settled outside any turn (a cancel, a
-// timeout), a wake held for its result: the hand-off right after the commit releases it
+// timeout, the admission bound's refusal), a wake held for its result: the hand-off right after the commit releases it
 // (sendHomeHeld); if that hand-off fails, or the process dies first, the wake falls due, a
 // claimer finds the task settled and hands the result off again (it is idempotent), as it does
 // for a turn's own result. It returns the wake, or a zero one when the task's result does not go
