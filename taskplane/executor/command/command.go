@@ -8,9 +8,11 @@
 //
 // "outputs" may accompany any result; they are recorded first. A command that runs past its
 // timeout is killed and its task fails; so does one that exits non-zero or prints anything but
-// one such object. Its stderr goes to the log, a line per record. The command inherits the
-// environment of Channels plus CHANNELS_TASK_ID, CHANNELS_CONTEXT_ID, CHANNELS_PRINCIPAL and
-// CHANNELS_SOURCE.
+// one such object. The command runs in a process group of its own, killed whole when the turn
+// ends (timeout, cancel, lost lease, shutdown, or the command's own exit): nothing it started keeps
+// working the task. Its stderr goes to the log, a line per record. It gets a minimal environment
+// (BaseEnv, plus the variables Config.Env names) and CHANNELS_TASK_ID, CHANNELS_CONTEXT_ID,
+// CHANNELS_PRINCIPAL and CHANNELS_SOURCE.
 package command
 
 import (
@@ -148,8 +150,10 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	stderr := &lineLogger{log: log}
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 2 * time.Second // a child that keeps the pipes open cannot hold the turn
+	ownGroup(cmd)
 	start := time.Now()
 	err = cmd.Run()
+	killGroup(cmd)
 	stderr.flush()
 	switch {
 	case ctx.Err() != nil:
