@@ -39,6 +39,22 @@ type Canceler interface {
 	Cancel(ctx context.Context, task *Task) error
 }
 
+// CancelTimeout bounds how long an executor's Cancel is given (TellCanceler): a remote agent that
+// never answers must not hold a turn's heartbeat, shutdown, or a cancel request.
+const CancelTimeout = 10 * time.Second
+
+// TellCanceler tells c that task was stopped, on a context that outlives ctx's cancellation (the
+// cancel is worth delivering after the turn or the request ends) but not timeout (0:
+// CancelTimeout).
+func TellCanceler(ctx context.Context, c Canceler, task *Task, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = CancelTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	return c.Cancel(ctx, task)
+}
+
 // DirectResponder is implemented by executors that may answer a new message with a direct Message
 // and no Task. The A2A bindings ask before accepting; ok=false means "make a Task".
 type DirectResponder interface {
@@ -261,6 +277,9 @@ type Dispatcher struct {
 	// RetryBackoff is the first wait before a transport failure is retried (default
 	// DefaultRetryBackoff, doubling).
 	RetryBackoff time.Duration
+	// CancelTimeout bounds the executor's Cancel when a running turn's task is stopped from
+	// outside (default CancelTimeout).
+	CancelTimeout time.Duration
 
 	mu sync.Mutex
 	// running: task id → its turns running in this process. Normally one; a turn that lost its
@@ -588,12 +607,12 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 			case err != nil:
 				d.Plane.log.Warn("renew turn", "task", g.TaskID, "err", err)
 			case task.Status.State.Terminal():
+				lt.cancel() // the executor stops first, whatever the cancel's fate
 				if c, ok := d.Executor.(Canceler); ok && !d.canceledHere(lt) && stoppedFromOutside(task) {
-					if err := c.Cancel(context.WithoutCancel(ctx), task); err != nil {
+					if err := TellCanceler(ctx, c, task, d.CancelTimeout); err != nil {
 						d.Plane.log.Warn("executor cancel failed", "task", g.TaskID, "err", err)
 					}
 				}
-				lt.cancel()
 				return
 			}
 		}

@@ -214,7 +214,7 @@ func (s *Service) CancelTask(ctx context.Context, call Call, req *a2awire.Cancel
 		s.disp.CancelTurn(t.ID)
 	}
 	if c, ok := s.exec.(taskplane.Canceler); ok {
-		if err := c.Cancel(context.WithoutCancel(ctx), t); err != nil {
+		if err := taskplane.TellCanceler(ctx, c, t, 0); err != nil {
 			s.log.WarnContext(ctx, "executor cancel failed", "task", t.ID, "err", err)
 		}
 	}

@@ -93,12 +93,16 @@ func New(cfg Config) (*Executor, error) {
 	return &Executor{cfg: cfg, auth: auth, hc: newHTTPClient(cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
 }
 
-// connect returns the client, resolving the card on first use (and again after a failure).
+// connect returns the client, resolving the card on first use (and again after a failure). The
+// card is fetched outside the lock, on the caller's context: a fetch that hangs holds up no other
+// turn and no cancel, each of which gives up on its own context (two first uses may both fetch;
+// the first to finish is kept).
 func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCard, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.client != nil {
-		return e.client, e.card, nil
+	client, card := e.client, e.card
+	e.mu.Unlock()
+	if client != nil {
+		return client, card, nil
 	}
 	card, err := agentcard.NewResolver(e.hc).Resolve(ctx, e.cfg.AgentURL)
 	if err != nil {
@@ -114,13 +118,17 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 		}
 		e.auth.allow(u.Host)
 	}
-	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
+	client, err = a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(e.hc), a2aclient.WithRESTTransport(e.hc))
 	if err != nil {
 		return nil, nil, transportOr(fmt.Errorf("connect to the agent %s: %w", e.name, redact.Error(err)))
 	}
-	e.client, e.card = client, card
-	return client, card, nil
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.client == nil {
+		e.client, e.card = client, card
+	}
+	return e.client, e.card, nil
 }
 
 // reset drops the client after a transport failure, so the next turn reads the card again (the

@@ -1,9 +1,11 @@
 package a2aagent_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"iter"
 	"log/slog"
 	"net"
@@ -455,5 +457,50 @@ func TestPublicAddress(t *testing.T) {
 		if got := a2aagent.PublicAddr(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("public(%s) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// A downstream agent that takes a CancelTask and never answers holds nothing up: the turn of the
+// task stopped from outside (here by the timeout sweep) ends at once, the cancel is given up
+// after the dispatcher's CancelTimeout, and shutdown returns.
+func TestADownstreamCancelThatNeverAnswersHoldsUpNothing(t *testing.T) {
+	_, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
+	hang := make(chan struct{})
+	defer close(hang)
+	inner := srv.Config.Handler
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte(`"CancelTask"`)) {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	exec, err := a2aagent.New(a2aagent.Config{AgentURL: srv.URL, Token: agentToken, AllowPrivate: true, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := taskplane.New(storetest.OpenSQLite(t))
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 20 * time.Millisecond,
+		Lease: 300 * time.Millisecond, CancelTimeout: 300 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	ch := &channels{plane: p, exec: exec, disp: d}
+	task := ch.send(t, "m-wait", "wait", "")
+	ch.await(t, task.ID, "downstream", func(t *taskplane.Task) bool { return downstreamID(t) != "" })
+	if n, err := p.SweepTimeouts(context.Background(), time.Millisecond); err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the heartbeat sees the task stopped and tells the agent
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Dispatcher.Run did not return 5 s after shutdown: the heartbeat waits on the downstream CancelTask")
 	}
 }
