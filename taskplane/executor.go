@@ -582,12 +582,17 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 		defer close(done)
 		t := time.NewTicker(d.lease() / 3)
 		defer t.Stop()
+		// renewed is when the last renewal that succeeded was sent (at first, about when the turn
+		// was granted), on this process's monotonic clock: only durations are compared, so the
+		// store's clock, on which the lease is written, may differ from this host's.
+		renewed := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
+			sent := time.Now()
 			task, err := d.Plane.RenewTurn(ctx, g, d.lease())
 			switch {
 			case ctx.Err() != nil:
@@ -604,6 +609,12 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 				d.Plane.log.Warn("turn lost its authority; stopping it", "task", g.TaskID, "wake", g.WakeID)
 				lt.cancel()
 				return
+			case err != nil && time.Since(renewed) >= d.lease()*2/3:
+				// The next try would come when the lease has run out: another process may then
+				// take the task, so this turn stops now rather than run on beside it.
+				d.Plane.log.Warn("turn could not renew its lease in time; stopping it", "task", g.TaskID, "err", err)
+				lt.cancel()
+				return
 			case err != nil:
 				d.Plane.log.Warn("renew turn", "task", g.TaskID, "err", err)
 			case task.Status.State.Terminal():
@@ -614,6 +625,9 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 					}
 				}
 				return
+			}
+			if err == nil {
+				renewed = sent
 			}
 		}
 	}()

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // flakyResults records hand-offs and fails those for failing states (a store hiccup, or a crash
@@ -128,4 +131,53 @@ func TestAnOverflowNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 			t.Fatalf("the overflow notice was handed to delivery %d time(s), want 2: one that failed, one again", got)
 		}
 	}, taskplane.WithClock(c.Now), taskplane.WithResults(res), taskplane.WithMaxWaiting(1))
+}
+
+// downStore fails every Update while down is set: this process has lost the database, which
+// others still reach.
+type downStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (f *downStore) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	if f.down.Load() {
+		return errors.New("connection lost")
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+// A turn that cannot renew its lease (its process lost the database) stops before the lease runs
+// out, so the process that takes the task afterwards never runs beside it.
+func TestATurnThatCannotRenewItsLeaseStopsBeforeItRunsOut(t *testing.T) {
+	s := storetest.OpenSQLite(t)
+	lost := &downStore{Store: s}
+	var running, peak, calls atomic.Int32
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		calls.Add(1)
+		n := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	run := func(p *taskplane.Plane, owner string) {
+		d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond,
+			Lease: 1500 * time.Millisecond, Owner: owner}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = d.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	a := taskplane.New(lost)
+	mustAccept(t, a, nativeEvent("alice", "e1", "conv", "work"))
+	run(a, "A")
+	waitFor(t, "A's turn", func() bool { return running.Load() == 1 })
+	lost.down.Store(true)
+	run(taskplane.New(s), "B")
+	waitFor(t, "B's turn after A's lease ran out", func() bool { return calls.Load() == 2 })
+	if peak.Load() > 1 {
+		t.Fatalf("%d executors ran the task at once: the turn that could not renew ran on past its lease", peak.Load())
+	}
 }
