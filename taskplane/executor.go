@@ -642,7 +642,8 @@ func (d *Dispatcher) finished(ctx context.Context, g *Grant) bool {
 }
 
 // stoppedFromOutside reports whether a finished task was stopped by someone other than its
-// executor: canceled, or failed by the task timeout.
+// executor: canceled, failed by the task timeout, or failed by the admission bound (a follow-up
+// refused while the turn ran).
 func stoppedFromOutside(t *Task) bool {
 	if t.Status.State == StateCanceled {
 		return true
@@ -651,5 +652,5 @@ func stoppedFromOutside(t *Task) bool {
 		return false
 	}
 	r, _ := t.Status.Message.Metadata[MetaReason].(string)
-	return r == ReasonTimeout || r == ReasonNoResponse
+	return r == ReasonTimeout || r == ReasonNoResponse || r == ReasonOverflow
 }

@@ -234,12 +234,15 @@ func (a *API) turn(h func(w http.ResponseWriter, r *http.Request, turn *taskplan
 
 // Claimed is the answer to a claim.
 type Claimed struct {
-	TaskID     string              `json:"taskId"`
-	Principal  string              `json:"principal"`
-	Lease      string              `json:"lease"`
-	LeaseUntil time.Time           `json:"leaseUntil"`
-	Offer      int                 `json:"offer"`
-	Task       taskplane.AgentView `json:"task"`
+	TaskID     string    `json:"taskId"`
+	Principal  string    `json:"principal"`
+	Lease      string    `json:"lease"`
+	LeaseUntil time.Time `json:"leaseUntil"`
+	// LeaseMs is how long the lease lasts from the answer, in milliseconds: a worker schedules
+	// its heartbeats from it (leaseUntil is on the store's clock, which its own may differ from).
+	LeaseMs int64               `json:"leaseMs"`
+	Offer   int                 `json:"offer"`
+	Task    taskplane.AgentView `json:"task"`
 }
 
 func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
@@ -266,10 +269,18 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
 			return
 		}
 		if g != nil {
+			if r.Context().Err() != nil {
+				// The worker left as the claim committed: nobody holds the grant, so the task goes
+				// back to the queue now rather than when the lease runs out.
+				if err := a.plane.EndTurn(r.Context(), g, taskplane.TurnEnd{Shutdown: true}); err != nil {
+					a.cfg.Logger.Warn("release a claim its worker left", "worker", tok.Name, "task", g.TaskID, "err", err)
+				}
+				return
+			}
 			a.cfg.Logger.Info("worker claimed a task", "worker", tok.Name, "task", g.TaskID, "offer", g.Offer)
 			writeJSON(w, http.StatusOK, Claimed{TaskID: g.TaskID, Principal: g.Principal,
 				Lease: lease{Principal: g.Principal, Wake: g.WakeID, Secret: secret}.encode(), LeaseUntil: g.LeaseUntil,
-				Offer: g.Offer, Task: a.plane.View(g.Task)})
+				LeaseMs: a.cfg.Lease.Milliseconds(), Offer: g.Offer, Task: a.plane.View(g.Task)})
 			return
 		}
 		select {
@@ -292,7 +303,7 @@ func (a *API) heartbeat(w http.ResponseWriter, r *http.Request, turn *taskplane.
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"leaseUntil": g.LeaseUntil})
+	writeJSON(w, http.StatusOK, map[string]any{"leaseUntil": g.LeaseUntil, "leaseMs": a.cfg.Lease.Milliseconds()})
 }
 
 func (a *API) output(w http.ResponseWriter, r *http.Request, turn *taskplane.Turn) {

@@ -105,6 +105,10 @@ func (e *env) claim(t *testing.T, token string) (taskID, lease string) {
 	if code != http.StatusOK {
 		t.Fatalf("claim: %d %v", code, body)
 	}
+	// The lease's length comes with it: a worker's clock need not agree with leaseUntil's.
+	if ms, _ := body["leaseMs"].(float64); ms != float64(time.Minute.Milliseconds()) {
+		t.Fatalf("claim: leaseMs %v, want the configured lease, %d", body["leaseMs"], time.Minute.Milliseconds())
+	}
 	return body["taskId"].(string), body["lease"].(string)
 }
 
