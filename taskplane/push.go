@@ -86,20 +86,43 @@ func (c *PushConfig) validate() error {
 		switch {
 		case c.Auth.Scheme == "":
 			return invalidf("push config authentication has no scheme")
-		case strings.ContainsAny(c.Auth.Scheme, " \t\r\n"):
+		case !httpToken(c.Auth.Scheme):
 			return invalidf("push config authentication scheme must be one token")
 		case len(c.Auth.Scheme) > 64:
 			return invalidf("push config authentication scheme longer than 64 bytes")
 		case len(c.Auth.Credentials) > MaxPushSecretLen:
 			return invalidf("push config authentication credentials longer than %d bytes", MaxPushSecretLen)
-		case strings.ContainsAny(c.Auth.Credentials, "\r\n"):
-			return invalidf("push config authentication credentials must be one line")
+		case !headerValue(c.Auth.Credentials):
+			return invalidf("push config authentication credentials must be one line of printable characters")
 		}
 	}
-	if strings.ContainsAny(c.Token, "\r\n") {
-		return invalidf("push config token must be one line")
+	if !headerValue(c.Token) {
+		return invalidf("push config token must be one line of printable characters")
 	}
 	return nil
+}
+
+// headerValue reports whether s can be sent as an HTTP header value (RFC 9110 field-value: no
+// control characters but tab). A config whose secrets could never be sent is refused when it is
+// registered, not found out at every notification.
+func headerValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// httpToken reports whether s is an HTTP token (RFC 9110 tchar), as an authentication scheme is.
+func httpToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // pushFromRow is what a read shows of a stored config: never its secrets.

@@ -246,6 +246,10 @@ func TestPushConfigValidation(t *testing.T) {
 			"no scheme":          {URL: "https://hooks.example.com/", Auth: &taskplane.PushAuth{Credentials: "x"}},
 			"header injection":   {URL: "https://hooks.example.com/", Token: "a\r\nX-Evil: 1"},
 			"credentials inject": {URL: "https://hooks.example.com/", Auth: &taskplane.PushAuth{Scheme: "Bearer", Credentials: "a\nb"}},
+			// Bytes no HTTP client sends in a header: refused at registration, not found out by
+			// every notification failing.
+			"control byte":       {URL: "https://hooks.example.com/", Token: "tok\x01en"},
+			"scheme not a token": {URL: "https://hooks.example.com/", Auth: &taskplane.PushAuth{Scheme: "Bea(rer)", Credentials: "x"}},
 		} {
 			if _, err := p.SetPushConfig(ctx, "alice", task.ID, c); !errors.Is(err, taskplane.ErrInvalid) {
 				t.Errorf("%s: err = %v, want ErrInvalid", name, err)
