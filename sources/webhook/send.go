@@ -28,13 +28,19 @@ type Payload struct {
 	Text  string `json:"text"`
 }
 
-// callbackClient bounds a callback; a receiver that hangs is an unknown outcome, retried.
-var callbackClient = &http.Client{Timeout: 30 * time.Second}
+// callbackClient bounds a callback; a receiver that hangs is an unknown outcome, retried. It
+// follows no redirect: the signed answer goes to the configured URL and nowhere else.
+var callbackClient = &http.Client{
+	Timeout:       30 * time.Second,
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+}
 
-// Send implements sources.Sender: it POSTs the answer, signed like intake and carrying the
-// delivery ID in X-Channels-Delivery, to the configured callback. The receiver answers 2xx with
-// {"id": "..."}, the id a later event names in its reply_to path; it must treat the delivery ID
-// as an idempotency key (the matrix declares this source's recovery class idempotent).
+// Send implements sources.Sender: it POSTs the answer, signed with the endpoint's secret
+// (SignCallback) and carrying the delivery ID in X-Channels-Delivery, to the configured callback.
+// The receiver answers 2xx with {"id": "..."}, the id a later event names in its reply_to path; it
+// must treat the delivery ID as an idempotency key (the matrix declares this source's recovery
+// class idempotent). A 2xx without an id is delivered all the same (a question's replies then
+// start new tasks: there is nothing to reply to); a redirect is refused.
 func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt, error) {
 	if s.opt.Callback == "" {
 		return sources.Receipt{}, delivery.Permanent(fmt.Errorf("webhook %s: no callback configured", s.instance))
@@ -61,7 +67,7 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	now := s.now()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderTimestamp, fmt.Sprint(now.Unix()))
-	req.Header.Set(HeaderSignature, Sign(s.opt.secret, now, body))
+	req.Header.Set(HeaderSignature, SignCallback(s.opt.secret, now, body))
 	req.Header.Set(HeaderDelivery, d.ID)
 	resp, err := callbackClient.Do(req)
 	if err != nil {
@@ -76,8 +82,8 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 		case resp.StatusCode == http.StatusTooManyRequests:
 			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 			return sources.Receipt{}, delivery.RetryAfter(time.Duration(max(secs, 1))*time.Second, err)
-		case resp.StatusCode/100 == 4:
-			// The receiver refused this delivery: repeating it cannot help.
+		case resp.StatusCode/100 == 4, resp.StatusCode/100 == 3:
+			// The receiver refused this delivery, or sent it elsewhere: repeating it cannot help.
 			return sources.Receipt{}, delivery.Permanent(err)
 		}
 		// A 5xx may come after the receiver acted; the class is idempotent, so the engine repeats.
@@ -86,7 +92,8 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	doc, err := parseJSON(raw)
 	id, ok := lookup(doc, "id")
 	if err != nil || !ok || id == "" {
-		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: callback answer has no id", s.instance, d.ID)
+		// The receiver took it: sending it again would be the second message.
+		return sources.Receipt{}, nil
 	}
 	return sources.Receipt{ProviderID: s.anchorID(id)}, nil
 }

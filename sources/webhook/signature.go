@@ -17,7 +17,8 @@ import (
 //	X-Channels-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>
 //
 // Signing the timestamp with the body stops a captured request from being replayed outside the
-// window.
+// window. Callbacks (Send) are signed the same way over "callback." + timestamp + "." + body
+// (SignCallback), so an answer Channels sends can never pass for an event sent to it.
 const (
 	HeaderTimestamp = "X-Channels-Timestamp"
 	HeaderSignature = "X-Channels-Signature"
@@ -29,6 +30,12 @@ const (
 // Sign returns the X-Channels-Signature value of body sent at ts.
 func Sign(secret []byte, ts time.Time, body []byte) string {
 	return "sha256=" + hex.EncodeToString(mac(secret, strconv.FormatInt(ts.Unix(), 10), body))
+}
+
+// SignCallback returns the X-Channels-Signature value of a callback body Channels sends at ts: the
+// MAC covers "callback." before the timestamp, which no intake signature does.
+func SignCallback(secret []byte, ts time.Time, body []byte) string {
+	return "sha256=" + hex.EncodeToString(mac(secret, "callback."+strconv.FormatInt(ts.Unix(), 10), body))
 }
 
 func mac(secret []byte, ts string, body []byte) []byte {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func newReceiver(t *testing.T) *receiver {
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		ts, _ := strconv.ParseInt(r.Header.Get(webhook.HeaderTimestamp), 10, 64)
-		if r.Header.Get(webhook.HeaderSignature) != webhook.Sign([]byte(secret), time.Unix(ts, 0), body) {
+		if r.Header.Get(webhook.HeaderSignature) != webhook.SignCallback([]byte(secret), time.Unix(ts, 0), body) {
 			t.Errorf("callback signature does not verify")
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
@@ -230,6 +231,14 @@ func TestWebhookRefusesBadRequestsWithEvidence(t *testing.T) {
 				req.Header.Set(webhook.HeaderSignature, webhook.Sign([]byte(secret), now, good))
 				return http.DefaultClient.Do(req)
 			}, http.StatusUnauthorized, "signature does not match", sources.EvidenceRejected, "bad-signature", 2},
+			// A callback Channels sent, captured and replayed to intake: it is signed for the other
+			// direction, so it is no event.
+			{"a callback replayed as an event", func() (*http.Response, error) {
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(good))
+				req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+				req.Header.Set(webhook.HeaderSignature, webhook.SignCallback([]byte(secret), now, good))
+				return http.DefaultClient.Do(req)
+			}, http.StatusUnauthorized, "signature does not match", sources.EvidenceRejected, "bad-signature", 3},
 			{"stale timestamp", func() (*http.Response, error) { return post(url, good, now.Add(-10*time.Minute), secret) },
 				http.StatusUnauthorized, "the window is 5m0s", sources.EvidenceRejected, "stale-timestamp", 1},
 			{"future timestamp", func() (*http.Response, error) { return post(url, good, now.Add(10*time.Minute), secret) },
@@ -428,6 +437,46 @@ func TestWebhookSenderClassifiesRefusals(t *testing.T) {
 				t.Fatalf("Classify(%v) = %v, %v; want %v, %v", err, kind, wait, tc.want, tc.wantWait)
 			}
 		})
+	}
+}
+
+// A callback that redirects is refused, and the signed answer goes nowhere but the configured URL.
+func TestWebhookCallbackFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		fmt.Fprint(w, `{"id": "x"}`)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
+	if kind, _, _ := delivery.Classify(err); kind != delivery.KindPermanent || elsewhere.Load() != 0 {
+		t.Fatalf("Send to a redirecting callback: %v (%v), %d requests elsewhere; want a permanent refusal and none", err, kind, elsewhere.Load())
+	}
+}
+
+// A receiver that took the answer but gave no id has it: the answer is delivered, not sent again.
+func TestWebhookCallbackWithoutAnIDIsDelivered(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
+	if err != nil || r.ProviderID != "" || calls.Load() != 1 {
+		t.Fatalf("Send to a receiver answering 204: %+v, %v after %d calls; want delivered with no id", r, err, calls.Load())
 	}
 }
 
