@@ -292,6 +292,9 @@ type Dispatcher struct {
 type liveTurn struct {
 	cancel   context.CancelFunc
 	canceled bool // CancelTurn was called: the cancel came through this process
+	// leaseLost: the heartbeat stopped the turn because no renewal succeeded in time (the store
+	// was out of reach); the turn is given back, not failed.
+	leaseLost atomic.Bool
 }
 
 func (d *Dispatcher) lease() time.Duration {
@@ -498,9 +501,11 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 	err := d.execute(ctx, turn)
 	stopBeat()
 	bg := context.WithoutCancel(ctx)
-	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) && run.Err() != nil {
-		// The dispatcher is stopping (shutdown): the turn was interrupted, not failed. Its wake
-		// goes back to the queue, so the next start runs the turn again from durable state.
+	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) && (run.Err() != nil || lt.leaseLost.Load()) {
+		// The dispatcher is stopping (shutdown), or the turn was stopped because its lease could
+		// not be renewed in time: the turn was interrupted, not failed. Its wake goes back to the
+		// queue (or, if the store is still away, waits for its lease to run out), so a turn runs
+		// again from durable state.
 		if eerr := d.Plane.EndTurn(bg, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
 			log.Error("end interrupted turn", "err", eerr)
 		}
@@ -582,10 +587,19 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 		defer close(done)
 		t := time.NewTicker(d.lease() / 3)
 		defer t.Stop()
-		// renewed is when the last renewal that succeeded was sent (at first, about when the turn
-		// was granted), on this process's monotonic clock: only durations are compared, so the
-		// store's clock, on which the lease is written, may differ from this host's.
-		renewed := time.Now()
+		// The watchdog stops the turn two thirds of a lease after the last renewal that succeeded
+		// was sent (at first, about when the turn was granted), whether or not a renewal is still
+		// in flight (a store out of reach may hold one for long): the next try would come when the
+		// lease has run out, and another process may then take the task. It measures durations on
+		// this process's monotonic clock, so the store's clock, on which the lease is written, may
+		// differ from this host's.
+		deadline := d.lease() * 2 / 3
+		watchdog := time.AfterFunc(deadline, func() {
+			d.Plane.log.Warn("turn could not renew its lease in time; stopping it", "task", g.TaskID, "wake", g.WakeID)
+			lt.leaseLost.Store(true)
+			lt.cancel()
+		})
+		defer watchdog.Stop()
 		for {
 			select {
 			case <-ctx.Done():
@@ -609,12 +623,6 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 				d.Plane.log.Warn("turn lost its authority; stopping it", "task", g.TaskID, "wake", g.WakeID)
 				lt.cancel()
 				return
-			case err != nil && time.Since(renewed) >= d.lease()*2/3:
-				// The next try would come when the lease has run out: another process may then
-				// take the task, so this turn stops now rather than run on beside it.
-				d.Plane.log.Warn("turn could not renew its lease in time; stopping it", "task", g.TaskID, "err", err)
-				lt.cancel()
-				return
 			case err != nil:
 				d.Plane.log.Warn("renew turn", "task", g.TaskID, "err", err)
 			case task.Status.State.Terminal():
@@ -627,7 +635,7 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 				return
 			}
 			if err == nil {
-				renewed = sent
+				watchdog.Reset(deadline - time.Since(sent))
 			}
 		}
 	}()

@@ -133,51 +133,84 @@ func TestAnOverflowNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 	}, taskplane.WithClock(c.Now), taskplane.WithResults(res), taskplane.WithMaxWaiting(1))
 }
 
-// downStore fails every Update while down is set: this process has lost the database, which
-// others still reach.
-type downStore struct {
+// lostStore is a store this process has lost while others still reach it: while down is set its
+// Updates fail, or, with hang, wait until the test ends (a black-holed connection).
+type lostStore struct {
 	store.Store
 	down atomic.Bool
+	hang chan struct{} // nil: fail at once
 }
 
-func (f *downStore) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+func (f *lostStore) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
 	if f.down.Load() {
+		if f.hang != nil {
+			<-f.hang
+		}
 		return errors.New("connection lost")
 	}
 	return f.Store.Update(ctx, fn)
 }
 
-// A turn that cannot renew its lease (its process lost the database) stops before the lease runs
-// out, so the process that takes the task afterwards never runs beside it.
+// A turn that cannot renew its lease (its process lost the database: renewals fail, or hang)
+// stops before the lease runs out, so the process that takes the task afterwards never runs beside
+// it; and a turn so stopped is given back, not failed, when the database is back by then.
 func TestATurnThatCannotRenewItsLeaseStopsBeforeItRunsOut(t *testing.T) {
-	s := storetest.OpenSQLite(t)
-	lost := &downStore{Store: s}
-	var running, peak, calls atomic.Int32
-	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
-		calls.Add(1)
-		n := running.Add(1)
-		defer running.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		<-ctx.Done()
-		return ctx.Err()
-	})
-	run := func(p *taskplane.Plane, owner string) {
-		d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond,
-			Lease: 1500 * time.Millisecond, Owner: owner}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = d.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-	}
-	a := taskplane.New(lost)
-	mustAccept(t, a, nativeEvent("alice", "e1", "conv", "work"))
-	run(a, "A")
-	waitFor(t, "A's turn", func() bool { return running.Load() == 1 })
-	lost.down.Store(true)
-	run(taskplane.New(s), "B")
-	waitFor(t, "B's turn after A's lease ran out", func() bool { return calls.Load() == 2 })
-	if peak.Load() > 1 {
-		t.Fatalf("%d executors ran the task at once: the turn that could not renew ran on past its lease", peak.Load())
+	for _, c := range []struct {
+		name  string
+		hang  bool
+		brief bool // the database is back as the turn stops
+	}{{"renewals fail", false, false}, {"renewals hang", true, false}, {"the database is back", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := storetest.OpenSQLite(t)
+			lost := &lostStore{Store: s}
+			if c.hang {
+				lost.hang = make(chan struct{})
+			}
+			var running, peak, calls atomic.Int32
+			exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+				calls.Add(1)
+				n := running.Add(1)
+				defer running.Add(-1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				<-ctx.Done()
+				if c.brief {
+					lost.down.Store(false)
+				}
+				return ctx.Err()
+			})
+			run := func(p *taskplane.Plane, owner string) {
+				d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond,
+					Lease: 1500 * time.Millisecond, Owner: owner}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); _ = d.Run(ctx) }()
+				t.Cleanup(func() { cancel(); <-done })
+			}
+			a := taskplane.New(lost)
+			acc := mustAccept(t, a, nativeEvent("alice", "e1", "conv", "work"))
+			run(a, "A")
+			if c.hang {
+				// Registered after A's dispatcher: cleanups run last first, so the hung calls end
+				// before A is stopped and waited for.
+				t.Cleanup(func() { close(lost.hang) })
+			}
+			waitFor(t, "A's turn", func() bool { return running.Load() == 1 })
+			lost.down.Store(true)
+			if !c.brief {
+				run(taskplane.New(s), "B")
+			}
+			waitFor(t, "a second turn after the first stopped", func() bool { return calls.Load() == 2 })
+			if peak.Load() > 1 {
+				t.Fatalf("%d executors ran the task at once: the turn that could not renew ran on past its lease", peak.Load())
+			}
+			task, err := taskplane.New(s).GetTask(context.Background(), "alice", acc.Task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.Status.State.Terminal() {
+				t.Fatalf("task %s after its turn was stopped for its lease, want it given back", task.Status.State)
+			}
+		})
 	}
 }

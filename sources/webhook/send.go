@@ -89,9 +89,17 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 		// A 5xx may come after the receiver acted; the class is idempotent, so the engine repeats.
 		return sources.Receipt{}, err
 	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return sources.Receipt{}, nil // taken, with nothing to reply to (a 204)
+	}
 	doc, err := parseJSON(raw)
+	if err != nil {
+		// A 2xx that is not the receiver's JSON (a proxy's or a login page): whether the receiver
+		// took the answer is unknown, and the class is idempotent, so the engine repeats it.
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: callback answered 2xx without JSON", s.instance, d.ID)
+	}
 	id, ok := lookup(doc, "id")
-	if err != nil || !ok || id == "" {
+	if !ok || id == "" {
 		// The receiver took it: sending it again would be the second message.
 		return sources.Receipt{}, nil
 	}

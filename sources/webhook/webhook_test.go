@@ -478,6 +478,20 @@ func TestWebhookCallbackWithoutAnIDIsDelivered(t *testing.T) {
 	if err != nil || r.ProviderID != "" || calls.Load() != 1 {
 		t.Fatalf("Send to a receiver answering 204: %+v, %v after %d calls; want delivered with no id", r, err, calls.Load())
 	}
+
+	// A 2xx that is not JSON (a proxy's page) says nothing of the receiver: an unknown outcome.
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "<html>sign in</html>")
+	}))
+	defer page.Close()
+	src, err = sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(page.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-2", Operation: "reply"})
+	if kind, _, _ := delivery.Classify(err); kind != delivery.KindIndeterminate {
+		t.Fatalf("Send to a 200 HTML page: %v (%v), want an unknown outcome", err, kind)
+	}
 }
 
 // A callback URL may carry a secret in its path or query: a failed request's error names only

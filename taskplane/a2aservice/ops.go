@@ -214,7 +214,11 @@ func (s *Service) CancelTask(ctx context.Context, call Call, req *a2awire.Cancel
 		s.disp.CancelTurn(t.ID)
 	}
 	if c, ok := s.exec.(taskplane.Canceler); ok {
-		if err := taskplane.TellCanceler(ctx, c, t, 0); err != nil {
+		var timeout time.Duration
+		if s.disp != nil {
+			timeout = s.disp.CancelTimeout
+		}
+		if err := taskplane.TellCanceler(ctx, c, t, timeout); err != nil {
 			s.log.WarnContext(ctx, "executor cancel failed", "task", t.ID, "err", err)
 		}
 	}

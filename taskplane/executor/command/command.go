@@ -9,8 +9,10 @@
 // "outputs" may accompany any result; they are recorded first. A command that runs past its
 // timeout is killed and its task fails; so does one that exits non-zero or prints anything but
 // one such object. The command runs in a process group of its own, killed whole when the turn
-// ends (timeout, cancel, lost lease, shutdown, or the command's own exit): nothing it started keeps
-// working the task. Its stderr goes to the log, a line per record. It gets a minimal environment
+// ends (timeout, cancel, lost lease, shutdown, or the command's own exit), so the children it
+// starts end with it; a child that leaves the group itself (setsid, setpgid) is beyond reach, and
+// the command, a group leader, cannot call setsid (setsid(1) forks and detaches). Its stderr goes
+// to the log, a line per record. It gets a minimal environment
 // (BaseEnv, plus the variables Config.Env names) and CHANNELS_TASK_ID, CHANNELS_CONTEXT_ID,
 // CHANNELS_PRINCIPAL and CHANNELS_SOURCE.
 package command

@@ -16,7 +16,9 @@ func ownGroup(cmd *exec.Cmd) {
 }
 
 // killGroup kills what is left of cmd's process group once the command has returned: its turn is
-// over, and so is anything it left running in the background.
+// over, and so is anything it left running in the background. (The group's id cannot have been
+// reused while a member lives; an empty group's id could be, by a new group leader given the
+// freed pid in the instant since the command was reaped, which takes a pid wraparound.)
 func killGroup(cmd *exec.Cmd) {
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // ESRCH: nothing left

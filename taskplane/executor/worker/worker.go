@@ -275,6 +275,8 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
 				if err := a.plane.EndTurn(r.Context(), g, taskplane.TurnEnd{Shutdown: true}); err != nil {
 					a.cfg.Logger.Warn("release a claim its worker left", "worker", tok.Name, "task", g.TaskID, "err", err)
 				}
+				// A worker still connected (the server is shutting down) gets an answer it can read.
+				writeError(w, http.StatusServiceUnavailable, "released", "the claim was given back; claim again")
 				return
 			}
 			a.cfg.Logger.Info("worker claimed a task", "worker", tok.Name, "task", g.TaskID, "offer", g.Offer)
