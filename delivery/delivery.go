@@ -201,11 +201,20 @@ func deliveryID(r Request, digest string) string {
 	return "dlv_" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// decode rebuilds the Delivery a sender sees from a stored row.
-func decode(row store.Delivery) (Delivery, error) {
+// payloadOf reads a stored row's payload.
+func payloadOf(row store.Delivery) (payload, error) {
 	var p payload
 	if err := json.Unmarshal(row.Payload, &p); err != nil {
-		return Delivery{}, fmt.Errorf("decode delivery %s payload: %w", row.ID, err)
+		return payload{}, fmt.Errorf("decode delivery %s payload: %w", row.ID, err)
+	}
+	return p, nil
+}
+
+// decode rebuilds the Delivery a sender sees from a stored row.
+func decode(row store.Delivery) (Delivery, error) {
+	p, err := payloadOf(row)
+	if err != nil {
+		return Delivery{}, err
 	}
 	return Delivery{ID: row.ID, Principal: row.Principal, TaskID: row.TaskID, ContextID: p.ContextID,
 		Operation: row.Operation, State: p.State, Locator: p.Locator, Message: p.Message}, nil

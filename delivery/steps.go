@@ -428,15 +428,12 @@ func (e *Engine) markDelivered(ctx context.Context, tx store.Tx, cur store.Deliv
 // is gone, the source continues by no anchor, no provider id) is evidence, not a failure: the
 // question was delivered and cannot be taken back. Store errors fail the transaction.
 func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delivery, providerID string, now time.Time) error {
-	var (
-		p   payload
-		err error
-	)
+	p, err := payloadOf(cur)
 	switch {
 	case providerID == "":
 		err = errors.New("the provider returned no id")
-	case json.Unmarshal(cur.Payload, &p) != nil:
-		err = fmt.Errorf("%w: the delivery's payload does not decode", taskplane.ErrInvalid)
+	case err != nil:
+		err = fmt.Errorf("%w: %v", taskplane.ErrInvalid, err)
 	default:
 		err = e.anchor(ctx, tx, cur.Principal, cur.Source, providerID, cur.TaskID, p.InputSeq, now)
 	}

@@ -64,19 +64,36 @@ func followStart(ctx context.Context, r evidenceReader, f store.EvidenceFilter) 
 	// Everything committed now above last, past any id still in flight (not a follower's read):
 	// what the page and the limit show or leave out is not printed again; what commits later is.
 	seen = map[int64]bool{}
-	f.Since, f.Limit, f.Forward, f.Follow = time.Time{}, followPage, true, false
-	for after := last; ; {
-		f.AfterID = after
-		above, err := r.list(ctx, f)
-		if err != nil {
-			return 0, nil, err
-		}
-		for _, e := range above {
+	f.Follow = false
+	_, err = pageForward(ctx, r, f, last, func(rows []operator.EvidenceView) error {
+		for _, e := range rows {
 			seen[e.ID] = true
+		}
+		return nil
+	})
+	return last, seen, err
+}
+
+// pageForward reads the records matching f after the id after, oldest first (f.Forward), a page
+// at a time while pages are full, and hands each page to fn. It returns the largest id read.
+func pageForward(ctx context.Context, r evidenceReader, f store.EvidenceFilter, after int64, fn func([]operator.EvidenceView) error) (int64, error) {
+	f.Since, f.Limit, f.Forward = time.Time{}, followPage, true
+	for {
+		f.AfterID = after
+		rows, err := r.list(ctx, f)
+		if err != nil {
+			return after, err
+		}
+		// Oldest first, whatever order a server of an older build answers in.
+		slices.SortFunc(rows, func(a, b operator.EvidenceView) int { return cmp.Compare(a.ID, b.ID) })
+		for _, e := range rows {
 			after = max(after, e.ID)
 		}
-		if len(above) < followPage {
-			return last, seen, nil
+		if err := fn(rows); err != nil {
+			return after, err
+		}
+		if len(rows) < followPage {
+			return after, nil
 		}
 	}
 }
@@ -181,6 +198,7 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 					seen[e.ID] = true
 				}
 			}
+			f.Follow = true // a follower's reads: they stop short of an id still in flight
 			t := time.NewTicker(interval)
 			defer t.Stop()
 			for {
@@ -189,31 +207,21 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 					return nil
 				case <-t.C:
 				}
-				// Oldest first, page after page while a page is full.
-				for full := true; full; {
-					f.AfterID, f.Since, f.Limit, f.Forward, f.Follow = last, time.Time{}, followPage, true, true
-					rows, err := r.list(ctx, f)
-					if err != nil {
-						if ctx.Err() != nil {
-							return nil
-						}
-						return err
-					}
-					full = len(rows) == followPage
-					// Oldest first, whatever order a server of an older build answers in.
-					slices.SortFunc(rows, func(a, b operator.EvidenceView) int { return cmp.Compare(a.ID, b.ID) })
-					for _, e := range rows {
-						last = max(last, e.ID)
-					}
+				var err error
+				last, err = pageForward(ctx, r, f, last, func(rows []operator.EvidenceView) error {
 					rows = slices.DeleteFunc(rows, func(e operator.EvidenceView) bool { return seen[e.ID] })
-					maps.DeleteFunc(seen, func(id int64, _ bool) bool { return id <= last })
 					p.now = time.Now().UTC()
 					if err := p.print(rows); err != nil {
 						return err
 					}
-					if err := p.flush(); err != nil {
-						return err
+					return p.flush()
+				})
+				maps.DeleteFunc(seen, func(id int64, _ bool) bool { return id <= last })
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
 					}
+					return err
 				}
 			}
 		},

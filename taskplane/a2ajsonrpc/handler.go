@@ -134,6 +134,13 @@ func write(w http.ResponseWriter, status int, b []byte) {
 	_, _ = w.Write(b)
 }
 
+// unauthorized answers an authentication failure: HTTP 401 with the challenge, and the error
+// under the request's id.
+func unauthorized(w http.ResponseWriter, id json.RawMessage, e *a2awire.Error) {
+	a2aservice.SetChallenge(w, e)
+	write(w, http.StatusUnauthorized, encode(id, nil, e))
+}
+
 // unauthenticatedPeek bounds what is read of an unauthenticated request's body to find its id.
 const unauthenticatedPeek = 64 << 10
 
@@ -155,8 +162,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The refusal names the request's id when a short body shows it; a caller not yet
 		// trusted gets no more of its body read than that.
 		body, _ := io.ReadAll(io.LimitReader(r.Body, unauthenticatedPeek))
-		a2aservice.SetChallenge(w, aerr)
-		write(w, http.StatusUnauthorized, encode(readableID(body), nil, aerr))
+		unauthorized(w, readableID(body), aerr)
 		return
 	}
 	lim := h.svc.Limits()
@@ -188,8 +194,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fail := func(e *a2awire.Error) {
 		if errors.Is(e, a2awire.ErrUnauthenticated) {
 			// As for a request refused before dispatch (the extended card without credentials).
-			a2aservice.SetChallenge(w, e)
-			write(w, http.StatusUnauthorized, encode(req.ID, nil, e))
+			unauthorized(w, req.ID, e)
 			return
 		}
 		if streaming && acceptsSSE(r) {

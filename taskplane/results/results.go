@@ -64,7 +64,7 @@ func (h *Home) Settled(ctx context.Context, t *taskplane.Task) error {
 // again after an upgrade (a wake not yet retired) then finds it instead of telling the person a
 // second time. A delivery under the old ID made before the current ask was for an earlier one.
 func (h *Home) legacyNotice(ctx context.Context, t *taskplane.Task, req delivery.Request) (bool, error) {
-	old := "notice-" + t.ID + "-" + string(t.Status.State)
+	old := legacyNoticeID(t)
 	if req.Operation != delivery.OpQuestion || req.Message.ID == old || !strings.HasPrefix(req.Message.ID, old+"-") {
 		return false, nil
 	}
@@ -82,6 +82,10 @@ func (h *Home) legacyNotice(ctx context.Context, t *taskplane.Task, req delivery
 	}
 	return !rec.CreatedAt.Before(t.Status.Timestamp), nil
 }
+
+// legacyNoticeID is a notice's ID without the input request: every notice's, as older builds
+// made them, and a terminal task's still.
+func legacyNoticeID(t *taskplane.Task) string { return "notice-" + t.ID + "-" + string(t.Status.State) }
 
 func (h *Home) log() *slog.Logger {
 	if h.Logger != nil {
@@ -110,7 +114,7 @@ func What(t *taskplane.Task) (op string, msg taskplane.Message, ok bool) {
 	// outcome is always the same delivery. A question's notice names its input request too: each
 	// time the task asks, the person is told again, and the reply anchor of each notice carries the
 	// input request it asked (a notice sent late, after the task asked again, answers nothing).
-	id := "notice-" + t.ID + "-" + string(st)
+	id := legacyNoticeID(t)
 	if st.Interrupted() && t.InputRequest != 0 {
 		id += "-" + strconv.FormatInt(t.InputRequest, 10)
 	}
