@@ -108,6 +108,9 @@ func (s *Source) classifyCallback(raw []byte) verdict {
 	}
 	detail := map[string]any{"event_id": cb.EventID, "type": in.Type}
 	bot := s.bot.Load()
+	if !bot.ours(cb.TeamID, cb.EnterpriseID, cb.Authorizations) {
+		return nonWork("foreign-workspace")
+	}
 	own := in.User == bot.UserID || (in.BotID != "" && in.BotID == bot.BotID)
 	switch in.Type {
 	case "app_mention":
@@ -245,6 +248,9 @@ func (s *Source) classifyInteraction(raw []byte) verdict {
 		return malformed("invalid interactive payload", nil)
 	}
 	bot := s.bot.Load()
+	if !bot.ours(ic.Team.ID, ic.Enterprise.ID, nil) && !bot.ours(ic.User.TeamID, "", nil) {
+		return nonWork("foreign-workspace")
+	}
 	team := bot.Team
 	if team == "" {
 		team = ic.Team.ID

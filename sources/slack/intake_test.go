@@ -384,3 +384,34 @@ func TestSlackSocketModeRecordsAndAcksMalformedEnvelopes(t *testing.T) {
 		t.Fatalf("tasks = %d, want 0", n)
 	}
 }
+
+// One Slack app installed in several workspaces has one Events request URL and spreads Socket
+// Mode envelopes over all its connections: an instance sees the other workspaces' events too.
+// They are not its principal's work; an event of a shared channel, delivered for our
+// installation, is.
+func TestSlackEventsOfAnotherWorkspaceAreNotWork(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		h := newHarness(t, mode, nil)
+		foreign := callback("Ev-foreign", mention("ops", "Ev-foreign", "leak me"))
+		foreign["team_id"] = "T0SOMEONEELSE"
+		foreign["authorizations"] = []obj{{"team_id": "T0SOMEONEELSE", "user_id": "U0OTHERBOT", "is_bot": true}}
+		click := blockAction(channelOf("ops"), tsOf("q"), rootOf("ops"), "trig-foreign", "channels_choice:0", `{"v":"prod"}`)
+		click["team"], click["user"] = obj{"id": "T0SOMEONEELSE"}, obj{"id": "U0STRANGER", "team_id": "T0SOMEONEELSE"}
+		before := h.counted(sources.EvidenceNonWork)["foreign-workspace"]
+		h.deliver("events", foreign, sourcetest.Acked, nil)
+		h.deliver("interactive", click, sourcetest.Acked, nil)
+		if got := h.counted(sources.EvidenceNonWork)["foreign-workspace"]; got != before+2 {
+			t.Errorf("non-work foreign-workspace = %d, want %d", got, before+2)
+		}
+		if n := len(h.tasks()); n != 0 {
+			t.Fatalf("another workspace's event and click made %d tasks of principal %q", n, principal)
+		}
+		// A shared channel: the event names the workspace it happened in, and our installation
+		// among those it was delivered for.
+		shared := callback("Ev-shared", mention("ops", "Ev-shared", "deploy"))
+		shared["team_id"] = "T0SOMEONEELSE"
+		if acc := h.work("events", shared); acc.Outcome != taskplane.Created {
+			t.Fatalf("an event of a shared channel delivered for our installation: %s", acc.Outcome)
+		}
+	})
+}

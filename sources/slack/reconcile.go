@@ -122,7 +122,6 @@ func (s *Source) identity(ctx context.Context) (*botIdentity, error) {
 	if r.UserID == "" {
 		return nil, errors.New("auth.test returned no user id")
 	}
-	b := &botIdentity{Team: r.TeamID, UserID: r.UserID, BotID: r.BotID}
-	s.bot.CompareAndSwap(nil, b)
+	s.bot.CompareAndSwap(nil, identityOf(r))
 	return s.bot.Load(), nil
 }

@@ -56,9 +56,32 @@ type Source struct {
 
 // botIdentity is who the app is in the workspace (auth.test): how our own messages are told.
 type botIdentity struct {
-	Team   string
-	UserID string
-	BotID  string
+	Team       string
+	Enterprise string // Enterprise Grid organisation, when auth.test names one
+	UserID     string
+	BotID      string
+}
+
+// identityOf reads the bot's identity from auth.test.
+func identityOf(r *slack.AuthTestResponse) *botIdentity {
+	return &botIdentity{Team: r.TeamID, Enterprise: r.EnterpriseID, UserID: r.UserID, BotID: r.BotID}
+}
+
+// ours reports whether an event of workspace team (or enterprise), delivered for the
+// installations in auths, is meant for this bot's installation. One Slack app has one Events
+// request URL and spreads Socket Mode envelopes over all its connections, so an app installed
+// in several workspaces hands every instance the others' events too; they are not this
+// instance's principal's work. Before auth.test has named the workspace, everything is ours.
+func (b *botIdentity) ours(team, enterprise string, auths []slack.EventAuthorization) bool {
+	if b.Team == "" || team == b.Team || (b.Enterprise != "" && enterprise == b.Enterprise) {
+		return true
+	}
+	for _, a := range auths {
+		if a.TeamID == b.Team || (b.Enterprise != "" && a.EnterpriseID == b.Enterprise) {
+			return true
+		}
+	}
+	return false
 }
 
 // New builds a Slack source from its configuration (see Options).
@@ -117,7 +140,7 @@ func (s *Source) identify(ctx context.Context) error {
 	for {
 		r, err := s.api.AuthTestContext(ctx)
 		if err == nil && r.UserID != "" {
-			s.bot.Store(&botIdentity{Team: r.TeamID, UserID: r.UserID, BotID: r.BotID})
+			s.bot.Store(identityOf(r))
 			return nil
 		}
 		if err == nil {
