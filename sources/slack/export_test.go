@@ -10,3 +10,6 @@ func OnSettle(src sources.Source, fn func(envelopeID string, acked bool)) {
 
 // Classify is classify, for the table test of Send's typed failures.
 var Classify = classify
+
+// RenderMessage is renderMessage, for the rendering table tests.
+var RenderMessage = renderMessage

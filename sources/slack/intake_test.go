@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	slacksrc "github.com/channels-dev/channels/sources/slack"
 	"github.com/channels-dev/channels/sources/sourcetest"
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 func mustUnmarshal(t testing.TB, b []byte, v any) {
@@ -357,6 +360,53 @@ func TestSlackSocketModeReconnectsOnDisconnect(t *testing.T) {
 	}
 }
 
+// The socket client queues acks for its live connection only (20 of them). When it stops for
+// good (Slack refuses the app token on reconnect) while more acceptances than that finish, their
+// acks must not wait forever: Run returns the client's error, and the envelopes are redelivered.
+func TestSlackSocketModeRunEndsWhenTheClientStopsWithAcksPending(t *testing.T) {
+	w := newWorkspace(t)
+	d := newSocketDriver(t, w)
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	sink, err := sources.NewSink(plane, slacksrc.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := d.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- sources.Run(ctx, src, sink) }()
+	h := &harness{t: t, src: src}
+	h.waitHealthy()
+	// Hold the store's one writer, so every acceptance waits.
+	release, held := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = plane.Store().Update(context.Background(), func(context.Context, store.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	for i := range 28 {
+		id := fmt.Sprintf("Ev-ack-%d", i)
+		w.ws.send("events_api", callback(id, mention("ops", id, "x")), 0)
+	}
+	time.Sleep(300 * time.Millisecond) // the envelopes reach their handlers, which wait to accept
+	w.refuseApp.Store(true)
+	_ = w.ws.conn().c.Close() // the connection dies and the reconnect is refused
+	time.Sleep(300 * time.Millisecond)
+	close(release)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Run returned no error after Slack refused the app token")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10 s of the socket client stopping for good")
+	}
+}
+
 func TestSlackSocketModeRecordsAndAcksMalformedEnvelopes(t *testing.T) {
 	h := newHarness(t, slacksrc.ModeSocket, nil)
 	// A payload that is not an object, and interactive payloads without what they answer.
@@ -414,4 +464,20 @@ func TestSlackEventsOfAnotherWorkspaceAreNotWork(t *testing.T) {
 			t.Fatalf("an event of a shared channel delivered for our installation: %s", acc.Outcome)
 		}
 	})
+}
+
+// A question whose only part is its requestedSchema (an agent using the elicitation schema as
+// a data part) is still asked: a short prompt carries its choice buttons.
+func TestSlackQuestionWithOnlyASchemaIsAskedWithItsButtons(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, nil)
+	first := h.work("events", callback("Ev-schema", mention("ops", "Ev-schema", "deploy")))
+	schema, _ := json.Marshal(map[string]any{"requestedSchema": map[string]any{"type": "string", "enum": []any{"staging", "prod"}}})
+	q := taskplane.Message{ID: "q-schema", Role: taskplane.RoleAgent, Parts: []taskplane.Part{{Data: schema, MediaType: "application/json"}}}
+	_, posted := h.ask(first.Task.ID, q)
+	if posted.Text == "" || strings.Contains(posted.Text, "requestedSchema") {
+		t.Errorf("question text %q", posted.Text)
+	}
+	if b := buttonsOf(t, posted); len(b) != 3 || b[0].Text.Text != "staging" || b[1].Text.Text != "prod" || b[2].ActionID != "channels_answer" {
+		t.Errorf("buttons %+v, want staging, prod, Answer", b)
+	}
 }

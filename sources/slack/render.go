@@ -104,6 +104,19 @@ func inlineText(s string) string {
 	return b.String()
 }
 
+// linkable reports whether u may be shown as a Slack link: a web or mail address.
+func linkable(u string) bool {
+	scheme, _, ok := strings.Cut(u, ":")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(scheme) {
+	case "http", "https", "mailto":
+		return true
+	}
+	return false
+}
+
 // linkURL makes a URL safe inside <url|text>: the characters that would end the link are
 // percent-encoded.
 func linkURL(u string) string {
@@ -167,6 +180,11 @@ func renderPart(p taskplane.Part) string {
 		}
 		return titled(name, "```\n"+escape(pretty.String())+"\n```")
 	case p.URL != "":
+		if !linkable(p.URL) {
+			// Slack reads <!channel>, <!here> and <!subteam^…> as pings: a URL part that is not a
+			// web or mail address is shown as text.
+			return titled(name, escape(p.URL))
+		}
 		if name != "" {
 			return "<" + linkURL(p.URL) + "|" + escape(name) + ">"
 		}

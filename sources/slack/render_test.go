@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	slacksrc "github.com/channels-dev/channels/sources/slack"
+	"github.com/channels-dev/channels/taskplane"
 )
 
 func TestSlackMrkdwnRendersMarkdown(t *testing.T) {
@@ -26,6 +27,26 @@ func TestSlackMrkdwnRendersMarkdown(t *testing.T) {
 	} {
 		if got := slacksrc.Mrkdwn(tc.in); got != tc.want {
 			t.Errorf("Mrkdwn(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// Slack reads <!channel>, <!here> and <!subteam^…> as pings, so a URL part is a link only when
+// it is a web or mail address; anything else is shown as text.
+func TestSlackURLPartsNeverPing(t *testing.T) {
+	for _, tc := range []struct {
+		part taskplane.Part
+		want string
+	}{
+		{taskplane.Part{URL: "https://example.com/a|b"}, "<https://example.com/a%7Cb>"},
+		{taskplane.Part{URL: "mailto:ops@example.com", Filename: "mail us"}, "<mailto:ops@example.com|mail us>"},
+		{taskplane.Part{URL: "!channel"}, "!channel"},
+		{taskplane.Part{URL: "!subteam^S0ALL", Filename: "x"}, "*x*\n!subteam^S0ALL"},
+		{taskplane.Part{URL: "javascript:alert(1)"}, "javascript:alert(1)"},
+	} {
+		got := slacksrc.RenderMessage(taskplane.StateCompleted, taskplane.Message{Parts: []taskplane.Part{tc.part}})
+		if got != tc.want {
+			t.Errorf("URL part %+v rendered %q, want %q", tc.part, got, tc.want)
 		}
 	}
 }

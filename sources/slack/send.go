@@ -23,6 +23,10 @@ const (
 	OpHandled  = delivery.OpHandled
 )
 
+// defaultPrompt is the text of a question that has nothing else to show: its only part is the
+// requestedSchema its buttons are made from.
+const defaultPrompt = "The agent needs your input."
+
 // MetadataEventType is the event_type of the message metadata every posted part carries; its
 // payload holds the delivery ID ("delivery_id") and the part number ("part", "parts").
 const MetadataEventType = "channels_delivery"
@@ -46,11 +50,15 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	if d.Operation == OpHandled {
 		return s.react(ctx, d, loc)
 	}
+	question := d.Operation == OpQuestion || d.State.Interrupted()
 	chunks := Split(renderMessage(d.State, d.Message), s.opt.MaxMessageChars)
+	if len(chunks) == 0 && question {
+		// A question whose only content is its requestedSchema: its buttons need a message.
+		chunks = []string{defaultPrompt}
+	}
 	if len(chunks) == 0 {
 		return sources.Receipt{}, delivery.Permanent(fmt.Errorf("slack delivery %s: the message has nothing to show in Slack", d.ID))
 	}
-	question := d.Operation == OpQuestion || d.State.Interrupted()
 	// A split answer resumes: parts an earlier, interrupted Send posted are not posted again.
 	posted := map[int]string{}
 	if len(chunks) > 1 {

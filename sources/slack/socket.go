@@ -79,7 +79,7 @@ func (s *SocketSource) Run(ctx context.Context, sink *sources.Sink) error {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				s.handle(ctx, smc, sink, req)
+				s.handle(ctx, runCtx, smc, sink, req)
 			}()
 		}
 	}
@@ -126,8 +126,10 @@ func (s *SocketSource) observe(evt socketmode.Event) *socketmode.Request {
 	return nil
 }
 
-// handle classifies one envelope, settles it with the sink, and acks it only if it settled.
-func (s *SocketSource) handle(ctx context.Context, smc *socketmode.Client, sink *sources.Sink, req *socketmode.Request) {
+// handle classifies one envelope, settles it with the sink, and acks it only if it settled. The
+// ack waits on clientCtx: the library queues acks for its live connection only, so once the
+// client has stopped for good an ack could wait forever (the envelope is redelivered instead).
+func (s *SocketSource) handle(ctx, clientCtx context.Context, smc *socketmode.Client, sink *sources.Sink, req *socketmode.Request) {
 	var v verdict
 	switch req.Type {
 	case socketmode.RequestTypeEventsAPI:
@@ -141,7 +143,7 @@ func (s *SocketSource) handle(ctx context.Context, smc *socketmode.Client, sink 
 	}
 	acked := s.settle(ctx, sink, v)
 	if acked {
-		if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil {
+		if err := smc.AckCtx(clientCtx, req.EnvelopeID, nil); err != nil {
 			s.log.Warn("slack socket mode ack", "envelope", req.EnvelopeID, "err", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/slack-go/slack/slacktest"
@@ -70,6 +71,8 @@ type workspace struct {
 	afterPost func(w http.ResponseWriter, m message) bool
 	// repliesCalls counts conversations.replies calls.
 	repliesCalls int
+	// refuseApp makes apps.connections.open refuse the app token from now on.
+	refuseApp atomic.Bool
 }
 
 func newWorkspace(t testing.TB) *workspace {
@@ -110,7 +113,7 @@ func (w *workspace) authTest(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (w *workspace) connectionsOpen(rw http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+appToken {
+	if w.refuseApp.Load() || r.Header.Get("Authorization") != "Bearer "+appToken {
 		reply(rw, map[string]any{"ok": false, "error": "invalid_auth"})
 		return
 	}
