@@ -486,17 +486,28 @@ func TestADownstreamCancelThatNeverAnswersHoldsUpNothing(t *testing.T) {
 	}
 	p := taskplane.New(storetest.OpenSQLite(t))
 	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 20 * time.Millisecond,
-		Lease: 300 * time.Millisecond, CancelTimeout: 300 * time.Millisecond}
+		Lease: time.Second, CancelTimeout: 300 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
 	ch := &channels{plane: p, exec: exec, disp: d}
 	task := ch.send(t, "m-wait", "wait", "")
 	ch.await(t, task.ID, "downstream", func(t *taskplane.Task) bool { return downstreamID(t) != "" })
-	if n, err := p.SweepTimeouts(context.Background(), time.Millisecond); err != nil || n != 1 {
-		t.Fatalf("sweep: %d %v", n, err)
+	// The sweep fails the task once it holds still for a millisecond; an update of the running
+	// turn may land between the sweep's listing and its check, so it is tried until it takes.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, err := p.SweepTimeouts(context.Background(), time.Millisecond)
+		if err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timeout sweep never failed the working task")
+		}
 	}
-	time.Sleep(500 * time.Millisecond) // the heartbeat sees the task stopped and tells the agent
+	time.Sleep(time.Second) // the heartbeat (every third of the lease) sees the task stopped and tells the agent
 	cancel()
 	select {
 	case <-done:
