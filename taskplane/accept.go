@@ -123,23 +123,47 @@ func (ev *Event) validate() error {
 
 // digest is the SHA-256 of the event's normalized payload. It leaves out everything the server
 // mints (task and context ids), the direct reply (the executor's output), and transport details
-// (locator, checkpoint), so a provider's redelivery of the same event digests the same.
-func (ev *Event) digest() (string, error) {
+// (locator, checkpoint), so a provider's redelivery of the same event digests the same. The
+// event's Metadata is payload (it becomes the task's metadata, and settlements read their links
+// from it); it is left out of the encoding when empty, so an event without it digests as it did
+// before Metadata was covered.
+func (ev *Event) digest() (string, error) { return ev.digestOf(true) }
+
+// legacyDigest is the digest of releases that did not cover the event's Metadata: a claim they
+// recorded for an event with Metadata still deduplicates its redeliveries.
+func (ev *Event) legacyDigest() (string, error) { return ev.digestOf(false) }
+
+func (ev *Event) digestOf(withMetadata bool) (string, error) {
 	m := ev.Message
-	b, err := json.Marshal(struct {
+	d := struct {
 		Source, Identity, ConversationKey, ContextID, TaskID, ReplyTo string
 		MessageID, ClientContextID, ClientTaskID                      string
 		Role                                                          Role
 		Parts                                                         []Part
 		Metadata                                                      map[string]any
 		Extensions, ReferenceTaskIDs                                  []string
-	}{ev.Source, ev.Identity, ev.ConversationKey, ev.ContextID, ev.TaskID, ev.ReplyTo,
-		m.ID, m.ContextID, m.TaskID, m.Role, m.Parts, m.Metadata, m.Extensions, m.ReferenceTaskIDs})
+		EventMetadata                                                 map[string]any `json:",omitempty"`
+	}{Source: ev.Source, Identity: ev.Identity, ConversationKey: ev.ConversationKey, ContextID: ev.ContextID,
+		TaskID: ev.TaskID, ReplyTo: ev.ReplyTo, MessageID: m.ID, ClientContextID: m.ContextID, ClientTaskID: m.TaskID,
+		Role: m.Role, Parts: m.Parts, Metadata: m.Metadata, Extensions: m.Extensions, ReferenceTaskIDs: m.ReferenceTaskIDs}
+	if withMetadata {
+		d.EventMetadata = ev.Metadata
+	}
+	b, err := json.Marshal(d)
 	if err != nil {
 		return "", fmt.Errorf("digest: %w", err)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// legacyMatch reports whether digest is ev's under the older formula (see legacyDigest).
+func (ev *Event) legacyMatch(digest string) bool {
+	if len(ev.Metadata) == 0 {
+		return false // both formulas agree
+	}
+	old, err := ev.legacyDigest()
+	return err == nil && old == digest
 }
 
 // Accept durably accepts ev in one transaction: claim and dedupe, context, continuation, task,
@@ -297,7 +321,7 @@ func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg 
 		}
 		prior = t
 	}
-	if claim.Digest != dg {
+	if claim.Digest != dg && !ev.legacyMatch(claim.Digest) {
 		*conflict = true
 		return evidence(ctx, tx, ev.Principal, ev.Source, EvidenceDuplicateConflict, claim.TaskID,
 			map[string]any{"identity": ev.Identity}, now)

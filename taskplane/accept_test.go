@@ -1048,3 +1048,21 @@ func TestAnEmptyFilePartStaysAFile(t *testing.T) {
 		}
 	})
 }
+
+// An event's Metadata is payload: it becomes the task's metadata and settlements read their
+// links from it, so a retry under the same identity with other Metadata is a conflict, not a
+// silent replay of the first.
+func TestDifferentMetadataUnderTheSameIdentityConflicts(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ev := taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "m-1", Message: textMsg("m-1", "hello"),
+			Metadata: map[string]any{"k": "v1"}}
+		first := mustAccept(t, p, ev)
+		if again := mustAccept(t, p, ev); again.Outcome != taskplane.Duplicate || again.Task.ID != first.Task.ID {
+			t.Fatalf("the same event again: %s %s", again.Outcome, again.Task.ID)
+		}
+		ev.Metadata = map[string]any{"k": "v2"}
+		if _, err := p.Accept(context.Background(), ev); !errors.Is(err, taskplane.ErrDuplicateConflict) {
+			t.Fatalf("other metadata under the same identity: err = %v, want a conflict", err)
+		}
+	})
+}
