@@ -464,6 +464,49 @@ func TestEnsureContextAcrossStores(t *testing.T) {
 	}
 }
 
+// A retention transaction has deleted an idle context and not committed yet. An acceptance that
+// names the context (a client's contextId) reads it inside its transaction: the read waits for the
+// prune and finds nothing, so the acceptance makes the context afresh instead of putting a task
+// in a context that no longer exists. (The read holds the row FOR KEY SHARE, so a prune that
+// comes after it skips the context.)
+func TestAContextReadInATransactionWaitsForItsPrune(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	s := open(t, u)
+	ctx := context.Background()
+	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertContext(ctx, store.Context{Principal: "alice", ID: "ctx-old", Source: "a2a", CreatedAt: t0, LastEventAt: t0})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	prune, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prune.Exec(ctx, `DELETE FROM contexts WHERE principal = 'alice' AND id = 'ctx-old'`); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		read <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			_, err := tx.GetContext(ctx, "alice", "ctx-old")
+			return err
+		})
+	}()
+	waitLockWaitOn(t, u, "SELECT%FROM contexts%")
+	if err := prune.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the context a committed prune deleted was read as %v, want not found", err)
+	}
+}
+
 // Two processes claim one event at once: exactly one inserts, the other waits for it and gets its
 // claim back.
 func TestInsertClaimAcrossStores(t *testing.T) {
@@ -525,7 +568,11 @@ func beginAppend(s store.Store, principal, taskID, payload string, seq chan<- in
 
 // waitLockWait waits until one of the test's backends waits on a lock while inserting a task
 // event: a second writer of a sequence, waiting for the first one's event row.
-func waitLockWait(t *testing.T, u *url.URL) {
+func waitLockWait(t *testing.T, u *url.URL) { waitLockWaitOn(t, u, "INSERT INTO task_events%") }
+
+// waitLockWaitOn waits until a backend of the test's schema waits on a lock in a statement like
+// query (a LIKE pattern).
+func waitLockWaitOn(t *testing.T, u *url.URL, query string) {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), u.String())
 	if err != nil {
@@ -536,8 +583,8 @@ func waitLockWait(t *testing.T, u *url.URL) {
 	for time.Now().Before(deadline) {
 		var waiting int
 		err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO task_events%'`,
-			u.Query().Get("application_name")).Scan(&waiting)
+			WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE $2`,
+			u.Query().Get("application_name"), query).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -546,7 +593,7 @@ func waitLockWait(t *testing.T, u *url.URL) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatal("the second append never waited on the first one's event")
+	t.Fatalf("no statement like %q waited on a lock", query)
 }
 
 // The event-log resume guarantee: while one transaction has appended seq N to a task and not

@@ -168,9 +168,14 @@ func (r reader) GetClaim(ctx context.Context, principal, source, identity string
 }
 
 func (r reader) GetContext(ctx context.Context, principal, contextID string) (store.Context, error) {
+	return r.getContext(ctx, principal, contextID, "")
+}
+
+// getContext reads one context; lock is a locking clause for a transaction's read, or "".
+func (r reader) getContext(ctx context.Context, principal, contextID, lock string) (store.Context, error) {
 	var c store.Context
 	err := r.q.QueryRow(ctx, `SELECT principal, id, source, conversation_key, created_at, last_event_at
-		FROM contexts WHERE principal = $1 AND id = $2`, principal, contextID).
+		FROM contexts WHERE principal = $1 AND id = $2`+lock, principal, contextID).
 		Scan(&c.Principal, &c.ID, &c.Source, &c.ConversationKey, &c.CreatedAt, &c.LastEventAt)
 	if err != nil {
 		return store.Context{}, fmt.Errorf("get context: %w", notFound(err))

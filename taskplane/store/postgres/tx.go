@@ -104,6 +104,13 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 	return "", fmt.Errorf("ensure context: conflicting context vanished %d times", maxLookups)
 }
 
+// GetContext reads a context FOR KEY SHARE: a Prune deleting it (uncommitted) makes the read wait
+// and find nothing, and one that comes later skips it (SKIP LOCKED) until this transaction ends,
+// so a task put in the context never outlives it.
+func (t *tx) GetContext(ctx context.Context, principal, contextID string) (store.Context, error) {
+	return t.reader.getContext(ctx, principal, contextID, " FOR KEY SHARE")
+}
+
 func (t *tx) InsertContext(ctx context.Context, c store.Context) error {
 	t.p.later("insert context", `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, takenFirst, c.Principal, c.ID, c.Source, c.ConversationKey, c.CreatedAt, c.LastEventAt)
@@ -268,7 +275,7 @@ const pruneClaimsSQL = `DELETE FROM claims WHERE (principal, source, identity) I
 
 // pruneContextsSQL deletes up to $2 contexts idle since before $1 that no task and no pending
 // claim names. A transaction about to put a task in such a context holds its row (EnsureContext
-// reads it FOR KEY SHARE, TouchContext updates it), so SKIP LOCKED leaves it alone.
+// and GetContext read it FOR KEY SHARE, TouchContext updates it), so SKIP LOCKED leaves it alone.
 const pruneContextsSQL = `DELETE FROM contexts WHERE (principal, id) IN (
 		SELECT c.principal, c.id FROM contexts c
 		WHERE c.last_event_at < $1
