@@ -123,7 +123,7 @@ func (a *app) tasksListCmd() *cobra.Command {
 			if st != "" && !taskplane.State(st).Valid() {
 				return usageError{fmt.Errorf("--state %q: want a task state such as working, input-required, completed (or TASK_STATE_…)", state)}
 			}
-			f := store.TaskFilter{ContextID: contextID, State: st, Limit: limit}
+			f := store.TaskFilter{ContextID: contextID, Source: source, State: st, Limit: limit}
 			if since != "" {
 				t, err := parseSinceFlag(since)
 				if err != nil {
@@ -147,9 +147,6 @@ func (a *app) tasksListCmd() *cobra.Command {
 					return fmt.Errorf("list tasks of %s: %w", p, err)
 				}
 				for _, t := range ts {
-					if source != "" && t.Source != source {
-						continue
-					}
 					rows = append(rows, taskRow{ID: t.ID, Principal: t.Principal, ContextID: t.ContextID, Source: t.Source,
 						State: t.State, StatusTime: t.StatusTime, Version: t.Version, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt})
 				}

@@ -208,6 +208,7 @@ type Task struct {
 // TaskFilter selects tasks for ListTasks.
 type TaskFilter struct {
 	ContextID   string
+	Source      string    // "" = any: the source the task came from
 	State       string    // "" = any
 	StatusAfter time.Time // zero = any; inclusive (StatusTime >= StatusAfter)
 	// Cursor: when CursorID != "", return only rows strictly after (CursorTime, CursorID) in the

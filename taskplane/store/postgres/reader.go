@@ -81,6 +81,9 @@ func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFil
 	if f.ContextID != "" {
 		w.add("context_id = ?", f.ContextID)
 	}
+	if f.Source != "" {
+		w.add("source = ?", f.Source)
+	}
 	if f.State != "" {
 		w.add("state = ?", f.State)
 	}

@@ -100,6 +100,10 @@ func listTasks(ctx context.Context, q querier, principal string, f store.TaskFil
 		where += " AND context_id = ?"
 		args = append(args, f.ContextID)
 	}
+	if f.Source != "" {
+		where += " AND source = ?"
+		args = append(args, f.Source)
+	}
 	if f.State != "" {
 		where += " AND state = ?"
 		args = append(args, f.State)

@@ -878,7 +878,8 @@ func testEventsOfMissing(t *testing.T, s store.Store) {
 // ---- ListTasks ----
 
 // listFixture inserts alice's tasks a..e (and one of bob's) and returns them by ID. In the order
-// (StatusTime DESC, ID DESC) they are d, c, b, a, e; b and c share a StatusTime.
+// (StatusTime DESC, ID DESC) they are d, c, b, a, e; b and c share a StatusTime. e came from
+// the webhook source, the others from slack.
 func listFixture(t *testing.T, s store.Store) map[string]store.Task {
 	t.Helper()
 	tasks := []store.Task{
@@ -889,6 +890,7 @@ func listFixture(t *testing.T, s store.Store) map[string]store.Task {
 		newTask("alice", "e", "c1", "working", at(-time.Second)),
 		newTask("bob", "x", "c1", "working", at(5*time.Second)),
 	}
+	tasks[4].Source = "webhook"
 	insertTasks(t, s, tasks...)
 	m := map[string]store.Task{}
 	for _, task := range tasks {
@@ -923,6 +925,9 @@ func testListFilters(t *testing.T, s store.Store) {
 		{"status after is inclusive", store.TaskFilter{StatusAfter: at(time.Second)}, []string{"d", "c", "b"}, 3},
 		{"context and state", store.TaskFilter{ContextID: "c1", State: "working"}, []string{"a", "e"}, 2},
 		{"limit keeps the total", store.TaskFilter{Limit: 2}, []string{"d", "c"}, 5},
+		{"source", store.TaskFilter{Source: "webhook"}, []string{"e"}, 1},
+		{"source before the limit", store.TaskFilter{Source: "webhook", Limit: 1}, []string{"e"}, 1},
+		{"source and context", store.TaskFilter{Source: "slack", ContextID: "c1"}, []string{"b", "a"}, 2},
 		{"no match", store.TaskFilter{ContextID: "c9"}, nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
