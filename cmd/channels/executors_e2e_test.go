@@ -69,6 +69,42 @@ func TestServeWorkerExecutor(t *testing.T) {
 	}
 }
 
+// A worker waiting in a claim when the server shuts down is answered at once (503, claim again)
+// instead of holding the shutdown for half its timeout.
+func TestAWaitingWorkerClaimEndsWhenTheServerShutsDown(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "workers.json")
+	if err := os.WriteFile(tokens, []byte(`{"workers":[{"name":"bot","token":"worker-token-0123456789"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, nil)
+	base, stop := startServe(t, c, "--executor", "worker", "--worker-tokens", tokens, "--shutdown-timeout", "20s")
+	type answer struct {
+		code int
+		body map[string]any
+	}
+	claimed := make(chan answer, 1)
+	go func() {
+		code, body := workerCall(t, base+"/worker/v1/claim?wait=30s", "worker-token-0123456789", "", "")
+		claimed <- answer{code, body}
+	}()
+	time.Sleep(300 * time.Millisecond) // the claim is waiting for work
+	start := time.Now()
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("shutdown took %s with a worker claim waiting (half the shutdown timeout is 10 s)", took)
+	}
+	select {
+	case a := <-claimed:
+		if a.code != http.StatusServiceUnavailable {
+			t.Errorf("the waiting claim was answered %d %v, want 503", a.code, a.body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting claim was never answered")
+	}
+}
+
 // TestServeExecExecutor: `serve --executor exec` runs the command per wake.
 func TestServeExecExecutor(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "agent.sh")

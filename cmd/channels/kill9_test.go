@@ -40,6 +40,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(kill9StoreEnv) != "" {
 		os.Exit(kill9Child())
 	}
+	if args, ok := os.LookupEnv(mainArgsEnv); ok {
+		// The test binary as the channels binary: main with these arguments (one per line).
+		os.Args = append([]string{"channels"}, strings.Split(args, "\n")...)
+		main()
+	}
 	os.Exit(m.Run())
 }
 

@@ -19,6 +19,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts a graceful shutdown; a second one, with the default handling back,
+	// ends the process at once (what it holds is durable).
+	context.AfterFunc(ctx, stop)
 	code := run(ctx, os.Args[1:], env{
 		stdout:  os.Stdout,
 		stderr:  os.Stderr,

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,5 +271,69 @@ func TestServeRefusesLoopbackTrustUnderAForeignHostName(t *testing.T) {
 				t.Errorf("GET %s as %s: %d, want %d", path, host, resp.StatusCode, want)
 			}
 		}
+	}
+}
+
+// mainArgsEnv makes the test binary run main with the arguments it holds (one per line): the
+// tests that need a real process and its signals start the test binary so.
+const mainArgsEnv = "CHANNELS_TEST_MAIN_ARGS"
+
+// The first SIGTERM starts a graceful shutdown that waits for requests in flight; a second one
+// ends the process at once.
+func TestASecondSignalEndsTheShutdownAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir(),
+		mainArgsEnv+"=serve\n--listen\n"+addr+"\n--shutdown-timeout\n60s")
+	var stderr safebuf.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve never answered; stderr:\n%s", stderr.String())
+		}
+	}
+	// A request whose body never finishes holds the graceful shutdown.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /message:send HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("serve exited (%v) with a request in flight, before the shutdown timeout; stderr:\n%s", err, stderr.String())
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Errorf("serve ended with %v, want the second SIGTERM's default action", cmd.ProcessState)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve still running 10 s after a second SIGTERM; stderr:\n%s", stderr.String())
 	}
 }

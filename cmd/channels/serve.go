@@ -237,8 +237,21 @@ func (a *app) serve(ctx context.Context) error {
 		log.Error("http server stopped", "err", err)
 	}
 	ready.Store(false)
-	shutdownHTTP(srv, a2a, cfg.ShutdownTimeout, cancelRequests, log)
-	stopWorkers()
+	deadline := time.Now().Add(cfg.ShutdownTimeout)
+	closers := []http.Handler{a2a}
+	if workerAPI != nil {
+		closers = append(closers, workerAPI)
+	}
+	shutdownHTTP(srv, cfg.ShutdownTimeout, cancelRequests, log, closers...)
+	// The background workers get what is left of the shutdown timeout, and at least a second:
+	// past it the process exits anyway (every state they hold is durable, and taken up again).
+	stopped := make(chan struct{})
+	go func() { stopWorkers(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(max(time.Until(deadline), time.Second)):
+		log.Warn("background workers still running at the shutdown deadline; exiting without them")
+	}
 	log.Info("stopped")
 	return runErr
 }
@@ -246,16 +259,19 @@ func (a *app) serve(ctx context.Context) error {
 // streamCloser is implemented by an A2A handler that can end its open streams on request.
 type streamCloser interface{ CloseStreams() }
 
-// shutdownHTTP stops accepting connections and drains in-flight requests. Streams are asked to
-// close at once; requests still running after half the timeout have their context cancelled
-// (which ends any stream), and whatever remains at the deadline is closed.
-func shutdownHTTP(srv *http.Server, h http.Handler, timeout time.Duration, cancelRequests context.CancelFunc, log *slog.Logger) {
+// shutdownHTTP stops accepting connections and drains in-flight requests. The streams and
+// long waits of the handlers that can end them (streamCloser: A2A streams and blocking sends,
+// worker claims) are asked to close at once; requests still running after half the timeout have
+// their context cancelled (which ends any stream), and whatever remains at the deadline is closed.
+func shutdownHTTP(srv *http.Server, timeout time.Duration, cancelRequests context.CancelFunc, log *slog.Logger, handlers ...http.Handler) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- srv.Shutdown(ctx) }()
-	if sc, ok := h.(streamCloser); ok {
-		sc.CloseStreams()
+	for _, h := range handlers {
+		if sc, ok := h.(streamCloser); ok {
+			sc.CloseStreams()
+		}
 	}
 	grace := time.NewTimer(timeout / 2)
 	defer grace.Stop()

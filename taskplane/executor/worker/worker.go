@@ -34,6 +34,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -102,6 +103,9 @@ type API struct {
 	cfg    Config
 	tokens []hashedToken
 	mux    *http.ServeMux
+
+	closing   chan struct{} // closed by CloseStreams
+	closeOnce sync.Once
 }
 
 type hashedToken struct {
@@ -126,7 +130,7 @@ func New(plane *taskplane.Plane, cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	a := &API{plane: plane, cfg: cfg, mux: http.NewServeMux()}
+	a := &API{plane: plane, cfg: cfg, mux: http.NewServeMux(), closing: make(chan struct{})}
 	for _, t := range cfg.Tokens {
 		a.tokens = append(a.tokens, hashedToken{sum: sha256.Sum256([]byte(t.Token)), tok: t})
 	}
@@ -140,6 +144,17 @@ func New(plane *taskplane.Plane, cfg Config) (*API, error) {
 	a.mux.HandleFunc("POST "+Prefix+"tasks/{id}/release", a.turn(a.release))
 	a.mux.HandleFunc("POST "+Prefix+"tasks/{id}/settle", a.auth(a.settle))
 	return a, nil
+}
+
+// CloseStreams ends the claims waiting for work, and refuses new ones, with 503 and Retry-After:
+// the server is shutting down, and a worker should claim again (from this server once it is
+// back, or from another). A claim that already holds a turn is answered as usual.
+func (a *API) CloseStreams() { a.closeOnce.Do(func() { close(a.closing) }) }
+
+// shuttingDown answers a claim the shutdown ended.
+func shuttingDown(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "shutting-down", "the server is shutting down; claim again")
 }
 
 // Pattern is the ServeMux pattern the API is mounted at.
@@ -255,6 +270,12 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
 		}
 		wait = min(d, a.cfg.MaxWait)
 	}
+	select {
+	case <-a.closing:
+		shuttingDown(w)
+		return
+	default:
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	secret := uuid.NewString()
@@ -288,6 +309,9 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
 		select {
 		case <-ctx.Done():
 			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-a.closing:
+			shuttingDown(w)
 			return
 		case <-changed:
 		case <-tick.C:
