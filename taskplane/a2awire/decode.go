@@ -365,12 +365,13 @@ func ListTasksFromQuery(q url.Values, lim Limits) (*ListTasksRequest, *Error) {
 		}
 		req.StatusTimestampAfter = t
 	}
-	switch v := get("includeArtifacts"); v {
-	case "", "false":
-	case "true":
-		req.IncludeArtifacts = true
-	default:
-		return nil, Invalid("includeArtifacts", "must be true or false")
+	if v := get("includeArtifacts"); v != "" {
+		// As gRPC transcoders read a query boolean: true/false, 1/0, t/f, in any case.
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, Invalid("includeArtifacts", "must be true or false")
+		}
+		req.IncludeArtifacts = b
 	}
 	return req, req.validate(lim)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -258,5 +259,18 @@ func TestListTasksStatusUnrecognized(t *testing.T) {
 	}
 	if _, err := a2awire.DecodeListTasksRequest(json.RawMessage(`{"status":"TASK_STATE_BOGUS"}`), a2awire.Limits{}); err == nil {
 		t.Fatal("an unknown state name was accepted")
+	}
+}
+
+// A query boolean reads as gRPC transcoders read it: true/false, 1/0, t/f, in any case.
+func TestListTasksQueryBooleansReadAsTranscodersReadThem(t *testing.T) {
+	for v, want := range map[string]bool{"true": true, "1": true, "TRUE": true, "t": true, "false": false, "0": false, "False": false, "": false} {
+		req, err := a2awire.ListTasksFromQuery(url.Values{"includeArtifacts": {v}}, a2awire.DefaultLimits())
+		if err != nil || req.IncludeArtifacts != want {
+			t.Errorf("includeArtifacts=%q: %v, %v; want %v", v, req, err, want)
+		}
+	}
+	if _, err := a2awire.ListTasksFromQuery(url.Values{"includeArtifacts": {"maybe"}}, a2awire.DefaultLimits()); err == nil {
+		t.Error("includeArtifacts=maybe was accepted")
 	}
 }
