@@ -372,14 +372,21 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 
 	msg := ev.Message
 	if cont != nil {
-		acc.Outcome = Continued
-		acc.ContextID = cont.ContextID
-		msg.TaskID, msg.ContextID = cont.ID, cont.ContextID
-		if err := p.continueTask(ctx, tx, cont, msg, now); err != nil {
+		cmsg := msg
+		cmsg.TaskID, cmsg.ContextID = cont.ID, cont.ContextID
+		err := p.continueTask(ctx, tx, cont, cmsg, now)
+		switch {
+		case errors.Is(err, errTaskFull) && ev.TaskID == "":
+			// A verified reply to a task that cannot hold it: like any anchor that fails, it
+			// makes a new task (nothing was written for the continuation).
+			cont, acc.AnchorMiss = nil, AnchorTaskFull
+		case err != nil:
 			return acc, err
+		default:
+			acc.Outcome, acc.ContextID, acc.Task = Continued, cont.ContextID, cont
 		}
-		acc.Task = cont
-	} else {
+	}
+	if cont == nil {
 		acc.ContextID, touched, err = p.resolveContext(ctx, tx, ev, now)
 		if err != nil {
 			return acc, err
@@ -556,27 +563,35 @@ func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextI
 
 // continueTask appends msg to an interrupted or active task and clears its input request; an
 // interrupted task returns to SUBMITTED so it is woken again.
+//
+// A task the message would take past MaxTaskBytes is refused (errTaskFull, an ErrInvalid) before
+// anything is written, and t is left as it was.
 func (p *Plane) continueTask(ctx context.Context, tx store.Tx, t *Task, msg Message, now time.Time) error {
-	prev := t.Version
+	prev, before := t.Version, *t
+	wasInterrupted := t.Status.State.Interrupted()
 	t.History = append(t.History, msg)
 	t.InputRequest = 0
+	if wasInterrupted {
+		t.Status = Status{State: StateSubmitted, Timestamp: now}
+	}
+	t.Version, t.UpdatedAt = prev+1, now
+	row, err := encodeTask(t)
+	if err == nil {
+		err = checkTaskSize(t, row)
+	}
+	if err != nil {
+		*t = before
+		return err
+	}
 	if _, err := appendEvent(ctx, tx, t, EventMessage, msg, now); err != nil {
 		return err
 	}
-	if t.Status.State.Interrupted() {
-		t.Status = Status{State: StateSubmitted, Timestamp: now}
+	if wasInterrupted {
 		if _, err := appendEvent(ctx, tx, t, EventStatus, StatusUpdate{Status: t.Status}, now); err != nil {
 			return err
 		}
 	}
-	t.Version, t.UpdatedAt = prev+1, now
-	row, err := encodeTask(t)
-	if err != nil {
-		return err
-	}
-	if err := checkTaskSize(t, row); err != nil {
-		return err
-	}
+	row.LastSeq = t.LastSeq // the body does not hold it
 	if err := tx.UpdateTask(ctx, row, prev); err != nil {
 		return fmt.Errorf("continue task %s: %w", t.ID, err)
 	}
@@ -591,6 +606,7 @@ const (
 	AnchorNotOurResponse  = "response-not-delivered" // the anchor was not a response sent for this task's source
 	AnchorNoInputRequest  = "no-input-request"       // no unanswered input request is recorded
 	AnchorPrincipalDiffer = "principal-differs"      // the task belongs to another principal
+	AnchorTaskFull        = "task-full"              // the task cannot hold the reply (MaxTaskBytes)
 )
 
 // verifyAnchor checks the six conditions of a reply anchor. It returns the task to continue, or

@@ -442,6 +442,32 @@ func TestEachAnchorConditionFailingAloneMakesANewTask(t *testing.T) {
 			// A newer question replaced the one q-1 carried.
 			ask(t, p, "alice", task.ID, taskplane.StateInputRequired)
 		}},
+		{"task too full to hold the reply", taskplane.AnchorTaskFull, func(t *testing.T, p *taskplane.Plane, task *taskplane.Task, ev *taskplane.Event) {
+			// Artifacts fill the waiting task to 40 bytes under MaxTaskBytes: the reply does not fit.
+			ctx := context.Background()
+			size := func() int {
+				row, err := p.Store().GetTask(ctx, "alice", task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(row.Body)
+			}
+			add := func(id string, n int) {
+				if _, err := p.Apply(ctx, "alice", task.ID, taskplane.AnyVersion, taskplane.AddArtifact{
+					Artifact: taskplane.Artifact{ID: id, Parts: []taskplane.Part{taskplane.TextPart(strings.Repeat("x", n))}}}); err != nil {
+					t.Fatalf("filling the task: %v", err)
+				}
+			}
+			add("probe1", 1)
+			before := size()
+			add("probe2", 1)
+			add("fill01", taskplane.MaxTaskBytes-40-size()-(size()-before-1))
+			if got := size(); got != taskplane.MaxTaskBytes-40 {
+				t.Fatalf("filled to %d bytes, want %d", got, taskplane.MaxTaskBytes-40)
+			}
+			// The question's status message leaves the task with the reply; the reply is longer.
+			ev.Message.Parts = []taskplane.Part{taskplane.TextPart(strings.Repeat("y", 1000))}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

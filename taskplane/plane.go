@@ -103,10 +103,14 @@ const MaxTaskBytes = 8 << 20
 // MaxTaskBytes and t is not ending.
 func checkTaskSize(t *Task, row store.Task) error {
 	if len(row.Body) > MaxTaskBytes && !t.Status.State.Terminal() {
-		return invalidf("task %s would hold %d bytes, more than the limit of %d: start a new task", t.ID, len(row.Body), MaxTaskBytes)
+		return fmt.Errorf("%w (%w): task %s would hold %d bytes, more than the limit of %d: start a new task",
+			ErrInvalid, errTaskFull, t.ID, len(row.Body), MaxTaskBytes)
 	}
 	return nil
 }
+
+// errTaskFull marks checkTaskSize's refusal.
+var errTaskFull = errors.New("task full")
 
 // encodeTask turns a Task into a store row (Version and LastSeq as held by t).
 func encodeTask(t *Task) (store.Task, error) {
