@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 
@@ -23,9 +24,10 @@ type Host struct {
 	instances []Source
 	configs   []Instance // configs[i] configured instances[i]
 
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []error
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    []error
+	stopped []error // stopped[i]: why instances[i] stopped before its context ended, or nil
 }
 
 // NewHost builds every instance (New, with its Validator) and its Sink, and mounts the Endpoints
@@ -43,6 +45,9 @@ func NewHost(plane *taskplane.Plane, mux *http.ServeMux, instances []Instance, o
 		src, err := New(in.Source, in.Config)
 		if err != nil {
 			return nil, err
+		}
+		if src.Name() != in.Source {
+			return nil, fmt.Errorf("source %s instance %q: the source built calls itself %q", in.Source, in.Instance, src.Name())
 		}
 		if h.sinks[in.Source] == nil {
 			if h.sinks[in.Source], err = NewSink(plane, in.Source, opts...); err != nil {
@@ -66,19 +71,39 @@ func (h *Host) Each(fn func(in Instance, src Source)) {
 	}
 }
 
-// Start runs every instance until ctx ends. Wait returns when all have stopped.
+// Start runs every instance until ctx ends. Wait returns when all have stopped. An instance that
+// stops with an error before then (Slack refused its token, say) is logged at once and reported
+// unhealthy from then on: nothing restarts it, since what stopped it needs an operator.
 func (h *Host) Start(ctx context.Context) {
-	for _, src := range h.instances {
+	h.mu.Lock()
+	h.stopped = make([]error, len(h.instances))
+	h.mu.Unlock()
+	for i, src := range h.instances {
+		in := h.configs[i]
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			if err := Run(ctx, src, h.sinks[src.Name()]); err != nil {
+			if err := Run(ctx, src, h.sinks[in.Source]); err != nil {
+				if ctx.Err() == nil {
+					slog.Error("source stopped", "source", in.Source, "instance", in.Instance, "err", err)
+				}
 				h.mu.Lock()
-				h.errs = append(h.errs, fmt.Errorf("source %s: %w", src.Name(), err))
+				h.errs = append(h.errs, fmt.Errorf("source %s instance %s: %w", in.Source, in.Instance, err))
+				h.stopped[i] = fmt.Errorf("stopped: %w", err)
 				h.mu.Unlock()
 			}
 		}()
 	}
+}
+
+// stoppedErr is why instance i stopped, or nil while it runs (or has not started).
+func (h *Host) stoppedErr(i int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i < len(h.stopped) {
+		return h.stopped[i]
+	}
+	return nil
 }
 
 // Wait waits for every instance to stop and returns the errors that stopped any of them.
@@ -89,14 +114,13 @@ func (h *Host) Wait() error {
 	return errors.Join(h.errs...)
 }
 
-// Health reports the health of every instance that can tell (HealthChecker), for /readyz.
+// Health reports the health of every instance that can tell (HealthChecker), and of every
+// instance that stopped with an error, for /readyz.
 func (h *Host) Health(ctx context.Context) error {
 	var errs []error
-	for _, src := range h.instances {
-		if hc, ok := src.(HealthChecker); ok {
-			if err := hc.Health(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("source %s: %w", src.Name(), err))
-			}
+	for _, ih := range h.Healths(ctx) {
+		if ih.Err != nil {
+			errs = append(errs, fmt.Errorf("source %s: %w", ih.Source, ih.Err))
 		}
 	}
 	return errors.Join(errs...)
@@ -115,9 +139,10 @@ func Configured(instances []Instance) map[string][]string {
 type InstanceHealth struct {
 	Source   string
 	Instance string
-	// Checks is false for a source that cannot tell (no HealthChecker); it counts as healthy.
+	// Checks is false for a source that cannot tell (no HealthChecker) and is still running; it
+	// counts as healthy.
 	Checks bool
-	// Err is the instance's Health error (nil when healthy).
+	// Err is the instance's Health error, or why it stopped (nil when healthy).
 	Err error
 }
 
@@ -127,6 +152,10 @@ func (h *Host) Healths(ctx context.Context) []InstanceHealth {
 	out := make([]InstanceHealth, len(h.instances))
 	for i, src := range h.instances {
 		out[i] = InstanceHealth{Source: h.configs[i].Source, Instance: h.configs[i].Instance}
+		if err := h.stoppedErr(i); err != nil {
+			out[i].Checks, out[i].Err = true, err
+			continue
+		}
 		if hc, ok := src.(HealthChecker); ok {
 			out[i].Checks = true
 			out[i].Err = hc.Health(ctx)
