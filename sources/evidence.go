@@ -54,6 +54,9 @@ type counter struct {
 	mu      sync.Mutex
 	start   time.Time
 	pending map[countKey]int64
+	// retryAt is when a count may flush inline again after a failed flush: one try per window,
+	// so requests (unauthenticated ones too) do not each try a write while the store is down.
+	retryAt time.Time
 }
 
 func newCounter() *counter {
@@ -75,7 +78,7 @@ func (s *Sink) count(ctx context.Context, principal, kind, reason string) {
 		k.reason = "other"
 	}
 	c.pending[k]++
-	due := now.Sub(c.start) >= c.window
+	due := now.Sub(c.start) >= c.window && !now.Before(c.retryAt)
 	c.mu.Unlock()
 	if due {
 		if err := c.flush(ctx, s); err != nil {
@@ -112,6 +115,7 @@ func (c *counter) flush(ctx context.Context, s *Sink) error {
 		if c.start.IsZero() || from.Before(c.start) {
 			c.start = from
 		}
+		c.retryAt = now.Add(c.window)
 		c.mu.Unlock()
 		return fmt.Errorf("flush %s counted evidence: %w", s.row.Source, err)
 	}

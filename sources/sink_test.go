@@ -289,3 +289,46 @@ func TestRunWritesTheLastCountsWhenTheSourceStops(t *testing.T) {
 		t.Fatalf("counts after Run stopped = %v, want ping 1", c)
 	}
 }
+
+// countingStore counts Update calls.
+type countingStore struct {
+	flakyStore
+	updates atomic.Int64
+}
+
+func (c *countingStore) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
+	c.updates.Add(1)
+	return c.flakyStore.Update(ctx, fn)
+}
+
+// While the store is down, counted evidence (rejected requests, which anyone can send) tries one
+// write per window, not one per request; the counts are kept and written once it is back.
+func TestCountedEvidenceTriesTheStoreOncePerWindowWhileItIsDown(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st := &countingStore{flakyStore: flakyStore{Store: storetest.OpenSQLite(t)}}
+	sink, err := sources.NewSink(taskplane.New(st), "webhook", sources.WithClock(func() time.Time { return now }), sources.WithCountWindow(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sink.Rejected(ctx, "alice", "bad-signature")
+	now = now.Add(time.Minute)
+	st.set(true)
+	before := st.updates.Load()
+	for range 1000 {
+		sink.Rejected(ctx, "alice", "bad-signature")
+	}
+	if n := st.updates.Load() - before; n != 1 {
+		t.Errorf("1000 rejected requests with the store down tried %d writes, want 1", n)
+	}
+	st.set(false)
+	now = now.Add(time.Minute)
+	sink.Rejected(ctx, "alice", "bad-signature")
+	got, err := sources.CountByReason(ctx, st, store.EvidenceFilter{Principal: "alice", Kind: sources.EvidenceRejected})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["bad-signature"] != 1002 {
+		t.Errorf("rejected bad-signature = %d once the store was back, want 1002", got["bad-signature"])
+	}
+}
