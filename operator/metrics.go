@@ -18,13 +18,15 @@ import (
 )
 
 // Intake dispositions: the evidence kinds that say what became of one provider event, the
-// disposition label of channels_intake_events_total.
+// disposition label of channels_intake_events_total. Each event has exactly one. anchor-miss is
+// not among them: it is written beside the accepted record of the same event (the reply became a
+// new task), so counting it too would count that event twice; channels_evidence_records_total
+// counts it.
 var Dispositions = []string{
 	taskplane.EvidenceAccepted,
 	taskplane.EvidenceContinued,
 	taskplane.EvidenceDuplicate,
 	taskplane.EvidenceDuplicateConflict,
-	taskplane.EvidenceAnchorMiss,
 	sources.EvidenceNonWork,
 	sources.EvidenceRejected,
 	sources.EvidenceMalformed,
@@ -60,7 +62,7 @@ func NewMetrics() *Metrics {
 		reg: prometheus.NewRegistry(),
 		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "channels_intake_events_total",
-			Help: "Provider and A2A events taken in by this process, by source and disposition (the evidence kind: accepted, continued, duplicate, duplicate-conflict, anchor-miss, non-work, rejected, malformed-envelope).",
+			Help: "Provider and A2A events taken in by this process, each once, by source and disposition (the evidence kind: accepted, continued, duplicate, duplicate-conflict, non-work, rejected, malformed-envelope; an anchor miss is accepted, and counted in channels_evidence_records_total).",
 		}, []string{"source", "disposition"}),
 		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "channels_evidence_records_total",
