@@ -281,11 +281,17 @@ const scrapeCache = 5 * time.Second
 // scrapeTimeout bounds the store reads of one scrape.
 const scrapeTimeout = 3 * time.Second
 
+// storeGaugesStale bounds the age of the store gauges a scrape serves when it cannot read the
+// store: within it the last values are served (one failed read does not break the series), past
+// it they are left out rather than repeated as if current. channels_store_up says which.
+const storeGaugesStale = 30 * time.Second
+
 // WatchStore registers the gauges read from the store at scrape time: the wake queue's depth,
-// deliveries by source, lane and state, and tasks by source and state. They describe the shared
-// store, so every process sharing a Postgres store reports the same values.
+// deliveries by source, lane and state, and tasks by source and state, with channels_store_up,
+// whether the store answered the last read. They describe the shared store, so every process
+// sharing a Postgres store reports the same values.
 func (m *Metrics) WatchStore(r store.Reader) {
-	m.reg.MustRegister(&storeCollector{r: r, m: m})
+	m.reg.MustRegister(&storeCollector{r: r, m: m, now: time.Now})
 }
 
 // WatchPlane registers the SSE subscriber gauge of p.
@@ -308,20 +314,25 @@ var (
 		"Outbound deliveries in the store, by source, lane and state.", []string{"source", "lane", "state"}, nil)
 	tasksDesc = prometheus.NewDesc("channels_tasks",
 		"Tasks in the store, by source and state.", []string{"source", "state"}, nil)
+	storeUpDesc = prometheus.NewDesc("channels_store_up",
+		"Whether the store answered the last read of the store gauges (1) or not (0).", nil, nil)
 	sourceUpDesc = prometheus.NewDesc("channels_source_up",
 		"Whether a configured source instance passes its health check (1) or not (0).", []string{"source", "instance"}, nil)
 )
 
 type storeCollector struct {
-	r store.Reader
-	m *Metrics
+	r   store.Reader
+	m   *Metrics
+	now func() time.Time
 
 	mu      sync.Mutex
-	at      time.Time
+	at      time.Time // when metrics were read
+	up      bool      // whether the last read succeeded
 	metrics []prometheus.Metric
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- storeUpDesc
 	ch <- wakeDesc
 	ch <- deliveriesDesc
 	ch <- tasksDesc
@@ -330,13 +341,22 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.at) > scrapeCache {
+	if c.now().Sub(c.at) > scrapeCache {
 		ms, err := c.read()
 		if err != nil {
 			c.m.storeError("scrape", err)
+			c.up = false
 		} else {
-			c.metrics, c.at = ms, time.Now()
+			c.metrics, c.at, c.up = ms, c.now(), true
 		}
+	}
+	up := 0.0
+	if c.up {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, up)
+	if c.now().Sub(c.at) > storeGaugesStale {
+		return // the store has not answered for a while: no values rather than frozen ones
 	}
 	for _, m := range c.metrics {
 		ch <- m
