@@ -115,7 +115,7 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 			out, err = tx.GetDelivery(ctx, principal, id)
 			return err
 		}
-		outcome := "abandoned"
+		outcome := store.OutcomeAbandoned
 		if r.Retry {
 			outcome = "retry"
 			cur.State, cur.Attempts, cur.Reconciles, cur.LastError = store.DeliveryPrepared, 0, 0, ""

@@ -32,7 +32,7 @@ const (
 	kindSend    = "send"
 	kindLookup  = "lookup"
 	kindRecover = "recover"
-	kindResolve = "resolve"
+	kindResolve = store.AttemptResolve
 )
 
 // action is what a claim decided to do outside the transaction.

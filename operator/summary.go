@@ -354,15 +354,18 @@ func addSeries(ctx context.Context, r store.Reader, sum *Summary, bySource map[s
 	return nil
 }
 
-// Attention lists the deliveries an operator must settle: ambiguous ones, failed ones, and ones
-// left in sending past their lease by more than stuckAfter (their engine is gone).
+// Attention lists the deliveries an operator must settle: ambiguous ones, failed ones (except
+// those an operator abandoned: settled already), and ones left in sending past their lease by
+// more than stuckAfter (their engine is gone).
 func Attention(ctx context.Context, r store.Reader, now time.Time, stuckAfter time.Duration) ([]DeliveryView, error) {
 	if stuckAfter <= 0 {
 		stuckAfter = 5 * time.Minute
 	}
 	var out []DeliveryView
 	for _, st := range []store.DeliveryState{store.DeliveryAmbiguous, store.DeliverySending, store.DeliveryFailed} {
-		rows, err := r.ListDeliveries(ctx, store.DeliveryFilter{State: st, Limit: attentionLimit})
+		// The store leaves the abandoned ones out before the limit, so that they cannot crowd
+		// out the failed ones still waiting for an operator.
+		rows, err := r.ListDeliveries(ctx, store.DeliveryFilter{State: st, OmitAbandoned: true, Limit: attentionLimit})
 		if err != nil {
 			return nil, fmt.Errorf("deliveries needing attention: %w", err)
 		}

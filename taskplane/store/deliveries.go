@@ -91,6 +91,14 @@ type DeliveryAttempt struct {
 	CreatedAt time.Time
 }
 
+// The per-attempt evidence of an operator's resolution: Kind AttemptResolve, and Outcome
+// OutcomeAbandoned when the operator abandoned the delivery (it is then failed, and no step
+// follows unless an operator resolves it again).
+const (
+	AttemptResolve   = "resolve"
+	OutcomeAbandoned = "abandoned"
+)
+
 // DeliveryFilter selects deliveries for ListDeliveries. Zero fields match anything.
 type DeliveryFilter struct {
 	Principal string
@@ -98,7 +106,10 @@ type DeliveryFilter struct {
 	TaskID    string
 	Source    string
 	State     DeliveryState
-	Limit     int // 0 = no limit
+	// OmitAbandoned leaves out the deliveries an operator abandoned: those whose latest attempt
+	// is an AttemptResolve with OutcomeAbandoned. The operator has settled them.
+	OmitAbandoned bool
+	Limit         int // 0 = no limit
 }
 
 // DeliveryClaim asks ClaimDeliveries for due deliveries.

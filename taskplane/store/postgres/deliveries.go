@@ -85,6 +85,15 @@ func (r reader) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]s
 	if f.State != "" {
 		w.add("state = ?", string(f.State))
 	}
+	if f.OmitAbandoned {
+		// No abandoning resolution that is the delivery's latest attempt. A delivery's attempts
+		// are written under its row lock, so their seqs follow their order.
+		w.conds = append(w.conds, `NOT EXISTS (SELECT 1 FROM delivery_attempts a
+			WHERE a.principal = deliveries.principal AND a.delivery_id = deliveries.id
+			AND a.kind = '`+store.AttemptResolve+`' AND a.outcome = '`+store.OutcomeAbandoned+`'
+			AND NOT EXISTS (SELECT 1 FROM delivery_attempts b
+				WHERE b.principal = a.principal AND b.delivery_id = a.delivery_id AND b.seq > a.seq))`)
+	}
 	query := `SELECT ` + deliveryColumns + ` FROM deliveries WHERE ` + w.sql() + ` ORDER BY created_at DESC, id DESC`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(f.Limit)

@@ -73,11 +73,22 @@ func listDeliveries(ctx context.Context, q querier, f store.DeliveryFilter) ([]s
 	w.eq("task_id", f.TaskID)
 	w.eq("source", f.Source)
 	w.eq("state", string(f.State))
+	if f.OmitAbandoned {
+		w.conds = append(w.conds, omitAbandoned)
+	}
 	args := append(w.args, limitArg(f.Limit))
 	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries`+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
 	return collectDeliveries(rows, err, "list deliveries")
 }
+
+// omitAbandoned is the condition of store.DeliveryFilter.OmitAbandoned: no abandoning
+// resolution that is the delivery's latest attempt.
+const omitAbandoned = `NOT EXISTS (SELECT 1 FROM delivery_attempts a
+	WHERE a.principal = deliveries.principal AND a.delivery_id = deliveries.id
+	AND a.kind = '` + store.AttemptResolve + `' AND a.outcome = '` + store.OutcomeAbandoned + `'
+	AND NOT EXISTS (SELECT 1 FROM delivery_attempts b
+		WHERE b.principal = a.principal AND b.delivery_id = a.delivery_id AND b.seq > a.seq))`
 
 func listDeliveryAttempts(ctx context.Context, q querier, principal, deliveryID string) ([]store.DeliveryAttempt, error) {
 	rows, err := q.QueryContext(ctx, `SELECT seq, principal, delivery_id, attempt, kind, outcome, error, provider_status,

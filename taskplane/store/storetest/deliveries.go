@@ -25,6 +25,7 @@ func deliveryCases() []testCase {
 		{"UpdateMissingIsNotFound", testDeliveryUpdateMissing},
 		{"OtherPrincipalsDeliveryIsNotFound", testDeliveryScoping},
 		{"ListFiltersNewestFirst", testDeliveryList},
+		{"ListOmitsDeliveriesWhoseLatestAttemptAbandonedThem", testDeliveryListOmitAbandoned},
 		{"AttemptsListInOrderWithAllFields", testDeliveryAttempts},
 		{"ClaimLeasesDueRowsAndLeaseHoldsOthersOff", testDeliveryClaimLease},
 		{"ClaimByIDTakesOnlyThatDueRow", testDeliveryClaimByID},
@@ -199,6 +200,60 @@ func testDeliveryList(t *testing.T, s store.Store) {
 		if diff := cmp.Diff(tc.want, deliveryIDs(got), cmpOpts); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
+	}
+}
+
+// testDeliveryListOmitAbandoned: OmitAbandoned leaves out a delivery whose latest attempt is an
+// operator's abandoning resolution, and only that one: not one abandoned, retried and failed
+// again, nor another principal's delivery of the same ID.
+func testDeliveryListOmitAbandoned(t *testing.T, s store.Store) {
+	failed := func(principal, id string, sec int) store.Delivery {
+		return newDelivery(principal, id, store.DeliveryFailed, at(time.Duration(sec)*time.Second))
+	}
+	insertDeliveries(t, s, failed("alice", "d-failed", 1), failed("alice", "d-abandoned", 2),
+		failed("alice", "d-abandoned-retried-failed", 3), failed("alice", "d-no-attempts", 4), failed("bob", "d-abandoned", 5))
+	step := func(principal, id, kind, outcome string) store.DeliveryAttempt {
+		return store.DeliveryAttempt{Principal: principal, DeliveryID: id, Attempt: 1, Kind: kind, Outcome: outcome, CreatedAt: t0}
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, a := range []store.DeliveryAttempt{
+			step("alice", "d-failed", "send", "failed"),
+			step("alice", "d-abandoned", "send", "failed"),
+			step("bob", "d-abandoned", "send", "failed"),
+			step("alice", "d-abandoned", store.AttemptResolve, store.OutcomeAbandoned),
+			step("alice", "d-abandoned-retried-failed", store.AttemptResolve, store.OutcomeAbandoned),
+			step("alice", "d-abandoned-retried-failed", store.AttemptResolve, "retry"),
+			step("alice", "d-abandoned-retried-failed", "send", "failed"),
+		} {
+			if err := tx.InsertDeliveryAttempt(ctx, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		f    store.DeliveryFilter
+		want []string
+	}{
+		{store.DeliveryFilter{State: store.DeliveryFailed},
+			[]string{"d-abandoned", "d-no-attempts", "d-abandoned-retried-failed", "d-abandoned", "d-failed"}},
+		{store.DeliveryFilter{State: store.DeliveryFailed, OmitAbandoned: true},
+			[]string{"d-abandoned", "d-no-attempts", "d-abandoned-retried-failed", "d-failed"}},
+		{store.DeliveryFilter{Principal: "alice", OmitAbandoned: true},
+			[]string{"d-no-attempts", "d-abandoned-retried-failed", "d-failed"}},
+		{store.DeliveryFilter{State: store.DeliveryFailed, OmitAbandoned: true, Limit: 2},
+			[]string{"d-abandoned", "d-no-attempts"}},
+	} {
+		got, err := s.ListDeliveries(context.Background(), tc.f)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.f, err)
+		}
+		if diff := cmp.Diff(tc.want, deliveryIDs(got), cmpOpts); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.f, diff)
+		}
+	}
+	if got, _ := s.ListDeliveries(context.Background(), store.DeliveryFilter{Principal: "bob", OmitAbandoned: true}); len(got) != 1 {
+		t.Errorf("bob's d-abandoned, which only failed, is left out by alice's resolution: %+v", deliveryIDs(got))
 	}
 }
 

@@ -1,0 +1,85 @@
+package operator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/operator"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// TestAttentionLeavesOutDeliveriesAnOperatorAbandoned: `channels deliveries resolve --abandon`
+// settles a delivery (it stays failed, for the record), so it leaves the deliveries that need
+// attention; a delivery that failed on its own stays there, and so does an abandoned one an
+// operator sent again that failed again.
+func TestAttentionLeavesOutDeliveriesAnOperatorAbandoned(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		st := open(t)
+		now := time.Now().UTC().Truncate(time.Second)
+		row := func(id string, state store.DeliveryState) store.Delivery {
+			return store.Delivery{Principal: "alice", ID: id, TaskID: "task-" + id, Source: "email", Operation: "reply",
+				Recovery: "ambiguous", PayloadDigest: "sha256:" + id, State: state, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now}
+		}
+		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			for _, d := range []store.Delivery{row("d-failed", store.DeliveryFailed), row("d-ambiguous", store.DeliveryAmbiguous),
+				row("d-failed-abandoned", store.DeliveryFailed)} {
+				if _, _, err := tx.InsertDelivery(ctx, d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		eng := delivery.New(st, nil)
+		defer eng.Close()
+		attention := func() map[string]string {
+			t.Helper()
+			views, err := operator.Attention(ctx, st, now, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]string{}
+			for _, v := range views {
+				out[v.ID] = v.Why
+			}
+			return out
+		}
+		if got := attention(); len(got) != 3 {
+			t.Fatalf("before any resolution, attention = %v, want all three", got)
+		}
+		for _, id := range []string{"d-ambiguous", "d-failed-abandoned"} {
+			if _, err := eng.Resolve(ctx, "alice", id, delivery.Resolution{Abandon: true, By: "ops"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := attention(); len(got) != 1 || got["d-failed"] != "failed" {
+			t.Fatalf("after abandoning two, attention = %v, want only d-failed", got)
+		}
+		// Sent again and failed again: it needs attention again.
+		if _, err := eng.Resolve(ctx, "alice", "d-ambiguous", delivery.Resolution{Retry: true, By: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			d, err := tx.GetDelivery(ctx, "alice", "d-ambiguous")
+			if err != nil {
+				return err
+			}
+			d.State, d.LastError = store.DeliveryFailed, "550 mailbox unavailable"
+			if err := tx.UpdateDelivery(ctx, d); err != nil {
+				return err
+			}
+			return tx.InsertDeliveryAttempt(ctx, store.DeliveryAttempt{Principal: "alice", DeliveryID: d.ID, Attempt: 1,
+				Kind: "send", Outcome: "failed", Error: d.LastError, CreatedAt: now})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := attention(); len(got) != 2 || got["d-ambiguous"] != "failed" {
+			t.Fatalf("after the retry failed, attention = %v, want d-failed and d-ambiguous", got)
+		}
+	})
+}
