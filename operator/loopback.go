@@ -11,7 +11,9 @@ import (
 // a web page whose name the attacker re-points at 127.0.0.1 reaches a loopback listener from
 // the browser, but its requests carry the attacker's name in Host. Such a request is refused
 // with 421 unless its Host is a loopback name or address, or public (the public URL's host),
-// whatever headers it carries (a page can add an Authorization header of its own). Exempt are
+// whatever headers it carries (a page can add an Authorization header of its own). The public
+// host passes this guard only: it is how A2A clients reach the server through a reverse proxy,
+// and Server opens the operator pages without a token to loopback names alone. Exempt are
 // the routes that authenticate by other means or serve nothing private: the ones mux routes to
 // a pattern under /sources/ (provider webhooks, which check their signatures), /healthz,
 // /readyz (its details go only to the operator, see Server) and the public agent card.
@@ -44,7 +46,7 @@ func exempt(mux *http.ServeMux, r *http.Request) bool {
 }
 
 // LoopbackHost reports whether hostport (a Host header) names this machine's loopback interface
-// or the public URL's host.
+// or, when public is not "", the public URL's host.
 func LoopbackHost(hostport, public string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {

@@ -30,11 +30,11 @@ type Server struct {
 	// Ready is false while the server is not taking traffic (shutting down).
 	Ready *atomic.Bool
 	// Token is the operator token /admin requires. With no token, /admin is open only when
-	// OpenAdmin is set (a loopback listener), to requests under a loopback Host name or
-	// PublicHost (the public URL's host), and refused otherwise.
-	Token      string
-	OpenAdmin  bool
-	PublicHost string
+	// OpenAdmin is set (a loopback listener), to requests under a loopback Host name, and refused
+	// otherwise: a request under the public URL's host came through a reverse proxy, from anyone
+	// the proxy serves.
+	Token     string
+	OpenAdmin bool
 	// Configured maps each configured source to its instances.
 	Configured map[string][]string
 	// Refresh is how often the dashboard reloads itself (0: never).
@@ -165,8 +165,10 @@ func (s *Server) auth(next http.Handler) http.Handler {
 func (s *Server) authorized(r *http.Request) bool {
 	if s.Token == "" {
 		// Open on loopback: to a caller on this machine, not to a page that reached it by DNS
-		// rebinding (for the routes LoopbackHosts leaves alone, such as /readyz).
-		return s.OpenAdmin && LoopbackHost(r.Host, s.PublicHost)
+		// rebinding (for the routes LoopbackHosts leaves alone, such as /readyz), nor to one
+		// that came through a reverse proxy under the public URL's host, which LoopbackHosts
+		// lets through for the A2A bindings. A public URL on a loopback name is loopback here.
+		return s.OpenAdmin && LoopbackHost(r.Host, "")
 	}
 	var got string
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {

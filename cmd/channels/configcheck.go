@@ -133,6 +133,7 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 			r.Warnings = append(r.Warnings, "allow_anonymous is true off loopback: anyone who reaches the port can create tasks")
 		}
 	}
+	r.Warnings = append(r.Warnings, operatorAccessWarnings(&cfg.Config)...)
 	if cfg.AdminToken != "" && len(cfg.AdminToken) < 16 {
 		r.Warnings = append(r.Warnings, "admin_token is shorter than 16 characters: use a long random token (openssl rand -hex 32)")
 	}

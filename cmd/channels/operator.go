@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -110,15 +111,11 @@ func (o *operatorSurface) waitConnected(ctx context.Context) {
 
 // handler serves the operator endpoints and the sources' endpoints, and the A2A bindings at "/".
 func (o *operatorSurface) handler(a2a http.Handler, ready *atomic.Bool) http.Handler {
-	public := ""
-	if u, err := url.Parse(o.cfg.EffectivePublicURL()); err == nil {
-		public = u.Hostname()
-	}
 	configured := configuredOf(o.cfg.Sources)
 	configured[taskplane.SourceA2A] = []string{"bindings"}
 	srv := &operator.Server{
 		Store: o.store, StoreName: o.raw.Capabilities().Name, Metrics: o.metrics, Health: o.health, Ready: ready,
-		Token: o.cfg.AdminToken, OpenAdmin: o.cfg.ListensOnLoopback(), PublicHost: public, Configured: configured,
+		Token: o.cfg.AdminToken, OpenAdmin: o.cfg.ListensOnLoopback(), Configured: configured,
 		Refresh: o.cfg.AdminRefresh, Log: o.log,
 	}
 	srv.Mount(o.mux)
@@ -126,5 +123,29 @@ func (o *operatorSurface) handler(a2a http.Handler, ready *atomic.Bool) http.Han
 	if !o.cfg.ListensOnLoopback() {
 		return o.mux
 	}
-	return operator.LoopbackHosts(o.mux, public)
+	return operator.LoopbackHosts(o.mux, publicHost(&o.cfg))
+}
+
+// publicHost is the host name of the effective public URL ("" if it does not parse).
+func publicHost(cfg *config.Config) string {
+	u, err := url.Parse(cfg.EffectivePublicURL())
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// operatorAccessWarnings are what `config check` says about who reaches the operator pages
+// (/admin, /admin/api, /metrics) on a loopback listener without admin_token: they are open to
+// loopback Host names alone, so a public URL on another name means a reverse proxy in front,
+// which either gets 403 for them or, if it forwards a loopback Host, opens them to everyone it
+// serves. Off loopback, checkConfig warns of the missing token already.
+func operatorAccessWarnings(cfg *config.Config) []string {
+	host := publicHost(cfg)
+	if cfg.AdminToken != "" || !cfg.ListensOnLoopback() || host == "" || operator.LoopbackHost(host, "") {
+		return nil
+	}
+	return []string{fmt.Sprintf("public_url host %s is not loopback and admin_token is unset: /admin, /admin/api and /metrics "+
+		"are open without a token only under a loopback Host, so through a reverse proxy they are refused (403) — or open to "+
+		"everyone the proxy serves if it forwards Host as 127.0.0.1 or localhost; set admin_token_env or admin_token_file", host)}
 }
