@@ -147,22 +147,29 @@ func eventCount(detail []byte) int64 {
 // storeError counts a failed store call, unless it is an ordinary outcome (not found, a
 // cancelled or timed-out caller).
 func (m *Metrics) storeError(op string, err error) {
-	if err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, context.DeadlineExceeded) {
-		return
+	if isStoreFailure(err) {
+		m.storeErrors.WithLabelValues(op).Inc()
 	}
-	m.storeErrors.WithLabelValues(op).Inc()
+}
+
+// isStoreFailure reports whether err is a failure of the store, not an ordinary outcome (nil,
+// not found, a cancelled or timed-out caller).
+func isStoreFailure(err error) bool {
+	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, context.DeadlineExceeded)
 }
 
 // Store returns st instrumented: every committed transaction's evidence feeds the intake and
 // evidence counters (so a count is never ahead of what is durable), acceptance transactions feed
-// the latency histogram, and failed calls the store error counter. The task plane and the
-// sources use the returned store in place of st.
+// the latency histogram, and failed calls the store error counter. Write transactions that fail
+// in the store, several in a row, make /readyz answer 503 when a Server reads this store (see
+// CheckWrites). The task plane and the sources use the returned store in place of st.
 func (m *Metrics) Store(st store.Store) store.Store { return &instrumentedStore{Store: st, m: m} }
 
 type instrumentedStore struct {
 	store.Store
-	m *Metrics
+	m      *Metrics
+	writes writeHealth
 }
 
 // Now is the wrapped store's clock (store.Clock: on Postgres, the database's), so the task plane
@@ -196,11 +203,20 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 		return fnErr
 	})
 	if err != nil {
+		// fn's own error (not found, a conflict, a refusal) is the caller's outcome, not the
+		// store's, unless it passes on the database's failure: only those count as failed writes.
 		if fnErr == nil || !errors.Is(err, fnErr) {
 			s.m.storeError("update", err)
+			if isStoreFailure(err) {
+				s.writes.record(err)
+			}
+		} else if storageFault(fnErr) {
+			s.m.storeError("update", fnErr)
+			s.writes.record(fnErr)
 		}
 		return err
 	}
+	s.writes.record(nil)
 	s.m.observeCommitted(seen, time.Since(start))
 	return nil
 }

@@ -19,7 +19,8 @@ import (
 
 // Server is the operator HTTP surface of one Channels process.
 type Server struct {
-	// Store is what /readyz pings and /admin reads.
+	// Store is what /readyz pings and /admin reads. When it is the store Metrics.Store returns,
+	// /readyz also follows its write transactions (instrumentedStore.CheckWrites).
 	Store store.Reader
 	// StoreName is the driver name /readyz reports ("sqlite", "postgres").
 	StoreName string
@@ -89,8 +90,8 @@ type Readiness struct {
 	Sources []SourceHealth `json:"sources,omitempty"`
 }
 
-// Check reports whether the server is ready: taking traffic, its store answering, every
-// configured source connected and not failing for longer than the window.
+// Check reports whether the server is ready: taking traffic, its store answering and taking
+// writes, every configured source connected and not failing for longer than the window.
 func (s *Server) Check(ctx context.Context) Readiness {
 	r := Readiness{Status: "ready", Store: s.StoreName}
 	if s.Ready != nil && !s.Ready.Load() {
@@ -101,6 +102,13 @@ func (s *Server) Check(ctx context.Context) Readiness {
 	if err := Ping(ctx, s.Store); err != nil {
 		s.log().Warn("readiness: store unreachable", "err", err)
 		r.Reasons = append(r.Reasons, "store unreachable")
+	} else if w, ok := s.Store.(writeChecker); ok {
+		// A store that answers reads may still refuse every write (a full disk): the store
+		// Metrics.Store returns knows how its recent write transactions went.
+		if err := w.CheckWrites(ctx); err != nil {
+			s.log().Warn("readiness: store not taking writes", "err", err)
+			r.Reasons = append(r.Reasons, "store not taking writes")
+		}
 	}
 	if s.Health != nil {
 		r.Sources = s.Health.Sources()

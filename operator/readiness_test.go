@@ -1,0 +1,201 @@
+package operator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/channels-dev/channels/operator"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// fullDisk is a store that answers reads but, while full, fails every write transaction at commit
+// the way a store on a full disk does: fn runs, and unless it refuses, its writes are lost and the
+// error is the store's.
+type fullDisk struct {
+	store.Store
+	full    atomic.Bool
+	updates atomic.Int64 // write transactions asked for
+}
+
+var errDiskFull = errors.New("sqlite store: commit: database or disk is full")
+
+func (f *fullDisk) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	f.updates.Add(1)
+	if !f.full.Load() {
+		return f.Store.Update(ctx, fn)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return f.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		return errDiskFull // rolls fn's writes back, as a failed commit loses them
+	})
+}
+
+// TestReadinessFailsWhileStoreWritesFail: /readyz turns 503 ("store not taking writes") once a
+// few write transactions in a row fail in the store, though its reads still answer. Errors of the
+// caller's own fn and cancelled calls do not count. It turns ready again as soon as a write
+// succeeds: traffic's, or, with no traffic, the small write readiness itself tries only while
+// writes are failing (and which leaves nothing behind).
+func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		disk := &fullDisk{Store: open(t)}
+		st := operator.NewMetrics().Store(disk)
+		var ready atomic.Bool
+		ready.Store(true)
+		srv := &operator.Server{Store: st, StoreName: disk.Capabilities().Name, Ready: &ready, Token: "op-token",
+			Log: slog.New(slog.DiscardHandler)}
+		mux := http.NewServeMux()
+		srv.Mount(mux)
+		write := func(fnErr error) error {
+			return st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "accepted",
+					Detail: []byte(`{}`), CreatedAt: time.Now()}); err != nil {
+					return err
+				}
+				return fnErr
+			})
+		}
+		want := func(when string, wantCode int) {
+			t.Helper()
+			code, r := readyz(t, mux)
+			unwritable := strings.Contains(strings.Join(r.Reasons, ";"), "store not taking writes")
+			if code != wantCode || unwritable != (wantCode == 503) {
+				t.Fatalf("%s: readyz %d %v, want %d", when, code, r.Reasons, wantCode)
+			}
+		}
+		conflict := errors.New("task is terminal")
+		for range 5 {
+			if err := write(conflict); !errors.Is(err, conflict) {
+				t.Fatalf("fn's error: %v", err)
+			}
+		}
+		asked := disk.updates.Load()
+		want("fn refused five writes", 200)
+		if n := disk.updates.Load(); n != asked {
+			t.Fatalf("readiness wrote %d times while writes were healthy, want none", n-asked)
+		}
+
+		disk.full.Store(true)
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		for range 2 {
+			if err := write(nil); !errors.Is(err, errDiskFull) {
+				t.Fatalf("a write on a full disk: %v", err)
+			}
+			_ = st.Update(cancelled, func(context.Context, store.Tx) error { return nil })
+		}
+		if err := write(conflict); !errors.Is(err, conflict) { // fn's own error neither counts nor clears
+			t.Fatalf("fn's error on a full disk: %v", err)
+		}
+		want("two store failures and two cancelled calls", 200)
+		_ = write(nil)
+		want("three store failures in a row", 503)
+		want("still full, readiness's own write fails too", 503)
+
+		disk.full.Store(false)
+		want("disk freed, no traffic", 200)
+		if _, err := disk.GetClaim(ctx, "", "channels", "readiness-write-probe"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("readiness's write left a claim behind: %v", err)
+		}
+
+		disk.full.Store(true)
+		for range 3 {
+			_ = write(nil)
+		}
+		want("full again", 503)
+		disk.full.Store(false)
+		if err := write(nil); err != nil {
+			t.Fatal(err)
+		}
+		asked = disk.updates.Load()
+		want("a write of traffic succeeded", 200)
+		if n := disk.updates.Load(); n != asked {
+			t.Fatalf("readiness wrote %d times after traffic's write succeeded, want none", n-asked)
+		}
+	})
+}
+
+// fullTablespace is a Postgres store whose disk is full while full is set: a statement that needs
+// a new page fails with SQLSTATE 53100 inside the transaction, and fn passes the error on.
+type fullTablespace struct {
+	store.Store
+	full atomic.Bool
+}
+
+type fullTx struct{ store.Tx }
+
+var errTablespaceFull = &pgconn.PgError{Severity: "ERROR", Code: "53100",
+	Message: `could not extend file "base/16384/16390": No space left on device`}
+
+func (fullTx) InsertEvidence(context.Context, store.Evidence) error {
+	return fmt.Errorf("insert evidence: %w", errTablespaceFull)
+}
+
+func (fullTx) InsertClaim(context.Context, store.Claim) (store.Claim, bool, error) {
+	return store.Claim{}, false, fmt.Errorf("insert claim: %w", errTablespaceFull)
+}
+
+func (f *fullTablespace) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	if !f.full.Load() {
+		return f.Store.Update(ctx, fn)
+	}
+	return f.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error { return fn(ctx, fullTx{tx}) })
+}
+
+// TestReadinessCountsADatabaseFailureTheCallerPassesOn: on Postgres a full disk fails the
+// statement that needs a new page, inside fn, which returns the error as its own; a database error
+// of a storage class (here 53100 disk_full; also 58 system error and 25006 read-only) counts as a
+// failed write all the same, while another one (a unique violation) stays the caller's outcome.
+func TestReadinessCountsADatabaseFailureTheCallerPassesOn(t *testing.T) {
+	ctx := context.Background()
+	disk := &fullTablespace{Store: storetest.OpenSQLite(t)}
+	st := operator.NewMetrics().Store(disk)
+	var ready atomic.Bool
+	ready.Store(true)
+	srv := &operator.Server{Store: st, StoreName: "postgres", Ready: &ready, Token: "op-token", Log: slog.New(slog.DiscardHandler)}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	write := func() error {
+		return st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "accepted",
+				Detail: []byte(`{}`), CreatedAt: time.Now()})
+		})
+	}
+	unique := fmt.Errorf("insert context: %w", &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key"})
+	for range 5 {
+		if err := st.Update(ctx, func(context.Context, store.Tx) error { return unique }); !errors.Is(err, unique) {
+			t.Fatalf("Update = %v, want fn's error", err)
+		}
+	}
+	if code, r := readyz(t, mux); code != 200 {
+		t.Fatalf("after five unique violations: readyz %d %v, want 200", code, r.Reasons)
+	}
+	disk.full.Store(true)
+	for range 3 {
+		if err := write(); !errors.Is(err, errTablespaceFull) {
+			t.Fatalf("a write on a full tablespace: %v", err)
+		}
+	}
+	if code, r := readyz(t, mux); code != 503 || !strings.Contains(strings.Join(r.Reasons, ";"), "store not taking writes") {
+		t.Fatalf("after three writes failed on a full tablespace: readyz %d %v, want 503", code, r.Reasons)
+	}
+	disk.full.Store(false)
+	if code, r := readyz(t, mux); code != 200 {
+		t.Fatalf("space freed: readyz %d %v, want 200", code, r.Reasons)
+	}
+}
