@@ -307,7 +307,7 @@ const storeGaugesStale = 30 * time.Second
 // whether the store answered the last read. They describe the shared store, so every process
 // sharing a Postgres store reports the same values.
 func (m *Metrics) WatchStore(r store.Reader) {
-	m.reg.MustRegister(&storeCollector{r: r, m: m, now: time.Now})
+	m.reg.MustRegister(&storeCollector{r: r, m: m})
 }
 
 // WatchPlane registers the SSE subscriber gauge of p.
@@ -339,7 +339,7 @@ var (
 type storeCollector struct {
 	r   store.Reader
 	m   *Metrics
-	now func() time.Time
+	now func() time.Time // nil: time.Now
 
 	mu      sync.Mutex
 	at      time.Time // when metrics were read
@@ -357,13 +357,17 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.now().Sub(c.at) > scrapeCache {
+	now := time.Now
+	if c.now != nil {
+		now = c.now
+	}
+	if now().Sub(c.at) > scrapeCache {
 		ms, err := c.read()
 		if err != nil {
 			c.m.storeError("scrape", err)
 			c.up = false
 		} else {
-			c.metrics, c.at, c.up = ms, c.now(), true
+			c.metrics, c.at, c.up = ms, now(), true
 		}
 	}
 	up := 0.0
@@ -371,7 +375,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, up)
-	if c.now().Sub(c.at) > storeGaugesStale {
+	if now().Sub(c.at) > storeGaugesStale {
 		return // the store has not answered for a while: no values rather than frozen ones
 	}
 	for _, m := range c.metrics {
