@@ -241,6 +241,13 @@ func TestConfigDecodeRefusesUnknownOptions(t *testing.T) {
 	if err := (sources.Config{Options: map[string]any{"pth": "a.b"}}).Decode(&v); err == nil {
 		t.Fatal("an unknown option was accepted")
 	}
+	// Option names are case-sensitive: "Path" is not "path" (encoding/json alone would take it,
+	// and of "path" and "PATH" together keep one).
+	for _, opts := range []map[string]any{{"Path": "a.b"}, {"path": "a", "PATH": "b"}} {
+		if err := (sources.Config{Options: opts}).Decode(&v); err == nil || !strings.Contains(err.Error(), "case-sensitive") {
+			t.Errorf("options %v: Decode = %v, want a refusal", opts, err)
+		}
+	}
 }
 
 func indexOf(s []string, v string) int {

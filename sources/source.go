@@ -22,6 +22,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/channels-dev/channels/checkpoint"
 	"github.com/channels-dev/channels/delivery"
@@ -124,8 +126,12 @@ type Config struct {
 }
 
 // Decode decodes c.Options into v (a pointer to the source's settings struct, with json tags).
-// An option the struct does not know is an error, so a typo in the config file is caught.
+// An option the struct does not know is an error, so a typo in the config file is caught; so is
+// one written in another case than its name ("Secret_Env"), which encoding/json would take.
 func (c Config) Decode(v any) error {
+	if err := c.checkOptionCase(v); err != nil {
+		return err
+	}
 	b, err := json.Marshal(c.Options)
 	if err != nil {
 		return fmt.Errorf("source %s: options: %w", c.Instance, err)
@@ -134,6 +140,35 @@ func (c Config) Decode(v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("source %s: options: %w", c.Instance, err)
+	}
+	return nil
+}
+
+// checkOptionCase refuses an option whose name matches a field of v's struct only when case is
+// ignored.
+func (c Config) checkOptionCase(v any) error {
+	rt := reflect.TypeOf(v)
+	if rt == nil || rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	names := map[string]string{} // lower case → the name
+	for f := range rt.Elem().Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		names[strings.ToLower(name)] = name
+	}
+	for key := range c.Options {
+		if name, ok := names[strings.ToLower(key)]; ok && name != key {
+			return fmt.Errorf("source %s: options: %q is written %q (option names are case-sensitive)", c.Instance, name, key)
+		}
 	}
 	return nil
 }
