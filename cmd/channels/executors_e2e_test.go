@@ -34,13 +34,21 @@ func workerCall(t *testing.T, url, token, lease, body string) (int, map[string]a
 	return resp.StatusCode, m
 }
 
-// TestServeWorkerExecutor: `serve --executor worker` mounts the worker API; a resident agent
-// claims the task an A2A caller sent, completes it with an output, and the caller sees it.
-func TestServeWorkerExecutor(t *testing.T) {
+// workerTokens writes a worker tokens file with one worker, "bot", whose token is
+// worker-token-0123456789, and returns its path.
+func workerTokens(t *testing.T) string {
+	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "workers.json")
 	if err := os.WriteFile(tokens, []byte(`{"workers":[{"name":"bot","token":"worker-token-0123456789"}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return tokens
+}
+
+// TestServeWorkerExecutor: `serve --executor worker` mounts the worker API; a resident agent
+// claims the task an A2A caller sent, completes it with an output, and the caller sees it.
+func TestServeWorkerExecutor(t *testing.T) {
+	tokens := workerTokens(t)
 	c := newCLI(t, nil)
 	base, _ := startServe(t, c, "--executor", "worker", "--worker-tokens", tokens, "--task-timeout", "1h")
 	body := `{"message":{"messageId":"m-w1","role":"ROLE_USER","parts":[{"text":"summarize"}]},"configuration":{"returnImmediately":true}}`
@@ -72,10 +80,7 @@ func TestServeWorkerExecutor(t *testing.T) {
 // A worker waiting in a claim when the server shuts down is answered at once (503, claim again)
 // instead of holding the shutdown for half its timeout.
 func TestAWaitingWorkerClaimEndsWhenTheServerShutsDown(t *testing.T) {
-	tokens := filepath.Join(t.TempDir(), "workers.json")
-	if err := os.WriteFile(tokens, []byte(`{"workers":[{"name":"bot","token":"worker-token-0123456789"}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := workerTokens(t)
 	c := newCLI(t, nil)
 	base, stop := startServe(t, c, "--executor", "worker", "--worker-tokens", tokens, "--shutdown-timeout", "20s")
 	type answer struct {
