@@ -144,7 +144,7 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 		case errors.Is(err, store.ErrInUse):
 			r.Warnings = append(r.Warnings, "store: in use by another process (a running channels serve holds this SQLite store)")
 		case err != nil:
-			r.Errors = append(r.Errors, fmt.Sprintf("store: cannot open %s: %v", config.RedactURL(cfg.Store), err))
+			r.Errors = append(r.Errors, fmt.Sprintf("store: cannot open %s: %v", redactedStore(cfg.Store), err))
 		default:
 			_ = st.Close()
 		}

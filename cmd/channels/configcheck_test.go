@@ -42,6 +42,7 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"missing secret variable", "admin_token_env: NO_SUCH_VARIABLE\n", []string{"environment variable NO_SUCH_VARIABLE is empty or unset"}, false},
 		{"empty secret file", "admin_token_file: " + secretFile + "\n", []string{"is empty"}, false},
 		{"password in the store URL", "store: postgres://u:pw@db/x\n", []string{"store carries a password: move the URL to store_env"}, false},
+		{"password in the store URL's query", "store: postgres://u@db/x?sslmode=require&password=hunter2hunter2hunter2\n", []string{"store carries a password: move the URL to store_env"}, false},
 		{"bad public URL", "public_url: ftp://example.com\n", []string{"public_url \"ftp://example.com\": want an absolute http or https URL"}, false},
 		{"store without a driver", "store: mysql://db/x\n", []string{`scheme "mysql" has no driver`}, false},
 		{"bad duration", "retention: forever\n", []string{"key retention: want a duration such as 90s or 1h"}, false},

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/internal/safebuf"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // cli runs the binary's entry point in-process with a fresh XDG home and the given environment.
@@ -335,5 +336,50 @@ func TestASecondSignalEndsTheShutdownAtOnce(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("serve still running 10 s after a second SIGTERM; stderr:\n%s", stderr.String())
+	}
+}
+
+// A Postgres password may sit in the store URL's query (?password=, ?sslpassword=): no command
+// prints it, neither in its errors nor in its output or logs.
+func TestAStorePasswordInItsQueryIsNeverPrinted(t *testing.T) {
+	// Nothing listens on port 1: every command fails to connect, and says so.
+	unreachable := "postgres://channels@127.0.0.1:1/channels?sslmode=disable&password=hunter2&sslpassword=hunter2"
+	for _, args := range [][]string{
+		{"migrate"},
+		{"migrate", "--json"},
+		{"serve", "--listen", "127.0.0.1:0"},
+		{"config", "check", "--connect"},
+		{"config", "check", "--connect", "--json"},
+		{"tasks", "list"},
+		{"evidence"},
+	} {
+		c := newCLI(t, map[string]string{"CHANNELS_STORE": unreachable})
+		if code := c.run(context.Background(), args...); code != 1 {
+			t.Errorf("%v: exit %d", args, code)
+		}
+		out := c.stdout.String() + c.stderr.String()
+		if strings.Contains(out, "hunter2") {
+			t.Errorf("%v printed the password:\n%s", args, out)
+		}
+		if !strings.Contains(out, "password=xxxxx") && !strings.Contains(out, "cannot open") && !strings.Contains(out, "connect") {
+			t.Errorf("%v does not say what failed:\n%s", args, out)
+		}
+	}
+
+	// A server that starts logs its store and settings.
+	storeURL := storetest.PostgresURL(t) + "&password=hunter2"
+	c := newCLI(t, map[string]string{"CHANNELS_STORE": storeURL})
+	_, stop := startServe(t, c)
+	line := c.logLine(t, "channels serving")
+	if s, _ := line["store"].(string); !strings.Contains(s, "password=xxxxx") {
+		t.Errorf("serving with store %q", s)
+	}
+	stop()
+	if strings.Contains(c.stderr.String(), "hunter2") {
+		t.Errorf("serve logged the password:\n%s", c.stderr.String())
+	}
+	c = newCLI(t, map[string]string{"CHANNELS_STORE": storeURL})
+	if code := c.run(context.Background(), "migrate", "--json"); code != 0 || strings.Contains(c.stdout.String()+c.stderr.String(), "hunter2") {
+		t.Errorf("migrate: exit %d:\n%s%s", code, c.stdout.String(), c.stderr.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/internal/redact"
 	_ "github.com/channels-dev/channels/taskplane/store/postgres" // postgres:// stores
 	_ "github.com/channels-dev/channels/taskplane/store/sqlite"   // sqlite:// stores
 )
@@ -117,5 +118,5 @@ func (a *app) load(cmd *cobra.Command) error {
 	return nil
 }
 
-// redactedStore is the store URL safe to print.
-func redactedStore(raw string) string { return config.RedactURL(raw) }
+// redactedStore is the store URL safe to print: every password in it hidden (redact.Password).
+func redactedStore(raw string) string { return redact.Password(raw) }

@@ -11,7 +11,8 @@
 // Secrets never sit in the config file as plain values. A secret field is given in the file by
 // reference: KEY_env names an environment variable that holds the value, KEY_file a file whose
 // contents are the value. The store URL is a partial secret: a plain `store:` is allowed in the
-// file only when it carries no password. Secrets are redacted wherever a Config is printed or
+// file only when it carries no password (neither user:password@ nor a password or sslpassword
+// parameter). Secrets are redacted wherever a Config is printed or
 // logged.
 package config
 
@@ -48,7 +49,7 @@ var Executors = []string{"echo", "conformance", "a2a", "worker", "exec"}
 
 // Config holds every setting of Channels. Field tags: `yaml` is the key, `usage` the flag's help,
 // `secret` marks a value that is never stored plainly in a file ("true": only by reference;
-// "url": a URL whose password part is secret), or printed whole ("origin": a URL whose path and
+// "url": a URL whose password — userinfo, password or sslpassword parameter — is secret), or printed whole ("origin": a URL whose path and
 // query may hold a key, printed as its scheme and host, and also accepted by reference).
 type Config struct {
 	Listen          string        `yaml:"listen" usage:"address the HTTP server listens on"`
@@ -564,14 +565,9 @@ func setString(v reflect.Value, s string) error {
 	return nil
 }
 
-func hasPassword(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return false
-	}
-	_, set := u.User.Password()
-	return set
-}
+// hasPassword reports whether a URL secret carries a password: in its userinfo, in a password
+// or sslpassword query parameter, or in key=value form (redact.HasPassword).
+func hasPassword(raw string) bool { return redact.HasPassword(raw) }
 
 // Validate checks every setting and reports all problems at once.
 func (c *Config) Validate() error {
@@ -731,15 +727,10 @@ func (c *Config) Redacted() map[string]string {
 	return out
 }
 
-// RedactURL returns raw with any password replaced by "xxxxx"; an unparsable URL is replaced
-// whole, since it might hold a secret.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "[unparsable URL]"
-	}
-	return u.Redacted()
-}
+// RedactURL returns raw with every password replaced by "xxxxx": its userinfo's and the values of
+// its password and sslpassword parameters (redact.Password); an unparsable URL is replaced whole,
+// since it might hold a secret.
+func RedactURL(raw string) string { return redact.Password(raw) }
 
 // String prints the redacted settings, sorted by key.
 func (c *Config) String() string {

@@ -143,6 +143,33 @@ func TestStorePasswordOnlyByReference(t *testing.T) {
 	}
 }
 
+// Postgres takes a password in the URL's query as well as in its userinfo: such a store is a
+// secret too, refused as a plain value of the file, and redacted wherever the config is printed.
+func TestAStoreWithAPasswordInItsQueryIsASecret(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://channels@db:5432/channels?sslmode=require&password=hunter2",
+		"postgres://channels@db/channels?PASSWORD=hunter2",
+		"postgres://channels@db/channels?sslkey=/k.pem&sslpassword=hunter2",
+	} {
+		getenv, environ := envOf(map[string]string{"PGURL": raw})
+		_, err := Load(writeFile(t, "c.yaml", "store: "+raw+"\n"), nil, getenv, environ)
+		if err == nil || !strings.Contains(err.Error(), "store carries a password: move the URL to store_env") || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("plain %s in the file: err = %v", raw, err)
+		}
+		l, err := Load(writeFile(t, "c.yaml", "store_env: PGURL\n"), nil, getenv, environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", &l.Config)
+		for _, printed := range []string{RedactURL(raw), l.Redacted()["store"], l.String(), buf.String()} {
+			if strings.Contains(printed, "hunter2") || !strings.Contains(printed, "@db") {
+				t.Errorf("store %s printed as %s", raw, printed)
+			}
+		}
+	}
+}
+
 func TestSecretsNeverPrinted(t *testing.T) {
 	c := Default()
 	c.Store = "postgres://u:hunter2@db/channels"

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"sort"
 	"sync"
+
+	"github.com/channels-dev/channels/internal/redact"
 )
 
 // Opener opens a store from a URL. Drivers register one per URL scheme.
@@ -53,7 +55,9 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	opener, ok := drivers[u.Scheme]
 	driversMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("open store %s: unknown scheme %q (registered: %v)", Redact(u), u.Scheme, Schemes())
+		// rawURL, not u: a libpq key=value string has no scheme, and u would escape its spaces,
+		// hiding where its password parameter starts.
+		return nil, fmt.Errorf("open store %s: unknown scheme %q (registered: %v)", redact.Password(rawURL), u.Scheme, Schemes())
 	}
 	s, err := opener(ctx, u)
 	if err != nil {
@@ -62,7 +66,8 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	return s, nil
 }
 
-// Redact returns u as a string with any password replaced, for logs and errors.
+// Redact returns u as a string with every password replaced, for logs and errors: its
+// userinfo's and the values of its password and sslpassword parameters (redact.Password).
 func Redact(u *url.URL) string {
-	return u.Redacted()
+	return redact.Password(u.String())
 }
