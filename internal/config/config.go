@@ -304,6 +304,10 @@ type Loaded struct {
 	Origin map[string]Source
 	// Warnings are problems that did not stop loading (an unknown CHANNELS_ variable).
 	Warnings []string
+
+	// envRefs are the environment variables the file names by reference (KEY_env), which are
+	// not unknown settings even when their names start with CHANNELS_.
+	envRefs map[string]bool
 }
 
 // Load builds the configuration: defaults, then the file at path ("" for none), then the
@@ -311,7 +315,7 @@ type Loaded struct {
 // variables), then the flags of fs that were set on the command line (fs may be nil). The result
 // is validated.
 func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string) (*Loaded, error) {
-	l := &Loaded{Config: Default(), Path: path, Origin: map[string]Source{}}
+	l := &Loaded{Config: Default(), Path: path, Origin: map[string]Source{}, envRefs: map[string]bool{}}
 	for _, f := range fields {
 		l.Origin[f.key] = FromDefault
 	}
@@ -320,7 +324,7 @@ func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []
 	if path != "" {
 		fileErr = l.loadFile(path, getenv)
 	}
-	if err := l.loadEnv(getenv, environ); err != nil {
+	if err := l.loadEnv(getenv); err != nil {
 		return nil, errors.Join(fileErr, err)
 	}
 	if fs != nil {
@@ -328,6 +332,7 @@ func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []
 			return nil, errors.Join(fileErr, err)
 		}
 	}
+	l.warnUnknownEnv(environ)
 	if err := errors.Join(fileErr, l.Validate()); err != nil {
 		return nil, err
 	}
@@ -410,6 +415,9 @@ func (l *Loaded) loadKey(path, key string, node yaml.Node, cfg reflect.Value, se
 		if err := node.Decode(&ref); err != nil || ref == "" {
 			return fmt.Errorf("config file %s: key %s: want the name of an %s", path, key, map[string]string{"env": "environment variable", "file": "file"}[r.via])
 		}
+		if r.via == "env" {
+			l.envRefs[ref] = true
+		}
 		val, err := readRef(r.via, ref, getenv)
 		if err != nil {
 			return fmt.Errorf("config file %s: key %s: %w", path, key, err)
@@ -463,7 +471,7 @@ func readRef(via, ref string, getenv func(string) string) (string, error) {
 	}
 }
 
-func (l *Loaded) loadEnv(getenv func(string) string, environ []string) error {
+func (l *Loaded) loadEnv(getenv func(string) string) error {
 	cfg := reflect.ValueOf(&l.Config).Elem()
 	for _, f := range fields {
 		if v := getenv(f.Env()); v != "" {
@@ -486,10 +494,31 @@ func (l *Loaded) loadEnv(getenv func(string) string, environ []string) error {
 			}
 		}
 	}
+	return nil
+}
+
+// warnUnknownEnv warns of each CHANNELS_ variable in environ that is neither a setting nor a
+// variable the configuration names: a KEY_env reference of the file or of a source's options,
+// agent_token_env, or a name in exec_env ("store_env: CHANNELS_PG_URL" is not a typo).
+func (l *Loaded) warnUnknownEnv(environ []string) {
+	named := map[string]bool{l.AgentTokenEnv: true}
+	for ref := range l.envRefs {
+		named[ref] = true
+	}
+	for _, s := range l.Sources {
+		for k, v := range s.Options {
+			if ref, ok := v.(string); ok && strings.HasSuffix(k, "_env") {
+				named[ref] = true
+			}
+		}
+	}
+	for _, name := range strings.FieldsFunc(l.ExecEnv, func(r rune) bool { return r == ',' || r == ' ' }) {
+		named[name] = true
+	}
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		rest, ok := strings.CutPrefix(name, EnvPrefix)
-		if !ok || rest == "CONFIG" {
+		if !ok || rest == "CONFIG" || named[name] {
 			continue
 		}
 		key := strings.ToLower(rest)
@@ -504,7 +533,6 @@ func (l *Loaded) loadEnv(getenv func(string) string, environ []string) error {
 		l.Warnings = append(l.Warnings, fmt.Sprintf("environment variable %s names no config key (ignored)", name))
 	}
 	sort.Strings(l.Warnings)
-	return nil
 }
 
 func (l *Loaded) loadFlags(fs *pflag.FlagSet) error {

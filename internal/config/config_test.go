@@ -200,6 +200,37 @@ func TestUnknownEnvironmentVariableWarns(t *testing.T) {
 	}
 }
 
+// A CHANNELS_ variable the configuration names — by a KEY_env reference of the file or of a
+// source's options, as agent_token_env, or in exec_env — is no typo of a setting: no warning.
+func TestVariablesTheConfigNamesDoNotWarn(t *testing.T) {
+	getenv, environ := envOf(map[string]string{
+		"CHANNELS_PG_URL":         "postgres://u:hunter2@db/channels",
+		"CHANNELS_ADMIN":          "0123456789abcdef0123",
+		"CHANNELS_WEBHOOK_SECRET": "0123456789abcdef0123",
+		"CHANNELS_AGENT_TOKEN":    "t",
+		"CHANNELS_EXEC_EXTRA":     "x",
+		"CHANNELS_LISTN":          "x",
+	})
+	path := writeFile(t, "c.yaml", `store_env: CHANNELS_PG_URL
+admin_token_env: CHANNELS_ADMIN
+agent_token_env: CHANNELS_AGENT_TOKEN
+exec_env: LANG, CHANNELS_EXEC_EXTRA
+sources:
+  - type: webhook
+    name: ci
+    principal: ci-team
+    options:
+      secret_env: CHANNELS_WEBHOOK_SECRET
+`)
+	l, err := Load(path, nil, getenv, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "CHANNELS_LISTN") {
+		t.Fatalf("warnings %v, want only the one of CHANNELS_LISTN", l.Warnings)
+	}
+}
+
 func TestDefaultPathOnlyWhenFileExists(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", dir)
