@@ -111,7 +111,9 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 	}
 
 	// What serve would refuse.
-	if u, err := url.Parse(cfg.Store); err == nil && !slices.Contains(store.Schemes(), u.Scheme) {
+	if cfg.Store == "" {
+		r.Errors = append(r.Errors, config.ErrNoStore.Error())
+	} else if u, err := url.Parse(cfg.Store); err == nil && !slices.Contains(store.Schemes(), u.Scheme) {
 		r.Errors = append(r.Errors, fmt.Sprintf("store: scheme %q has no driver: want one of %s", u.Scheme, strings.Join(store.Schemes(), ", ")))
 	}
 	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {

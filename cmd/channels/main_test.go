@@ -383,3 +383,29 @@ func TestAStorePasswordInItsQueryIsNeverPrinted(t *testing.T) {
 		t.Errorf("migrate: exit %d:\n%s%s", code, c.stdout.String(), c.stderr.String())
 	}
 }
+
+// With neither XDG_DATA_HOME nor HOME and no store configured, a command that needs the store
+// fails and says what to set, and config check reports it; a command without a store still runs.
+func TestNoDataHomeAndNoStoreFailsAndSaysWhatToSet(t *testing.T) {
+	for _, args := range [][]string{{"serve", "--listen", "127.0.0.1:0"}, {"migrate"}, {"config", "check"}, {"tasks", "list"}, {"evidence"}} {
+		c := newCLI(t, nil)
+		t.Setenv("XDG_DATA_HOME", "")
+		t.Setenv("HOME", "")
+		// A serve that started would run until the context ends, and exit 0.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		code := c.run(ctx, args...)
+		cancel()
+		if code != 1 {
+			t.Errorf("%v: exit %d:\n%s%s", args, code, c.stdout.String(), c.stderr.String())
+		}
+		if out := c.stdout.String() + c.stderr.String(); !strings.Contains(out, "set XDG_DATA_HOME") || !strings.Contains(out, "or store") {
+			t.Errorf("%v does not say what to set:\n%s", args, out)
+		}
+	}
+	c := newCLI(t, nil)
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv("HOME", "")
+	if code := c.run(context.Background(), "sources"); code != 0 {
+		t.Errorf("sources: exit %d: %s", code, c.stderr.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -38,6 +39,9 @@ serialize on a lock; the SQLite store refuses a second process.`,
 			start := time.Now()
 			ctx, cancel := context.WithTimeout(cmd.Context(), storeOpenTimeout)
 			defer cancel()
+			if a.cfg.Store == "" {
+				return fmt.Errorf("migrate: %w", config.ErrNoStore)
+			}
 			a.progressf("opening %s and applying migrations…\n", redactedStore(a.cfg.Store))
 			st, err := store.Open(ctx, a.cfg.Store)
 			if err != nil {

@@ -32,8 +32,11 @@ import (
 const storeOpenTimeout = 30 * time.Second
 
 // openStoreURL opens the store at rawURL (applying its migrations), giving up after
-// storeOpenTimeout.
+// storeOpenTimeout. An empty rawURL is the default store without a place (config.ErrNoStore).
 func openStoreURL(ctx context.Context, rawURL string) (store.Store, error) {
+	if rawURL == "" {
+		return nil, config.ErrNoStore
+	}
 	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
 	defer cancel()
 	return store.Open(ctx, rawURL)

@@ -154,14 +154,14 @@ func Default() Config {
 	}
 }
 
-// DataHome is $XDG_DATA_HOME, or ~/.local/share when it is unset.
+// DataHome is $XDG_DATA_HOME, or ~/.local/share when it is unset, or "" when HOME is unset too.
 func DataHome() string {
 	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
 		return d
 	}
 	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "channels-data")
+	if err != nil || home == "" {
+		return ""
 	}
 	return filepath.Join(home, ".local", "share")
 }
@@ -178,10 +178,20 @@ func ConfigHome() string {
 	return filepath.Join(home, ".config")
 }
 
-// DefaultStoreURL is the SQLite database under $XDG_DATA_HOME/channels.
+// DefaultStoreURL is the SQLite database under $XDG_DATA_HOME/channels, or "" when there is no
+// data home (DataHome): a store somewhere else, such as the temporary directory, would lose the
+// state without a word, so a command that needs the store fails with ErrNoStore instead.
 func DefaultStoreURL() string {
-	return "sqlite://" + filepath.ToSlash(filepath.Join(DataHome(), "channels", "channels.db"))
+	d := DataHome()
+	if d == "" {
+		return ""
+	}
+	return "sqlite://" + filepath.ToSlash(filepath.Join(d, "channels", "channels.db"))
 }
+
+// ErrNoStore is the error of a command that needs the store when none is configured and the
+// default has no place: neither XDG_DATA_HOME nor HOME is set.
+var ErrNoStore = errors.New("no store: neither XDG_DATA_HOME nor HOME is set, so the default SQLite store has no place; set XDG_DATA_HOME (the store is then $XDG_DATA_HOME/channels/channels.db), or store (--store, CHANNELS_STORE or the config file)")
 
 // DefaultPath is $XDG_CONFIG_HOME/channels/channels.yaml if that file exists, else "".
 func DefaultPath() string {
@@ -609,7 +619,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("public_url %q: want an absolute http or https URL", c.PublicURL))
 		}
 	}
-	if u, err := url.Parse(c.Store); err != nil || u.Scheme == "" {
+	if c.Store == "" && DataHome() == "" {
+		// No default store: a command that needs one fails with ErrNoStore, the others run.
+	} else if u, err := url.Parse(c.Store); err != nil || u.Scheme == "" {
 		errs = append(errs, fmt.Errorf("store: want a URL such as sqlite:///path/channels.db or postgres://host/db"))
 	}
 	if c.Retention > 0 && c.Retention < MinRetention {

@@ -44,6 +44,30 @@ func TestNoConfigGivesLoopbackSQLiteEcho(t *testing.T) {
 	}
 }
 
+// With neither XDG_DATA_HOME nor HOME the default store has no place: there is none (a command
+// that needs it fails with ErrNoStore), never one in the temporary directory; a store given
+// explicitly is used as ever.
+func TestNoDataHomeGivesNoDefaultStore(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv("HOME", "")
+	if d, s := DataHome(), Default().Store; d != "" || s != "" {
+		t.Fatalf("data home %q, default store %q", d, s)
+	}
+	getenv, environ := envOf(nil)
+	l, err := Load("", nil, getenv, environ)
+	if err != nil || l.Store != "" {
+		t.Fatalf("store %q, %v", l.Store, err)
+	}
+	getenv, environ = envOf(map[string]string{"CHANNELS_STORE": "sqlite:///srv/c.db"})
+	if l, err := Load("", nil, getenv, environ); err != nil || l.Store != "sqlite:///srv/c.db" {
+		t.Fatalf("explicit store: %v", err)
+	}
+	t.Setenv("HOME", "/home/op")
+	if s := Default().Store; s != "sqlite:///home/op/.local/share/channels/channels.db" {
+		t.Fatalf("default store with HOME: %q", s)
+	}
+}
+
 func TestPrecedenceFlagOverEnvOverFileOverDefault(t *testing.T) {
 	path := writeFile(t, "c.yaml", "listen: 127.0.0.1:1000\nexecutor: conformance\nconcurrency: 3\nblocking_timeout: 5s\n")
 	getenv, environ := envOf(map[string]string{"CHANNELS_LISTEN": "127.0.0.1:2000", "CHANNELS_CONCURRENCY": "4"})
