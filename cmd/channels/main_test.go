@@ -409,3 +409,44 @@ func TestNoDataHomeAndNoStoreFailsAndSaysWhatToSet(t *testing.T) {
 		t.Errorf("sources: exit %d: %s", code, c.stderr.String())
 	}
 }
+
+// Secrets go on the command line as files: serve --admin-token-file guards /admin/api with the
+// file's token, and --store-file names the store of any command.
+func TestSecretFlagsTakeFiles(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin_token")
+	const token = "0123456789abcdef-admin-from-file"
+	storeURL := "sqlite://" + filepath.Join(dir, "s.db")
+	storeFile := filepath.Join(dir, "store_url")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(storeFile, []byte(storeURL+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "migrate", "--store-file", storeFile, "--json"); code != 0 || !strings.Contains(c.stdout.String(), storeURL) {
+		t.Fatalf("migrate --store-file: exit %d: %s%s", code, c.stdout.String(), c.stderr.String())
+	}
+	c = newCLI(t, nil)
+	base, _ := startServe(t, c, "--admin-token-file", tokenFile, "--store-file", storeFile)
+	if code, _ := getText(t, base+"/admin/api/summary", ""); code == http.StatusOK {
+		t.Fatal("/admin/api answered without the token")
+	}
+	if code, body := getText(t, base+"/admin/api/summary", token); code != http.StatusOK {
+		t.Fatalf("/admin/api with the file's token: %d %s", code, body)
+	}
+	if strings.Contains(c.stderr.String(), "process list") {
+		t.Fatalf("a secret given by file warned:\n%s", c.stderr.String())
+	}
+
+	// The plain flag still works, and warns.
+	c = newCLI(t, nil)
+	base, _ = startServe(t, c, "--admin-token", token)
+	if code, _ := getText(t, base+"/admin/api/summary", token); code != http.StatusOK {
+		t.Fatalf("/admin/api with --admin-token: %d", code)
+	}
+	if w := c.logLine(t, "flag --admin-token puts a secret in the process list, where other users of the host can read it: give it as --admin-token-file, CHANNELS_ADMIN_TOKEN_FILE or admin_token_file in the config file"); w["level"] != "WARN" {
+		t.Fatalf("warning %v", w)
+	}
+}

@@ -10,7 +10,8 @@
 //
 // Secrets never sit in the config file as plain values. A secret field is given in the file by
 // reference: KEY_env names an environment variable that holds the value, KEY_file a file whose
-// contents are the value. The store URL is a partial secret: a plain `store:` is allowed in the
+// contents are the value; on the command line --KEY-file names such a file (a plain flag's value
+// is visible in the process list, so --admin-token warns). The store URL is a partial secret: a plain `store:` is allowed in the
 // file only when it carries no password (neither user:password@ nor a password or sslpassword
 // parameter). Secrets are redacted wherever a Config is printed or
 // logged.
@@ -254,8 +255,9 @@ func lookupField(key string) (field, bool) {
 }
 
 // AddFlags registers on fs one flag per named key (all keys when none are named), with the
-// defaults of Default() and the key's usage. Flag values are read back by Load, and only when the
-// flag was given on the command line.
+// defaults of Default() and the key's usage, and for a secret key also --KEY-file, a file holding
+// the value: a flag's value is visible to every user of the host in the process list. Flag values
+// are read back by Load, and only when the flag was given on the command line.
 func AddFlags(fs *pflag.FlagSet, keys ...string) {
 	def := reflect.ValueOf(Default())
 	for _, f := range fields {
@@ -263,6 +265,16 @@ func AddFlags(fs *pflag.FlagSet, keys ...string) {
 			continue
 		}
 		usage := f.usage + " (config key " + f.key + ", env " + f.Env() + ")"
+		switch f.secret {
+		case "true":
+			usage += "; deprecated: other users see a flag's value in the process list, use --" + f.Flag() + "-file"
+		case "url":
+			usage += "; with a password, use --" + f.Flag() + "-file: other users see a flag's value in the process list"
+		}
+		if f.secret != "" {
+			fs.String(f.Flag()+"-file", "", "file holding "+f.key+", trailing newlines removed (config key "+f.key+"_file, env "+f.Env()+"_FILE)")
+			_ = fs.SetAnnotation(f.Flag()+"-file", flagAnnotation, []string{f.key})
+		}
 		v := def.Field(f.index)
 		switch v.Kind() {
 		case reflect.String:
@@ -547,13 +559,38 @@ func (l *Loaded) warnUnknownEnv(environ []string) {
 
 func (l *Loaded) loadFlags(fs *pflag.FlagSet) error {
 	cfg := reflect.ValueOf(&l.Config).Elem()
+	given := func(name string) (*pflag.Flag, bool) {
+		fl := fs.Lookup(name)
+		return fl, fl != nil && fl.Changed && len(fl.Annotations[flagAnnotation]) > 0
+	}
 	for _, f := range fields {
-		fl := fs.Lookup(f.Flag())
-		if fl == nil || !fl.Changed || len(fl.Annotations[flagAnnotation]) == 0 {
-			continue
+		fl, plain := given(f.Flag())
+		ff, file := given(f.Flag() + "-file")
+		if f.secret == "" {
+			file = false
 		}
-		if err := setString(cfg.Field(f.index), fl.Value.String()); err != nil {
-			return fmt.Errorf("flag --%s: %w", f.Flag(), err)
+		switch {
+		case plain && file:
+			return fmt.Errorf("flags --%s and --%s-file both set %s: give one", f.Flag(), f.Flag(), f.key)
+		case file:
+			v, err := readRef("file", ff.Value.String(), nil)
+			if err != nil {
+				return fmt.Errorf("flag --%s-file: %w", f.Flag(), err)
+			}
+			if err := setString(cfg.Field(f.index), v); err != nil {
+				return fmt.Errorf("flag --%s-file: %w", f.Flag(), err)
+			}
+		case plain:
+			v := fl.Value.String()
+			if err := setString(cfg.Field(f.index), v); err != nil {
+				return fmt.Errorf("flag --%s: %w", f.Flag(), err)
+			}
+			if f.secret == "true" || (f.secret == "url" && hasPassword(v)) {
+				l.Warnings = append(l.Warnings, fmt.Sprintf("flag --%s puts a secret in the process list, where other users of the host can read it: give it as --%s-file, %s_FILE or %s_file in the config file",
+					f.Flag(), f.Flag(), f.Env(), f.key))
+			}
+		default:
+			continue
 		}
 		l.Origin[f.key] = FromFlag
 	}

@@ -213,6 +213,57 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	}
 }
 
+// Every secret key has a --KEY-file flag, so a secret need not sit in the process list; the plain
+// --admin-token still works but warns, as does a --store that carries a password.
+func TestSecretFlagsTakeAFile(t *testing.T) {
+	token := writeFile(t, "admin", "0123456789abcdef-from-file\n")
+	pg := writeFile(t, "pg", "postgres://u:hunter2@db/channels\n")
+	agent := writeFile(t, "agent", "https://agent.example/k/hunter3\n")
+	load := func(args ...string) (*Loaded, error) {
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		getenv, environ := envOf(nil)
+		return Load("", fs, getenv, environ)
+	}
+	l, err := load("--admin-token-file", token, "--store-file", pg, "--agent-url-file", agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.AdminToken != "0123456789abcdef-from-file" || l.Store != "postgres://u:hunter2@db/channels" || l.AgentURL != "https://agent.example/k/hunter3" ||
+		l.Origin["admin_token"] != FromFlag || l.Origin["store"] != FromFlag || len(l.Warnings) != 0 {
+		t.Fatalf("from files: token %q store %q agent %q origins %v warnings %v", l.AdminToken, l.Store, l.AgentURL, l.Origin, l.Warnings)
+	}
+	for _, fl := range []string{"listen-file", "credentials-file"} {
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		AddFlags(fs)
+		if fs.Lookup(fl) != nil {
+			t.Errorf("--%s registered for a key that is not a secret", fl)
+		}
+	}
+
+	l, err = load("--admin-token", "0123456789abcdef-plain", "--store", "postgres://u:hunter2@db/channels")
+	if err != nil || l.AdminToken != "0123456789abcdef-plain" {
+		t.Fatalf("plain flag: %v", err)
+	}
+	w := strings.Join(l.Warnings, "\n")
+	if len(l.Warnings) != 2 || !strings.Contains(w, "--admin-token-file") || !strings.Contains(w, "--store-file") || strings.Contains(w, "hunter2") {
+		t.Fatalf("warnings %v", l.Warnings)
+	}
+	if l, err := load("--store", "postgres://u@db/channels"); err != nil || len(l.Warnings) != 0 {
+		t.Fatalf("a store without a password: %v %v", l.Warnings, err)
+	}
+
+	if _, err := load("--admin-token", "0123456789abcdef-plain", "--admin-token-file", token); err == nil || !strings.Contains(err.Error(), "both set") {
+		t.Fatalf("both flags: %v", err)
+	}
+	if _, err := load("--admin-token-file", filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "--admin-token-file") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
 func TestUnknownEnvironmentVariableWarns(t *testing.T) {
 	getenv, environ := envOf(map[string]string{"CHANNELS_LISTN": "x", "CHANNELS_CONFIG": "/c.yaml", "CHANNELS_STORE_FILE": ""})
 	l, err := Load("", nil, getenv, environ)
