@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -75,7 +76,7 @@ a running "channels serve" uses.`,
 			if events < 1 || conc < 1 || convs < 1 {
 				return usageError{errors.New("--events, --concurrency and --conversations must be at least 1")}
 			}
-			rawURL, cleanup, err := a.benchStore(cmd)
+			rawURL, cleanup, err := a.benchStore()
 			if err != nil {
 				return err
 			}
@@ -310,10 +311,10 @@ func fsyncProbe(dir string, d time.Duration) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-// benchStore returns the store a bench writes to: --store if given, else a fresh SQLite database in
-// a temporary directory that cleanup removes.
-func (a *app) benchStore(cmd *cobra.Command) (rawURL string, cleanup func(), err error) {
-	if cmd.Flags().Changed("store") {
+// benchStore returns the store a bench writes to: --store (or --store-file) if given, else a fresh
+// SQLite database in a temporary directory that cleanup removes.
+func (a *app) benchStore() (rawURL string, cleanup func(), err error) {
+	if a.cfg.Origin["store"] == config.FromFlag {
 		return a.cfg.Store, func() {}, nil
 	}
 	dir, err := os.MkdirTemp("", "channels-bench-")

@@ -67,7 +67,7 @@ it writes deliveries (principal and source "bench") into that store: use a throw
 			if n < 1 || conc < 1 || lanes < 0 || (lanes > 0 && interval <= 0) {
 				return usageError{errors.New("--deliveries and --concurrency must be at least 1, --lanes at least 0, --lane-interval positive")}
 			}
-			rawURL, cleanup, err := a.benchStore(cmd)
+			rawURL, cleanup, err := a.benchStore()
 			if err != nil {
 				return err
 			}

@@ -429,6 +429,11 @@ func TestSecretFlagsTakeFiles(t *testing.T) {
 		t.Fatalf("migrate --store-file: exit %d: %s%s", code, c.stdout.String(), c.stderr.String())
 	}
 	c = newCLI(t, nil)
+	if code := c.run(context.Background(), "bench", "accept", "--store-file", storeFile, "--events", "10", "--concurrency", "1", "--probe", "10ms"); code != 0 ||
+		!strings.Contains(c.stdout.String(), storeURL) {
+		t.Fatalf("bench accept --store-file: exit %d: %s%s", code, c.stdout.String(), c.stderr.String())
+	}
+	c = newCLI(t, nil)
 	base, _ := startServe(t, c, "--admin-token-file", tokenFile, "--store-file", storeFile)
 	if code, _ := getText(t, base+"/admin/api/summary", ""); code == http.StatusOK {
 		t.Fatal("/admin/api answered without the token")
