@@ -191,6 +191,42 @@ func TestBadFlagIsAUsageError(t *testing.T) {
 	}
 }
 
+// A mistake in the positional arguments is a usage mistake, as a bad flag is: exit 2 with a
+// message saying what was wrong, before any configuration is read. A command group alone still
+// prints its help and exits 0.
+func TestArgumentMistakesAreUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"foo"}, `unknown command "foo" for "channels"`},
+		{[]string{"taks"}, "did you mean tasks?"},
+		{[]string{"tasks", "foo"}, `unknown command "foo" for "channels tasks"`},
+		{[]string{"tasks", "get"}, "accepts 1 arg(s), received 0 (usage: channels tasks get"},
+		{[]string{"tasks", "get", "a", "b"}, "accepts 1 arg(s), received 2"},
+		{[]string{"deliveries", "resolve"}, "(usage: channels deliveries resolve ID"},
+		{[]string{"evidence", "extra"}, `unknown command "extra" for "channels evidence"`},
+		{[]string{"serve", "extra"}, `unknown command "extra" for "channels serve"`},
+		{[]string{"config", "check", "extra"}, `unknown command "extra" for "channels config check"`},
+		{[]string{"completion", "foo"}, `unknown command "foo" for "channels completion"`},
+	} {
+		// A broken config file would exit 1: the mistake is found before it is read.
+		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
+		if code := c.run(context.Background(), tc.args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", tc.args, code, c.stderr.String())
+		}
+		if !strings.Contains(c.stderr.String(), tc.want) {
+			t.Errorf("%v: stderr %q lacks %q", tc.args, c.stderr.String(), tc.want)
+		}
+	}
+	for _, args := range [][]string{{}, {"tasks"}, {"--help"}, {"tasks", "--help"}} {
+		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
+		if code := c.run(context.Background(), args...); code != 0 || !strings.Contains(c.stdout.String(), "Usage:") {
+			t.Errorf("%v: exit %d: %s%s", args, code, c.stdout.String(), c.stderr.String())
+		}
+	}
+}
+
 func TestMigrateReportsJSON(t *testing.T) {
 	c := newCLI(t, nil)
 	url := "sqlite://" + filepath.Join(t.TempDir(), "m.db")

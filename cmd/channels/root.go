@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -87,7 +88,51 @@ Exit status: 0 success, 1 failure (the message says why), 2 a usage mistake, 3 n
 	config.AddFlags(root.PersistentFlags(), "store")
 	root.AddCommand(a.serveCmd(), a.migrateCmd(), a.versionCmd(), a.benchCmd(), a.matrixCmd(), a.sourcesCmd(),
 		a.deliveriesCmd(), a.evidenceCmd(), a.tasksCmd(), a.configCmd())
+	root.InitDefaultCompletionCmd() // cobra adds it when run; here, so usageArgs sees it too
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every mistake in the positional arguments of cmd and its subcommands a usage
+// error (exit 2), as a flag mistake is: an argument count a command's Args refuses ("tasks get"
+// without an id, "evidence extra") and an unknown subcommand of a command group ("channels foo",
+// "channels tasks foo"). Cobra reports those with plain errors, which would exit 1.
+//
+// A group (a command with subcommands and no action of its own) is given one: help, as before,
+// when called alone. Being runnable is what makes cobra check its arguments, and it reads no
+// configuration, so a broken config file does not stop "channels --help".
+func usageArgs(cmd *cobra.Command) {
+	switch check := cmd.Args; {
+	case cmd.HasSubCommands() && !cmd.Runnable():
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if c.SuggestionsMinimumDistance <= 0 {
+				c.SuggestionsMinimumDistance = 2
+			}
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+			}
+			return usageError{fmt.Errorf("%s; see %s --help", msg, c.CommandPath())}
+		}
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		if cmd.Annotations == nil {
+			cmd.Annotations = map[string]string{}
+		}
+		cmd.Annotations[noConfig] = "a command group: prints its help"
+	case check != nil:
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError{fmt.Errorf("%w (usage: %s)", err, c.UseLine())}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // load reads the configuration for cmd and sets up the logger.
