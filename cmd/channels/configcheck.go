@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -55,7 +56,9 @@ func (a *app) configCheckCmd() *cobra.Command {
 variables, --store) and report every problem with what to fix: unknown keys, values of the
 wrong kind, secrets written in the file or whose environment variable or file is missing, bad
 URLs, a listener off loopback without credentials, source instances that are unknown, named
-twice, or whose options their source refuses. --connect also opens the store.
+twice, or whose options their source refuses, and everything else serve builds before it opens
+the store, built the same way: the executor (agent_token_env unset, an agent URL refused), the
+worker tokens and the workflow manifest (unreadable or invalid). --connect also opens the store.
 
 Secret values are never printed.
 
@@ -116,8 +119,12 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 	} else if u, err := url.Parse(cfg.Store); err == nil && !slices.Contains(store.Schemes(), u.Scheme) {
 		r.Errors = append(r.Errors, fmt.Sprintf("store: scheme %q has no driver: want one of %s", u.Scheme, strings.Join(store.Schemes(), ", ")))
 	}
-	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {
-		r.Errors = append(r.Errors, fmt.Sprintf("listen %s is not loopback and no credentials are configured: set credentials (a token file) or allow_anonymous: true", cfg.Listen))
+	if err := checkListen(cfg.Config); err != nil {
+		r.Errors = append(r.Errors, err.Error())
+	}
+	// The executor, the workflow manifest and the worker tokens, built as serve builds them.
+	if _, err := buildServeParts(cfg.Config, a.getenv, slog.New(slog.DiscardHandler)); err != nil {
+		r.Errors = append(r.Errors, splitErrors(err)...)
 	}
 	if cfg.Credentials != "" {
 		if _, err := a2ahttp.LoadCredentials(cfg.Credentials); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/taskplane/a2aservice"
@@ -110,5 +111,66 @@ func TestConfigCheckJSON(t *testing.T) {
 func TestConfigReservesTheAnonymousCallersPrincipal(t *testing.T) {
 	if config.AnonymousPrincipal != a2aservice.AnonymousPrincipal {
 		t.Fatalf("config reserves %q, the A2A service's anonymous callers are %q", config.AnonymousPrincipal, a2aservice.AnonymousPrincipal)
+	}
+}
+
+// config check is the gate before serve (systemd's ExecStartPre): what serve refuses to start
+// with — an executor its constructor refuses, unreadable or invalid worker tokens, an unreadable
+// or invalid workflow manifest — config check refuses too, with the same message.
+func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	shortTokens := write("short.json", `{"workers":[{"name":"w1","token":"short"}]}`)
+	noWorkers := write("none.json", `{"workers":[]}`)
+	notJSON := write("broken.json", `{"workers":`)
+	badManifest := write("manifest.yaml", "outputs:\n  - name: Not A Name\n")
+	unknownField := write("manifest2.yaml", "outputs:\n  - name: summary\n    colour: red\n")
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"agent token variable unset", "executor: a2a\nagent_url: https://agent.example.com\nagent_token_env: NO_SUCH_AGENT_TOKEN\n",
+			"agent_token_env names NO_SUCH_AGENT_TOKEN, which is empty or unset"},
+		{"agent over plain http", "executor: a2a\nagent_url: http://agent.example.com\n", "is not https"},
+		{"worker tokens missing", "executor: worker\nworker_tokens: " + filepath.Join(dir, "missing.json") + "\n", "read worker tokens"},
+		{"worker tokens not JSON", "executor: worker\nworker_tokens: " + notJSON + "\n", "parse worker tokens"},
+		{"worker token too short", "executor: worker\nworker_tokens: " + shortTokens + "\n", "needs a name and a token of at least 16 characters"},
+		{"no workers", "executor: worker\nworker_tokens: " + noWorkers + "\n", "no workers listed"},
+		{"workflow manifest missing", "workflow_manifest: " + filepath.Join(dir, "missing.yaml") + "\n", "read workflow manifest"},
+		{"workflow manifest invalid", "workflow_manifest: " + badManifest + "\n", `output name "Not A Name" does not match`},
+		{"workflow manifest unknown field", "workflow_manifest: " + unknownField + "\n", "field colour not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, path := operatorCLI(t, tc.yaml)
+			if code := c.run(context.Background(), "config", "check", "--config", path); code != 1 || !strings.Contains(c.stdout.String(), "error: ") ||
+				!strings.Contains(c.stdout.String(), tc.want) {
+				t.Errorf("config check: exit %d, want 1 and %q:\n%s%s", code, tc.want, c.stdout.String(), c.stderr.String())
+			}
+			s := c.again()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if code := s.run(ctx, "serve", "--config", path, "--listen", "127.0.0.1:0"); code != 1 || !strings.Contains(s.stderr.String(), tc.want) {
+				t.Errorf("serve: exit %d, want 1 and %q:\n%s", code, tc.want, s.stderr.String())
+			}
+		})
+	}
+
+	// And what serve starts with passes, the variable agent_token_env names read the same way.
+	tokens := write("workers.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-worker"}]}`)
+	manifest := write("ok.yaml", "outputs:\n  - name: summary\n")
+	for _, yaml := range []string{
+		"executor: worker\nworker_tokens: " + tokens + "\nworkflow_manifest: " + manifest + "\n",
+		"executor: a2a\nagent_url: https://agent.example.com\nagent_token_env: TEST_AGENT_TOKEN\n",
+	} {
+		c, path := operatorCLI(t, yaml)
+		c.env["TEST_AGENT_TOKEN"] = "agent-token"
+		if code := c.run(context.Background(), "config", "check", "--config", path); code != 0 {
+			t.Errorf("config check of %q: exit %d:\n%s%s", yaml, code, c.stdout.String(), c.stderr.String())
+		}
+		s := c.again()
+		startServe(t, s, "--config", path)
 	}
 }

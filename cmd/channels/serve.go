@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,9 +70,49 @@ dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains i
 	return cmd
 }
 
+// serveParts are what serve builds from the configuration alone, before it opens the store: the
+// executor, the workflow manifest and the worker API's tokens. Their constructors refuse what
+// serve cannot run with, and config check builds them too (buildServeParts), so that it passes
+// only a configuration serve starts with.
+type serveParts struct {
+	exec         taskplane.Executor  // nil for the worker executor
+	manifest     *taskplane.Manifest // nil without workflow_manifest
+	workerTokens []worker.Token      // the worker executor's
+}
+
+// buildServeParts builds the parts of cfg, reporting every problem at once. getenv reads the
+// variable agent_token_env names.
+func buildServeParts(cfg config.Config, getenv func(string) string, log *slog.Logger) (serveParts, error) {
+	var p serveParts
+	var errs []error
+	var err error
+	if p.exec, err = newExecutor(cfg, getenv, log); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.WorkflowManifest != "" {
+		if p.manifest, err = taskplane.LoadManifest(cfg.WorkflowManifest); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.Executor == "worker" {
+		if p.workerTokens, err = worker.LoadTokens(cfg.WorkerTokens); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+// checkListen refuses a listener off loopback that would take anonymous callers by accident.
+func checkListen(cfg config.Config) error {
+	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {
+		return fmt.Errorf("listen %s is not loopback and no credentials are configured: set credentials (a token file) or allow_anonymous: true", cfg.Listen)
+	}
+	return nil
+}
+
 // newExecutor returns the executor named in the configuration (docs/executors.md). The worker
 // executor has none: resident agents claim wakes through the worker API, so it returns nil.
-func newExecutor(cfg config.Config, log *slog.Logger) (taskplane.Executor, error) {
+func newExecutor(cfg config.Config, getenv func(string) string, log *slog.Logger) (taskplane.Executor, error) {
 	switch cfg.Executor {
 	case "echo":
 		return echo.New(), nil
@@ -82,7 +121,7 @@ func newExecutor(cfg config.Config, log *slog.Logger) (taskplane.Executor, error
 	case "a2a":
 		token := ""
 		if cfg.AgentTokenEnv != "" {
-			if token = os.Getenv(cfg.AgentTokenEnv); token == "" {
+			if token = getenv(cfg.AgentTokenEnv); token == "" {
 				return nil, fmt.Errorf("agent_token_env names %s, which is empty or unset", cfg.AgentTokenEnv)
 			}
 		}
@@ -99,28 +138,20 @@ func newExecutor(cfg config.Config, log *slog.Logger) (taskplane.Executor, error
 
 // planeOptions are the task plane's settings from the configuration: the workflow manifest and
 // where native tasks' results go.
-func planeOptions(cfg config.Config, log *slog.Logger, home *results.Home) ([]taskplane.Option, error) {
+func planeOptions(cfg config.Config, parts serveParts, log *slog.Logger, home *results.Home) []taskplane.Option {
 	opts := []taskplane.Option{taskplane.WithLogger(log), taskplane.WithRetention(cfg.Retention), taskplane.WithResults(home)}
-	if cfg.WorkflowManifest != "" {
-		m, err := taskplane.LoadManifest(cfg.WorkflowManifest)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, taskplane.WithManifest(m))
+	if parts.manifest != nil {
+		opts = append(opts, taskplane.WithManifest(parts.manifest))
 	}
-	return opts, nil
+	return opts
 }
 
 // newWorkerAPI returns the worker API of the worker executor (nil for the others).
-func newWorkerAPI(cfg config.Config, plane *taskplane.Plane, log *slog.Logger) (*worker.API, error) {
+func newWorkerAPI(cfg config.Config, parts serveParts, plane *taskplane.Plane, log *slog.Logger) (*worker.API, error) {
 	if cfg.Executor != "worker" {
 		return nil, nil
 	}
-	tokens, err := worker.LoadTokens(cfg.WorkerTokens)
-	if err != nil {
-		return nil, err
-	}
-	return worker.New(plane, worker.Config{Tokens: tokens, Lease: cfg.WorkerLease, Logger: log})
+	return worker.New(plane, worker.Config{Tokens: parts.workerTokens, Lease: cfg.WorkerLease, Logger: log})
 }
 
 // serve runs until ctx ends (a signal), then shuts down gracefully. The "channels serving" log
@@ -128,13 +159,14 @@ func newWorkerAPI(cfg config.Config, plane *taskplane.Plane, log *slog.Logger) (
 func (a *app) serve(ctx context.Context) error {
 	cfg := a.cfg.Config
 	log := a.log
-	if cfg.Credentials == "" && !cfg.AllowAnonymous && !cfg.ListensOnLoopback() {
-		return fmt.Errorf("listen %s is not loopback and no credentials are configured: set credentials (a token file) or allow_anonymous: true", cfg.Listen)
+	if err := checkListen(cfg); err != nil {
+		return err
 	}
-	exec, err := newExecutor(cfg, log)
+	parts, err := buildServeParts(cfg, a.getenv, log)
 	if err != nil {
 		return err
 	}
+	exec := parts.exec
 
 	st, err := openStoreURL(ctx, cfg.Store)
 	if err != nil {
@@ -162,11 +194,7 @@ func (a *app) serve(ctx context.Context) error {
 	// Native tasks' questions and outcomes go home through the delivery engine, to the configured
 	// instances that can send; the engine is set once the sources exist, before anything runs.
 	home := &results.Home{Logger: log}
-	popts, err := planeOptions(cfg, log, home)
-	if err != nil {
-		return err
-	}
-	plane := taskplane.New(ops.store, popts...)
+	plane := taskplane.New(ops.store, planeOptions(cfg, parts, log, home)...)
 	if err := ops.startSources(plane); err != nil {
 		return err
 	}
@@ -176,7 +204,7 @@ func (a *app) serve(ctx context.Context) error {
 	if exec != nil {
 		disp = &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
 	}
-	workerAPI, err := newWorkerAPI(cfg, plane, log)
+	workerAPI, err := newWorkerAPI(cfg, parts, plane, log)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,8 @@ type Token struct {
 	Principals []string `json:"principals,omitempty"`
 }
 
-// LoadTokens reads {"workers":[{"name":"…","token":"…","principals":["…"]}]} from path.
+// LoadTokens reads {"workers":[{"name":"…","token":"…","principals":["…"]}]} from path. A file
+// that lists no worker is refused, as New refuses no tokens.
 func LoadTokens(path string) ([]Token, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -75,6 +76,9 @@ func LoadTokens(path string) ([]Token, error) {
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("parse worker tokens %s: %w", path, err)
+	}
+	if len(doc.Workers) == 0 {
+		return nil, fmt.Errorf("worker tokens %s: no workers listed (want {\"workers\":[{\"name\":…,\"token\":…}]})", path)
 	}
 	for i, t := range doc.Workers {
 		if t.Name == "" || len(t.Token) < 16 {
