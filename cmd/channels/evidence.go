@@ -121,7 +121,8 @@ age, and the last event (over --since, default 24h).
 
 The store is read directly (--store, or the configured store). A SQLite store belongs to the
 running server, so while "channels serve" runs, read through it instead with --server URL
-(authenticated with admin_token from the configuration).
+(authenticated with admin_token from the configuration); a --limit of 0 or above the API's page
+of 1,000 reads page after page.
 
 Detail fields hold ids, reasons and counts, never message bodies or secrets.
 
@@ -405,7 +406,59 @@ func (s *apiEvidence) get(ctx context.Context, path string, q url.Values, v any)
 	return nil
 }
 
+// apiPage is the most records one request to /admin/api/evidence returns.
+const apiPage = 1000
+
+// list reads the records matching f in as many requests as it takes: --limit 0 (all) and a limit
+// above a page are not cut at one page.
 func (s *apiEvidence) list(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error) {
+	if f.Forward || (f.Limit > 0 && f.Limit <= apiPage) {
+		return s.page(ctx, f) // a follower pages forward itself (pageForward)
+	}
+	rows, err := s.page(ctx, f)
+	if err != nil || len(rows) < apiPage {
+		return rows, err // everything there is
+	}
+	return s.newest(ctx, f)
+}
+
+// newest returns, newest first, the newest f.Limit records matching f (all when f.Limit is 0).
+// The API lists newest first one page only, with no way to ask for the page before it, so newest
+// reads oldest first from f.AfterID, page after page (after=, follow=0: what is committed now),
+// keeping the newest f.Limit.
+func (s *apiEvidence) newest(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error) {
+	g := f
+	g.Forward, g.Follow, g.Limit = true, false, apiPage
+	var out []operator.EvidenceView
+	for {
+		rows, err := s.page(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		// Oldest first, whatever order a server of an older build answers in.
+		slices.SortFunc(rows, func(a, b operator.EvidenceView) int { return cmp.Compare(a.ID, b.ID) })
+		after := g.AfterID
+		for _, e := range rows {
+			if e.ID > g.AfterID {
+				out = append(out, e)
+				g.AfterID = e.ID
+			}
+		}
+		if f.Limit > 0 && len(out) > f.Limit {
+			out = append(out[:0], out[len(out)-f.Limit:]...)
+		}
+		// A short page is the last; a page that did not move on (a server that ignores after=)
+		// would be read forever.
+		if len(rows) < apiPage || g.AfterID == after {
+			break
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// page reads one page of the records matching f: at most apiPage.
+func (s *apiEvidence) page(ctx context.Context, f store.EvidenceFilter) ([]operator.EvidenceView, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"source": f.Source, "kind": f.Kind, "principal": f.Principal, "task": f.TaskID} {
 		if v != "" {
@@ -426,8 +479,8 @@ func (s *apiEvidence) list(ctx context.Context, f store.EvidenceFilter) ([]opera
 		}
 	}
 	limit := f.Limit
-	if limit <= 0 || limit > 1000 {
-		limit = 1000 // the API's most per page
+	if limit <= 0 || limit > apiPage {
+		limit = apiPage
 	}
 	q.Set("limit", strconv.Itoa(limit))
 	var page operator.EvidencePage

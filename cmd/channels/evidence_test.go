@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +106,54 @@ func TestEvidenceFollowPrintsARecordCommittedLateWithALowerID(t *testing.T) {
 	stop()
 	if got, want := strings.Join(printedKinds(t, c), ","), "busy,third,late,fourth"; got != want {
 		t.Errorf("printed %s, want %s", got, want)
+	}
+}
+
+// evidence --server reads page after page: --limit 0 prints every record and a limit above the
+// API's page of 1,000 prints that many, the newest, as reading the store does.
+func TestEvidenceFromAServerIsNotCutAtOnePage(t *testing.T) {
+	const n = 2345
+	url := "sqlite://" + filepath.Join(t.TempDir(), "e.db")
+	s, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		for range n {
+			if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "bulk", CreatedAt: time.Now().UTC()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	base, _ := startServe(t, newCLI(t, map[string]string{"CHANNELS_STORE": url}))
+	ids := func(args ...string) []int64 {
+		t.Helper()
+		c := newCLI(t, nil)
+		if code := c.run(context.Background(), append([]string{"evidence", "--server", base, "--kind", "bulk", "--json"}, args...)...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, c.stderr.String())
+		}
+		var out []int64
+		for _, e := range ndjson[operator.EvidenceView](t, c.stdout.String()) {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	all := ids("--limit", "0")
+	if len(all) != n || !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != n {
+		t.Fatalf("--limit 0 printed %d records (sorted %v), want all %d once, oldest first", len(all), slices.IsSorted(all), n)
+	}
+	for _, limit := range []int{1500, 1000, 7} {
+		got := ids("--limit", strconv.Itoa(limit))
+		if !slices.Equal(got, all[n-limit:]) {
+			t.Errorf("--limit %d printed %d records, from %v, want the newest %d", limit, len(got), got[:min(len(got), 1)], limit)
+		}
+	}
+	if got := ids("--limit", "5000"); !slices.Equal(got, all) {
+		t.Errorf("--limit 5000 printed %d records, want all %d", len(got), n)
 	}
 }
