@@ -1,5 +1,9 @@
-// Package checkpoint keeps intake positions: one per (principal, source), opaque bytes ordered by
-// a sequence, with a version counting advances.
+// Package checkpoint keeps intake positions: one per (principal, source, instance), opaque bytes
+// ordered by a sequence, with a version counting advances.
+//
+// A position belongs to one configured instance of a source (Position.Instance, the instance name
+// of sources.Config): two mailboxes of one principal are two provider streams, and each resumes
+// from its own position. An advance of one never moves, holds back or replaces the other's.
 //
 // A position moves in exactly two ways, both inside a store transaction that also records why:
 //
@@ -12,6 +16,12 @@
 // It never moves backwards: a position whose Seq is not greater than the stored one leaves the
 // stored one as it is. When acceptance fails, the transaction rolls back and the position holds,
 // so the provider's event is read again.
+//
+// Checkpoints stored before they were kept per instance (schema version 6) carry no instance
+// name. Get returns such a checkpoint to an instance of its (principal, source) that has none of
+// its own yet, with Position.Instance "", and the first instance to advance takes it over, so a
+// source configured once resumes where it was. From then on it is that instance's alone: an
+// instance configured later starts without a position.
 package checkpoint
 
 import (
@@ -29,20 +39,29 @@ import (
 // the source starts over in a new position space and says so.
 const EvidenceResync = "checkpoint-resync"
 
-// Position is a source's intake position: opaque bytes the source understands, and a sequence
-// that orders positions. A source whose provider positions do not order by themselves (a new
-// UIDVALIDITY) maps them onto a sequence that does.
+// Position is a source instance's intake position: opaque bytes the source understands, and a
+// sequence that orders positions. A source whose provider positions do not order by themselves (a
+// new UIDVALIDITY) maps them onto a sequence that does.
 type Position struct {
-	Bytes []byte
-	Seq   int64
+	// Instance is the configured instance of the source whose provider stream the position is in
+	// (sources.Config.Instance). A position to be stored must name one; a stored position read
+	// back names the instance it is stored under ("" for one kept from before positions were per
+	// instance; see the package documentation).
+	Instance string
+	Bytes    []byte
+	Seq      int64
 }
 
 // Taskplane converts p for taskplane.Event.Checkpoint.
 func (p Position) Taskplane() *taskplane.Checkpoint {
-	return &taskplane.Checkpoint{Position: p.Bytes, Seq: p.Seq}
+	return &taskplane.Checkpoint{Instance: p.Instance, Position: p.Bytes, Seq: p.Seq}
 }
 
-// Checkpoint is the stored position of one (principal, source).
+// ErrNoInstance is returned for a position to be stored that names no source instance: it could
+// be any instance's, and would hold back or replace another's.
+var ErrNoInstance = errors.New("checkpoint position names no source instance")
+
+// Checkpoint is the stored position of one (principal, source, instance).
 type Checkpoint struct {
 	Principal string
 	Source    string
@@ -53,35 +72,43 @@ type Checkpoint struct {
 }
 
 func fromStore(c store.Checkpoint) Checkpoint {
-	return Checkpoint{Principal: c.Principal, Source: c.Source, Position: Position{Bytes: c.Position, Seq: c.Seq},
-		Version: c.Version, UpdatedAt: c.UpdatedAt}
+	return Checkpoint{Principal: c.Principal, Source: c.Source,
+		Position: Position{Instance: c.Instance, Bytes: c.Position, Seq: c.Seq},
+		Version:  c.Version, UpdatedAt: c.UpdatedAt}
 }
 
-// Get returns the stored checkpoint; a source that never stored one gets the zero Checkpoint
-// (Version 0) for that principal and source, and no error.
-func Get(ctx context.Context, r store.Reader, principal, source string) (Checkpoint, error) {
-	c, err := r.GetCheckpoint(ctx, principal, source)
+// Get returns the stored checkpoint of the instance of source that principal configured. An
+// instance that never stored one gets the checkpoint kept from before positions were per
+// instance, if its (principal, source) has one (Position.Instance is then ""; see the package
+// documentation), and otherwise the zero Checkpoint (Version 0, Position.Instance set), and no
+// error.
+func Get(ctx context.Context, r store.Reader, principal, source, instance string) (Checkpoint, error) {
+	c, err := r.GetCheckpoint(ctx, principal, source, instance)
 	if errors.Is(err, store.ErrNotFound) {
-		return Checkpoint{Principal: principal, Source: source}, nil
+		return Checkpoint{Principal: principal, Source: source, Position: Position{Instance: instance}}, nil
 	}
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("get checkpoint %s/%s: %w", principal, source, err)
+		return Checkpoint{}, fmt.Errorf("get checkpoint %s/%s/%s: %w", principal, source, instance, err)
 	}
 	return fromStore(c), nil
 }
 
-// AdvanceTx moves the checkpoint to pos inside tx if pos.Seq is greater than the stored Seq (or
-// nothing is stored). It returns the checkpoint as stored after the call and whether it moved.
+// AdvanceTx moves the checkpoint of pos.Instance to pos inside tx if pos.Seq is greater than the
+// stored Seq (or nothing is stored). It returns the checkpoint as stored after the call and
+// whether it moved. A pos without an Instance is refused with ErrNoInstance.
 func AdvanceTx(ctx context.Context, tx store.Tx, principal, source string, pos Position, now time.Time) (Checkpoint, bool, error) {
-	before, err := Get(ctx, tx, principal, source)
+	if pos.Instance == "" {
+		return Checkpoint{}, false, fmt.Errorf("advance checkpoint %s/%s to %d: %w", principal, source, pos.Seq, ErrNoInstance)
+	}
+	before, err := Get(ctx, tx, principal, source, pos.Instance)
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
 	after, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{
-		Principal: principal, Source: source, Position: pos.Bytes, Seq: pos.Seq, UpdatedAt: now,
+		Principal: principal, Source: source, Instance: pos.Instance, Position: pos.Bytes, Seq: pos.Seq, UpdatedAt: now,
 	})
 	if err != nil {
-		return Checkpoint{}, false, fmt.Errorf("advance checkpoint %s/%s to %d: %w", principal, source, pos.Seq, err)
+		return Checkpoint{}, false, fmt.Errorf("advance checkpoint %s/%s/%s to %d: %w", principal, source, pos.Instance, pos.Seq, err)
 	}
 	c := fromStore(after)
 	return c, c.Version != before.Version, nil
@@ -89,9 +116,13 @@ func AdvanceTx(ctx context.Context, tx store.Tx, principal, source string, pos P
 
 // ClassifyTx records the permanent classification of the event at pos (kind is an evidence kind
 // such as "non-work" or "malformed-envelope"; detail holds no secrets or bodies) and advances the
-// checkpoint past it, in tx: the position moves only together with the evidence of why.
+// checkpoint of pos.Instance past it, in tx: the position moves only together with the evidence
+// of why. A pos without an Instance is refused with ErrNoInstance, and nothing is written.
 func ClassifyTx(ctx context.Context, tx store.Tx, principal, source string, pos Position, kind string, detail map[string]any, now time.Time) (Checkpoint, error) {
-	d := map[string]any{"seq": pos.Seq}
+	if pos.Instance == "" {
+		return Checkpoint{}, fmt.Errorf("classify %s event at seq %d: %w", kind, pos.Seq, ErrNoInstance)
+	}
+	d := map[string]any{"seq": pos.Seq, "instance": pos.Instance}
 	for k, v := range detail {
 		d[k] = v
 	}
@@ -102,28 +133,32 @@ func ClassifyTx(ctx context.Context, tx store.Tx, principal, source string, pos 
 	return c, err
 }
 
-// Resync moves the checkpoint to pos after a position discontinuity and records checkpoint-resync
-// evidence with the old and new sequences and the reason. pos.Seq must be greater than the stored
-// Seq: a resync starts a new position space above the old one, it never goes back.
+// Resync moves the checkpoint of pos.Instance to pos after a position discontinuity and records
+// checkpoint-resync evidence with the instance, the old and new sequences and the reason. pos.Seq
+// must be greater than the stored Seq: a resync starts a new position space above the old one, it
+// never goes back. A pos without an Instance is refused with ErrNoInstance.
 func Resync(ctx context.Context, s store.Store, principal, source string, pos Position, reason string, now time.Time) (Checkpoint, error) {
+	if pos.Instance == "" {
+		return Checkpoint{}, fmt.Errorf("resync checkpoint %s/%s: %w", principal, source, ErrNoInstance)
+	}
 	var c Checkpoint
 	err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		before, err := Get(ctx, tx, principal, source)
+		before, err := Get(ctx, tx, principal, source, pos.Instance)
 		if err != nil {
 			return err
 		}
 		if before.Version > 0 && pos.Seq <= before.Position.Seq {
 			return fmt.Errorf("resync to seq %d: not above the stored seq %d (a checkpoint never moves backwards)", pos.Seq, before.Position.Seq)
 		}
-		if err := insertEvidence(ctx, tx, principal, source, EvidenceResync,
-			map[string]any{"fromSeq": before.Position.Seq, "toSeq": pos.Seq, "reason": reason}, now); err != nil {
+		if err := insertEvidence(ctx, tx, principal, source, EvidenceResync, map[string]any{
+			"instance": pos.Instance, "fromSeq": before.Position.Seq, "toSeq": pos.Seq, "reason": reason}, now); err != nil {
 			return err
 		}
 		c, _, err = AdvanceTx(ctx, tx, principal, source, pos, now)
 		return err
 	})
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("resync checkpoint %s/%s: %w", principal, source, err)
+		return Checkpoint{}, fmt.Errorf("resync checkpoint %s/%s/%s: %w", principal, source, pos.Instance, err)
 	}
 	return c, nil
 }

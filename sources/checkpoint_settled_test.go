@@ -23,10 +23,10 @@ func TestADuplicateOrConflictAtALaterPositionAdvancesTheCheckpoint(t *testing.T)
 	ev := func(id, text string, seq int64) sources.Event {
 		return sources.Event{Principal: "alice", Identity: "acct:" + id, ConversationKey: "acct:" + id,
 			Message:    taskplane.Message{ID: id, Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart(text)}},
-			Checkpoint: &checkpoint.Position{Bytes: []byte{byte(seq)}, Seq: seq}}
+			Checkpoint: &checkpoint.Position{Instance: "acct", Bytes: []byte{byte(seq)}, Seq: seq}}
 	}
 	seq := func() int64 {
-		c, err := sink.Checkpoint(ctx, "alice")
+		c, err := sink.Checkpoint(ctx, "alice", "acct")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,7 +86,17 @@ func (s *Sink) Plane() *taskplane.Plane { return s.plane }
 //
 // The Sink, not the source, decides what may select a Task: it clears every task and context id
 // the message carries, and passes ReplyTo on only when the row declares the reply-anchor method.
+//
+// An event's Checkpoint must name the source instance it was read by (Position.Instance): one
+// that does not is refused with checkpoint.ErrNoInstance, not Permanent, and nothing is written.
 func (s *Sink) Accept(ctx context.Context, ev Event) (taskplane.Acceptance, error) {
+	if ev.Checkpoint != nil && ev.Checkpoint.Instance == "" {
+		err := fmt.Errorf("accept %s event %q: %w", s.row.Source, ev.Identity, checkpoint.ErrNoInstance)
+		if s.observe != nil {
+			s.observe(ev, taskplane.Acceptance{}, err)
+		}
+		return taskplane.Acceptance{}, err
+	}
 	msg := ev.Message
 	msg.TaskID, msg.ContextID, msg.ReferenceTaskIDs = "", "", nil
 	tev := taskplane.Event{
@@ -137,8 +147,8 @@ func Permanent(err error) bool {
 // NonWork counts an event that carries no work (our own bot's message, a ping) under reason. It
 // makes no Task. Without a position the count is summed in memory and written as one non-work row
 // per reason per window (a bounded counter: a flood of non-work writes a row per window, not per
-// event). With a position, the evidence and the checkpoint advance are written now, together,
-// and an error means the event must stay unacknowledged.
+// event). With a position (of the instance that read the event), the evidence and the checkpoint
+// advance are written now, together, and an error means the event must stay unacknowledged.
 func (s *Sink) NonWork(ctx context.Context, principal, reason string, pos *checkpoint.Position) error {
 	if pos != nil {
 		return s.classify(ctx, principal, EvidenceNonWork, reason, *pos, nil)
@@ -156,8 +166,8 @@ func (s *Sink) Rejected(ctx context.Context, principal, reason string) {
 
 // Malformed records a malformed envelope from a trusted sender (a verified request whose body
 // cannot be read as an event), one row each, before the source settles it. With a position the
-// checkpoint moves past it in the same transaction. An error means nothing was recorded and the
-// event must stay unacknowledged.
+// checkpoint of its instance moves past it in the same transaction. An error means nothing was
+// recorded and the event must stay unacknowledged.
 func (s *Sink) Malformed(ctx context.Context, principal, reason string, pos *checkpoint.Position, detail map[string]any) error {
 	if pos != nil {
 		return s.classify(ctx, principal, EvidenceMalformed, reason, *pos, detail)
@@ -186,13 +196,15 @@ func (s *Sink) classify(ctx context.Context, principal, kind, reason string, pos
 	return nil
 }
 
-// Checkpoint returns the stored intake position of principal for this source.
-func (s *Sink) Checkpoint(ctx context.Context, principal string) (checkpoint.Checkpoint, error) {
-	return checkpoint.Get(ctx, s.plane.Store(), principal, s.row.Source)
+// Checkpoint returns the stored intake position of the instance of this source that principal
+// configured (sources.Config.Instance): where the instance resumes. See checkpoint.Get, also for
+// a position stored before positions were kept per instance.
+func (s *Sink) Checkpoint(ctx context.Context, principal, instance string) (checkpoint.Checkpoint, error) {
+	return checkpoint.Get(ctx, s.plane.Store(), principal, s.row.Source, instance)
 }
 
-// Resync moves principal's position to pos after a discontinuity (a changed UIDVALIDITY) and
-// records checkpoint-resync evidence; see checkpoint.Resync.
+// Resync moves the position of principal's instance pos.Instance to pos after a discontinuity (a
+// changed UIDVALIDITY) and records checkpoint-resync evidence; see checkpoint.Resync.
 func (s *Sink) Resync(ctx context.Context, principal string, pos checkpoint.Position, reason string) (checkpoint.Checkpoint, error) {
 	return checkpoint.Resync(ctx, s.plane.Store(), principal, s.row.Source, pos, reason, s.clock())
 }

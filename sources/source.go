@@ -102,7 +102,9 @@ type Event struct {
 	// Locator holds raw provider values (channel, thread, comment id) for answering; opaque to the
 	// task plane.
 	Locator json.RawMessage
-	// Checkpoint, when set, is advanced in the Accept transaction.
+	// Checkpoint, when set, is advanced in the Accept transaction. It is the position of the
+	// instance that read the event, and names it (Position.Instance = Config.Instance): each
+	// instance of a source resumes from its own position.
 	Checkpoint *checkpoint.Position
 	// Metadata is stored on a Task this event creates.
 	Metadata map[string]any

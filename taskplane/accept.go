@@ -51,7 +51,8 @@ type Event struct {
 	Message Message
 	// Locator holds raw provider values for the origin; opaque to the task plane.
 	Locator json.RawMessage
-	// Checkpoint, if set, is advanced in the same transaction.
+	// Checkpoint, if set, is advanced in the same transaction: the position of the source
+	// instance it names (Checkpoint.Instance), which an event without one is refused for.
 	Checkpoint *Checkpoint
 	// Metadata is stored on a task this event creates.
 	Metadata map[string]any
@@ -64,8 +65,12 @@ type Event struct {
 	PushConfigs []PushConfig
 }
 
-// Checkpoint is a source's intake position: opaque bytes and a sequence that orders them.
+// Checkpoint is a source instance's intake position: opaque bytes and a sequence that orders
+// them. Checkpoints are kept per (Principal, Source, Instance): two instances of one source for
+// one principal (two mailboxes) each have their own.
 type Checkpoint struct {
+	// Instance is the configured source instance whose provider stream the position is in.
+	Instance string
 	Position []byte
 	Seq      int64
 }
@@ -117,6 +122,8 @@ func (ev *Event) validate() error {
 		return invalidf("message has no parts")
 	case ev.Message.Role != RoleUser:
 		return invalidf("message role must be user")
+	case ev.Checkpoint != nil && ev.Checkpoint.Instance == "":
+		return invalidf("event checkpoint names no source instance")
 	}
 	return nil
 }
@@ -290,15 +297,15 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 	return nil
 }
 
-// advanceCheckpoint advances the source's checkpoint to the event's position, if it carries one
-// (never backwards: the store ignores an older one).
+// advanceCheckpoint advances the checkpoint of the event's source instance to the event's
+// position, if it carries one (never backwards: the store ignores an older one).
 func advanceCheckpoint(ctx context.Context, tx store.Tx, ev *Event, now time.Time) error {
 	if ev.Checkpoint == nil {
 		return nil
 	}
 	if _, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{
-		Principal: ev.Principal, Source: ev.Source, Position: ev.Checkpoint.Position,
-		Seq: ev.Checkpoint.Seq, UpdatedAt: now,
+		Principal: ev.Principal, Source: ev.Source, Instance: ev.Checkpoint.Instance,
+		Position: ev.Checkpoint.Position, Seq: ev.Checkpoint.Seq, UpdatedAt: now,
 	}); err != nil {
 		return fmt.Errorf("advance checkpoint: %w", err)
 	}

@@ -764,25 +764,38 @@ func TestEventLogResumesAfterNWithNothingLostOrRepeated(t *testing.T) {
 
 func TestCheckpointAdvancesWithAcceptanceAndHoldsOnFailure(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
 		ev := nativeEvent("alice", "ev-1", "c", "x")
-		ev.Checkpoint = &taskplane.Checkpoint{Position: []byte("uid:10"), Seq: 10}
+		ev.Checkpoint = &taskplane.Checkpoint{Instance: "box", Position: []byte("uid:10"), Seq: 10}
 		mustAccept(t, p, ev)
 		// A refused acceptance (conflict) leaves the checkpoint where it was.
 		bad := nativeEvent("alice", "ev-1", "c", "changed")
-		bad.Checkpoint = &taskplane.Checkpoint{Position: []byte("uid:11"), Seq: 11}
-		if _, err := p.Accept(context.Background(), bad); err == nil {
+		bad.Checkpoint = &taskplane.Checkpoint{Instance: "box", Position: []byte("uid:11"), Seq: 11}
+		if _, err := p.Accept(ctx, bad); err == nil {
 			t.Fatal("conflict accepted")
 		}
 		// An older position never moves it back.
 		old := nativeEvent("alice", "ev-0", "c", "y")
-		old.Checkpoint = &taskplane.Checkpoint{Position: []byte("uid:5"), Seq: 5}
+		old.Checkpoint = &taskplane.Checkpoint{Instance: "box", Position: []byte("uid:5"), Seq: 5}
 		mustAccept(t, p, old)
-		cp, err := p.Store().GetCheckpoint(context.Background(), "alice", "webhook")
-		if err != nil {
-			t.Fatal(err)
+		// Another instance of the source keeps a position of its own.
+		other := nativeEvent("alice", "ev-9", "c", "z")
+		other.Checkpoint = &taskplane.Checkpoint{Instance: "other", Position: []byte("uid:3"), Seq: 3}
+		mustAccept(t, p, other)
+		// A position that names no instance could be anyone's: the event is refused.
+		unnamed := nativeEvent("alice", "ev-8", "c", "w")
+		unnamed.Checkpoint = &taskplane.Checkpoint{Position: []byte("uid:12"), Seq: 12}
+		if _, err := p.Accept(ctx, unnamed); !errors.Is(err, taskplane.ErrInvalid) {
+			t.Fatalf("event with a checkpoint of no instance: %v, want ErrInvalid", err)
 		}
-		if string(cp.Position) != "uid:10" || cp.Seq != 10 {
-			t.Fatalf("checkpoint = %s/%d", cp.Position, cp.Seq)
+		for instance, want := range map[string]string{"box": "uid:10", "other": "uid:3"} {
+			cp, err := p.Store().GetCheckpoint(ctx, "alice", "webhook", instance)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(cp.Position) != want || cp.Instance != instance {
+				t.Fatalf("checkpoint of %s = %s %s/%d, want %s", instance, cp.Instance, cp.Position, cp.Seq, want)
+			}
 		}
 	})
 }
@@ -977,7 +990,7 @@ func TestStoreFailureReturnsAnErrorAndRecordsNoOutcome(t *testing.T) {
 		fs := &failingStore{Store: open(t), failWake: true}
 		p := taskplane.New(fs)
 		ev := nativeEvent("alice", "ev-1", "c", "x")
-		ev.Checkpoint = &taskplane.Checkpoint{Position: []byte("p1"), Seq: 1}
+		ev.Checkpoint = &taskplane.Checkpoint{Instance: "box", Position: []byte("p1"), Seq: 1}
 		if _, err := p.Accept(context.Background(), ev); !errors.Is(err, errInjected) {
 			t.Fatalf("err = %v", err)
 		}
@@ -990,7 +1003,7 @@ func TestStoreFailureReturnsAnErrorAndRecordsNoOutcome(t *testing.T) {
 		if ev, _ := fs.ListEvidence(context.Background(), store.EvidenceFilter{Principal: "alice"}); len(ev) != 0 {
 			t.Fatalf("evidence: %+v", ev)
 		}
-		if _, err := fs.GetCheckpoint(context.Background(), "alice", "webhook"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := fs.GetCheckpoint(context.Background(), "alice", "webhook", "box"); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("checkpoint advanced: %v", err)
 		}
 		// The provider redelivers; with the store healthy again it is accepted as new work.

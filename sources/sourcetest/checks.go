@@ -139,27 +139,28 @@ func (k *kit) redelivery(t *testing.T, e *env) {
 // and across a restart, and never regresses; an undeclared one is never written.
 func (k *kit) checkpoint(t *testing.T, e *env) {
 	ctx := context.Background()
+	if !k.row.Checkpoint.Declared() {
+		e.work(Input{ID: "ev-1", Conversation: "c1", Text: "hello", Seq: 1})
+		e.inject(Input{Kind: NonWork, ID: "ev-2", Conversation: "c1", Seq: 2}, Acked)
+		cps, err := e.store.ListCheckpoints(ctx, k.row.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cps) != 0 {
+			t.Fatalf("the row declares no checkpoint, but one was stored: %+v", cps)
+		}
+		return
+	}
+	e.work(Input{ID: "ev-1", Conversation: "c1", Text: "one", Seq: 1})
+	instance := e.instanceOfLastAcceptance()
 	seq := func() int64 {
 		t.Helper()
-		c, err := e.sink.Checkpoint(ctx, e.principal())
+		c, err := e.sink.Checkpoint(ctx, e.principal(), instance)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c.Position.Seq
 	}
-	if !k.row.Checkpoint.Declared() {
-		e.work(Input{ID: "ev-1", Conversation: "c1", Text: "hello", Seq: 1})
-		e.inject(Input{Kind: NonWork, ID: "ev-2", Conversation: "c1", Seq: 2}, Acked)
-		c, err := e.sink.Checkpoint(ctx, e.principal())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Version != 0 {
-			t.Fatalf("the row declares no checkpoint, but one was stored: %+v", c)
-		}
-		return
-	}
-	e.work(Input{ID: "ev-1", Conversation: "c1", Text: "one", Seq: 1})
 	if s := seq(); s != 1 {
 		t.Fatalf("checkpoint after accepting seq 1 = %d", s)
 	}

@@ -315,6 +315,30 @@ func (e *env) inject(in Input, want Ack) (taskplane.Acceptance, bool) {
 	return taskplane.Acceptance{}, false
 }
 
+// instanceOfLastAcceptance returns the instance named by the position on the event the source
+// last accepted, or fails: a source that declares a checkpoint puts the position of the instance
+// that read the event on every event it accepts.
+func (e *env) instanceOfLastAcceptance() string {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.seen) - 1; i >= 0; i-- {
+		o := e.seen[i]
+		if o.err != nil {
+			continue
+		}
+		switch {
+		case o.ev.Checkpoint == nil:
+			e.t.Fatalf("the row declares a checkpoint, but the source accepted %s without a position", o.ev.Identity)
+		case o.ev.Checkpoint.Instance == "":
+			e.t.Fatalf("the source accepted %s with a position that names no instance", o.ev.Identity)
+		}
+		return o.ev.Checkpoint.Instance
+	}
+	e.t.Fatal("the source accepted nothing")
+	return ""
+}
+
 // work injects a work event that must be acked and accepted, and returns its acceptance.
 func (e *env) work(in Input) taskplane.Acceptance {
 	e.t.Helper()

@@ -27,6 +27,7 @@ type delivery struct {
 // core is a provider queue: the driver pushes deliveries, the source answers each after handling.
 type core struct {
 	name     string
+	instance string
 	inbox    chan delivery
 	careless bool // copies the body's taskId into the message, as a careless source might
 }
@@ -47,7 +48,7 @@ func (c *core) Run(ctx context.Context, sink *sources.Sink) error {
 func (c *core) handle(ctx context.Context, sink *sources.Sink, in sourcetest.Input) sourcetest.Ack {
 	var pos *checkpoint.Position
 	if in.Seq > 0 && sink.Declaration().Checkpoint.Declared() {
-		pos = &checkpoint.Position{Bytes: []byte(fmt.Sprint("uid:", in.Seq)), Seq: in.Seq}
+		pos = &checkpoint.Position{Instance: c.instance, Bytes: []byte(fmt.Sprint("uid:", in.Seq)), Seq: in.Seq}
 	}
 	settle := func(err error) sourcetest.Ack {
 		switch {
@@ -100,7 +101,7 @@ type driver struct {
 func (d *driver) Principal() string { return "alice" }
 
 func (d *driver) New(t *testing.T) sources.Source {
-	return d.new(&core{inbox: d.inbox, careless: true})
+	return d.new(&core{instance: "main", inbox: d.inbox, careless: true})
 }
 
 func (d *driver) Inject(t *testing.T, in sourcetest.Input) sourcetest.Ack {

@@ -103,7 +103,10 @@ type Reader interface {
 	GetClaim(ctx context.Context, principal, source, identity string) (Claim, error)
 	GetContext(ctx context.Context, principal, contextID string) (Context, error)
 	GetAnchor(ctx context.Context, principal, source, providerID string) (Anchor, error)
-	GetCheckpoint(ctx context.Context, principal, source string) (Checkpoint, error)
+	// GetCheckpoint returns the checkpoint of (principal, source, instance). While instance has
+	// none of its own, it returns the checkpoint (principal, source) kept from before checkpoints
+	// were per instance (Instance "", see Checkpoint), if there is one; else ErrNotFound.
+	GetCheckpoint(ctx context.Context, principal, source, instance string) (Checkpoint, error)
 	// ListEvidence returns evidence matching f, newest first (oldest first with f.Forward).
 	ListEvidence(ctx context.Context, f EvidenceFilter) ([]Evidence, error)
 	// ListWakes returns wakes in the given state, oldest first (FIFO), at most limit.
@@ -171,8 +174,11 @@ type Tx interface {
 	// UpdateWake stores w's State, Attempts, UpdatedAt and Detail.
 	UpdateWake(ctx context.Context, w Wake) error
 
-	// AdvanceCheckpoint stores c if no checkpoint exists or c.Seq > the stored Seq; it never moves
-	// a checkpoint backwards. It returns the stored checkpoint after the call.
+	// AdvanceCheckpoint stores c if (c.Principal, c.Source, c.Instance) has no checkpoint or c.Seq
+	// > the stored Seq; it never moves a checkpoint backwards. It returns the stored checkpoint
+	// after the call. An instance without a checkpoint of its own first takes over the one kept
+	// from before checkpoints were per instance (Instance ""), if there is one, and advances from
+	// it: the old position belongs to one instance from then on, never to two.
 	AdvanceCheckpoint(ctx context.Context, c Checkpoint) (Checkpoint, error)
 
 	// Prune deletes, for contexts whose LastEventAt is before cutoff: terminal tasks (State in
@@ -276,11 +282,17 @@ type Anchor struct {
 	CreatedAt time.Time
 }
 
-// Checkpoint is an intake position per (Principal, Source). Position is opaque to the store; Seq
-// orders positions (a checkpoint never moves to a smaller or equal Seq); Version counts advances.
+// Checkpoint is an intake position per (Principal, Source, Instance). Position is opaque to the
+// store; Seq orders positions (a checkpoint never moves to a smaller or equal Seq); Version counts
+// advances.
 type Checkpoint struct {
 	Principal string
 	Source    string
+	// Instance is the configured source instance whose provider stream the position is in: two
+	// mailboxes of one principal keep two positions. "" is a checkpoint stored before checkpoints
+	// were per instance (schema version 6 kept those under ""): GetCheckpoint returns it to an
+	// instance that has none yet, and that instance's first AdvanceCheckpoint takes it over.
+	Instance  string
 	Position  []byte
 	Seq       int64
 	Version   int64

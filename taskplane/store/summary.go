@@ -67,7 +67,7 @@ type SummaryReader interface {
 	// CountTasks counts tasks of every principal per (Principal, Source, State), ordered by
 	// Principal, Source, State.
 	CountTasks(ctx context.Context) ([]TaskCount, error)
-	// ListCheckpoints returns the checkpoints of source ("" = every source) across principals,
-	// ordered by Source then Principal.
+	// ListCheckpoints returns the checkpoints of source ("" = every source) across principals and
+	// instances, ordered by Source, Principal, Instance.
 	ListCheckpoints(ctx context.Context, source string) ([]Checkpoint, error)
 }

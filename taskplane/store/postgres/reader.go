@@ -199,18 +199,21 @@ func (r reader) GetAnchor(ctx context.Context, principal, source, providerID str
 	return a, nil
 }
 
-const checkpointColumns = `principal, source, position, seq, version, updated_at`
+const checkpointColumns = `principal, source, instance, position, seq, version, updated_at`
 
 func scanCheckpoint(row pgx.CollectableRow) (store.Checkpoint, error) {
 	var c store.Checkpoint
-	err := row.Scan(&c.Principal, &c.Source, &c.Position, &c.Seq, &c.Version, &c.UpdatedAt)
+	err := row.Scan(&c.Principal, &c.Source, &c.Instance, &c.Position, &c.Seq, &c.Version, &c.UpdatedAt)
 	c.UpdatedAt = utc(c.UpdatedAt)
 	return c, err
 }
 
-func (r reader) GetCheckpoint(ctx context.Context, principal, source string) (store.Checkpoint, error) {
-	rows, _ := r.q.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE principal = $1 AND source = $2`,
-		principal, source)
+// GetCheckpoint reads the checkpoint of (principal, source, instance), or while instance has
+// none, the one kept from before checkpoints were per instance (instance "").
+func (r reader) GetCheckpoint(ctx context.Context, principal, source, instance string) (store.Checkpoint, error) {
+	rows, _ := r.q.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints
+		WHERE principal = $1 AND source = $2 AND instance IN ($3, '') ORDER BY instance = '' LIMIT 1`,
+		principal, source, instance)
 	c, err := pgx.CollectExactlyOneRow(rows, scanCheckpoint)
 	if err != nil {
 		return store.Checkpoint{}, fmt.Errorf("get checkpoint: %w", notFound(err))

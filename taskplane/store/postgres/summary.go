@@ -103,7 +103,7 @@ func (r reader) ListCheckpoints(ctx context.Context, source string) ([]store.Che
 		w.add("source = ?", source)
 	}
 	rows, _ := r.q.Query(ctx, `SELECT `+checkpointColumns+` FROM checkpoints WHERE `+w.sql()+
-		` ORDER BY source, principal`, w.args...)
+		` ORDER BY source, principal, instance`, w.args...)
 	out, err := pgx.CollectRows(rows, scanCheckpoint)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)

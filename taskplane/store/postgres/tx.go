@@ -220,18 +220,27 @@ func (t *tx) UpdateWake(ctx context.Context, w store.Wake) error {
 	return nil
 }
 
+// adoptCheckpointSQL gives the checkpoint kept from before checkpoints were per instance to the
+// instance ($3) that advances first and has none of its own. Of two transactions adopting it at
+// once, the second waits for the first's row lock and then finds the row no longer under "".
+const adoptCheckpointSQL = `UPDATE checkpoints SET instance = $3
+	WHERE principal = $1 AND source = $2 AND instance = '' AND $3 <> ''
+		AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE principal = $1 AND source = $2 AND instance = $3)`
+
 func (t *tx) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.Checkpoint, error) {
+	// Held back: it travels with the upsert, in the same round trip and before it.
+	t.p.later("take over the old checkpoint", adoptCheckpointSQL, nil, c.Principal, c.Source, c.Instance)
 	// The upsert's WHERE keeps a checkpoint from moving backwards; when it holds the stored row
 	// back, the row is still locked, so the read below returns what this transaction will keep.
-	rows, _ := t.q.Query(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`) VALUES ($1, $2, $3, $4, 1, $5)
-		ON CONFLICT (principal, source) DO UPDATE
+	rows, _ := t.q.Query(ctx, `INSERT INTO checkpoints (`+checkpointColumns+`) VALUES ($1, $2, $3, $4, $5, 1, $6)
+		ON CONFLICT (principal, source, instance) DO UPDATE
 		SET position = excluded.position, seq = excluded.seq, version = checkpoints.version + 1,
 			updated_at = excluded.updated_at
 		WHERE excluded.seq > checkpoints.seq
-		RETURNING `+checkpointColumns, c.Principal, c.Source, c.Position, c.Seq, c.UpdatedAt)
+		RETURNING `+checkpointColumns, c.Principal, c.Source, c.Instance, c.Position, c.Seq, c.UpdatedAt)
 	stored, err := pgx.CollectOneRow(rows, scanCheckpoint)
 	if errors.Is(err, pgx.ErrNoRows) {
-		stored, err = t.GetCheckpoint(ctx, c.Principal, c.Source)
+		stored, err = t.GetCheckpoint(ctx, c.Principal, c.Source, c.Instance)
 	}
 	if err != nil {
 		return store.Checkpoint{}, fmt.Errorf("advance checkpoint: %w", err)

@@ -408,35 +408,46 @@ func putAnchor(ctx context.Context, q querier, a store.Anchor) error {
 
 // ---- checkpoints ----
 
-func getCheckpoint(ctx context.Context, q querier, principal, source string) (store.Checkpoint, error) {
+// getCheckpoint reads the checkpoint of (principal, source, instance), or while instance has none,
+// the one kept from before checkpoints were per instance (instance "").
+func getCheckpoint(ctx context.Context, q querier, principal, source, instance string) (store.Checkpoint, error) {
 	var c store.Checkpoint
 	var updated int64
-	err := q.QueryRowContext(ctx, `SELECT principal, source, position, seq, version, updated_at FROM checkpoints
-		WHERE principal = ? AND source = ?`, principal, source).
-		Scan(&c.Principal, &c.Source, &c.Position, &c.Seq, &c.Version, &updated)
+	err := q.QueryRowContext(ctx, `SELECT principal, source, instance, position, seq, version, updated_at FROM checkpoints
+		WHERE principal = ? AND source = ? AND instance IN (?, '') ORDER BY instance = '' LIMIT 1`, principal, source, instance).
+		Scan(&c.Principal, &c.Source, &c.Instance, &c.Position, &c.Seq, &c.Version, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Checkpoint{}, notFound("checkpoint", source)
+		return store.Checkpoint{}, notFound("checkpoint", source, instance)
 	}
 	if err != nil {
-		return store.Checkpoint{}, fmt.Errorf("get checkpoint %s: %w", source, err)
+		return store.Checkpoint{}, fmt.Errorf("get checkpoint %s/%s: %w", source, instance, err)
 	}
 	c.UpdatedAt = fromMicros(updated)
 	return c, nil
 }
 
+// adoptCheckpointSQL gives the checkpoint kept from before checkpoints were per instance to the
+// instance ($3) that advances first and has none of its own.
+const adoptCheckpointSQL = `UPDATE checkpoints SET instance = ?3
+	WHERE principal = ?1 AND source = ?2 AND instance = '' AND ?3 <> ''
+		AND NOT EXISTS (SELECT 1 FROM checkpoints WHERE principal = ?1 AND source = ?2 AND instance = ?3)`
+
 func advanceCheckpoint(ctx context.Context, q querier, c store.Checkpoint) (store.Checkpoint, error) {
+	if _, err := q.ExecContext(ctx, adoptCheckpointSQL, c.Principal, c.Source, c.Instance); err != nil {
+		return store.Checkpoint{}, fmt.Errorf("advance checkpoint %s/%s: take over the old checkpoint: %w", c.Source, c.Instance, err)
+	}
 	// The WHERE on the upsert makes a stale or repeated position a no-op, so a checkpoint never
 	// moves backwards however callers interleave.
-	if _, err := q.ExecContext(ctx, `INSERT INTO checkpoints (principal, source, position, seq, version, updated_at)
-		VALUES (?, ?, ?, ?, 1, ?)
-		ON CONFLICT (principal, source) DO UPDATE SET
+	if _, err := q.ExecContext(ctx, `INSERT INTO checkpoints (principal, source, instance, position, seq, version, updated_at)
+		VALUES (?, ?, ?, ?, ?, 1, ?)
+		ON CONFLICT (principal, source, instance) DO UPDATE SET
 			position = excluded.position, seq = excluded.seq, version = checkpoints.version + 1,
 			updated_at = excluded.updated_at
 		WHERE excluded.seq > checkpoints.seq`,
-		c.Principal, c.Source, c.Position, c.Seq, micros(c.UpdatedAt)); err != nil {
-		return store.Checkpoint{}, fmt.Errorf("advance checkpoint %s: %w", c.Source, err)
+		c.Principal, c.Source, c.Instance, c.Position, c.Seq, micros(c.UpdatedAt)); err != nil {
+		return store.Checkpoint{}, fmt.Errorf("advance checkpoint %s/%s: %w", c.Source, c.Instance, err)
 	}
-	return getCheckpoint(ctx, q, c.Principal, c.Source)
+	return getCheckpoint(ctx, q, c.Principal, c.Source, c.Instance)
 }
 
 // ---- evidence ----

@@ -117,8 +117,8 @@ func listCheckpoints(ctx context.Context, q querier, source string) ([]store.Che
 	if source != "" {
 		where, args = " WHERE source = ?", append(args, source)
 	}
-	rows, err := q.QueryContext(ctx, `SELECT principal, source, position, seq, version, updated_at FROM checkpoints`+
-		where+` ORDER BY source, principal`, args...)
+	rows, err := q.QueryContext(ctx, `SELECT principal, source, instance, position, seq, version, updated_at FROM checkpoints`+
+		where+` ORDER BY source, principal, instance`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
@@ -127,7 +127,7 @@ func listCheckpoints(ctx context.Context, q querier, source string) ([]store.Che
 	for rows.Next() {
 		var c store.Checkpoint
 		var updated int64
-		if err := rows.Scan(&c.Principal, &c.Source, &c.Position, &c.Seq, &c.Version, &updated); err != nil {
+		if err := rows.Scan(&c.Principal, &c.Source, &c.Instance, &c.Position, &c.Seq, &c.Version, &updated); err != nil {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}
 		c.UpdatedAt = fromMicros(updated)

@@ -55,8 +55,8 @@ func (r reader) GetAnchor(ctx context.Context, principal, source, providerID str
 	return getAnchor(ctx, r.db, principal, source, providerID)
 }
 
-func (r reader) GetCheckpoint(ctx context.Context, principal, source string) (store.Checkpoint, error) {
-	return getCheckpoint(ctx, r.db, principal, source)
+func (r reader) GetCheckpoint(ctx context.Context, principal, source, instance string) (store.Checkpoint, error) {
+	return getCheckpoint(ctx, r.db, principal, source, instance)
 }
 
 func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]store.Evidence, error) {
@@ -154,9 +154,9 @@ func (t *txn) GetAnchor(ctx context.Context, principal, source, providerID strin
 	})
 }
 
-func (t *txn) GetCheckpoint(ctx context.Context, principal, source string) (store.Checkpoint, error) {
+func (t *txn) GetCheckpoint(ctx context.Context, principal, source, instance string) (store.Checkpoint, error) {
 	return do(ctx, t, func(ctx context.Context, q querier) (store.Checkpoint, error) {
-		return getCheckpoint(ctx, q, principal, source)
+		return getCheckpoint(ctx, q, principal, source, instance)
 	})
 }
 

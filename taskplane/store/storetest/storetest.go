@@ -105,6 +105,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		}},
 		{"Checkpoints", []testCase{
 			{"NeverRegressAndVersionCountsAdvances", testCheckpoints},
+			{"TwoInstancesOfOneSourceKeepSeparatePositions", testCheckpointInstances},
+			{"AnInstanceTakesOverTheCheckpointFromBeforeInstances", testCheckpointTakeOver},
 		}},
 		{"Evidence", []testCase{
 			{"IDsIncreaseAndListIsNewestFirst", testEvidenceOrder},
@@ -1009,7 +1011,7 @@ func scopingFixture(t *testing.T, s store.Store) {
 		if err := tx.InsertWake(ctx, store.Wake{ID: "wake-1", Principal: "alice", TaskID: "task-1", State: store.WakePending, CreatedAt: t0, UpdatedAt: t0}); err != nil {
 			return err
 		}
-		_, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "slack", Position: []byte("p"), Seq: 1, UpdatedAt: t0})
+		_, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "slack", Instance: "box", Position: []byte("p"), Seq: 1, UpdatedAt: t0})
 		return err
 	})
 }
@@ -1045,7 +1047,7 @@ func testScopingReads(t *testing.T, s store.Store) {
 			if id != "1" {
 				source = "github"
 			}
-			_, err := r.GetCheckpoint(ctx, p, source)
+			_, err := r.GetCheckpoint(ctx, p, source, "box")
 			return err
 		}},
 	}
@@ -1162,7 +1164,7 @@ func testScopingIndependentKeys(t *testing.T, s store.Store) {
 		if err := tx.InsertTask(ctx, newTask("bob", "task-1", "ctx-bob", "submitted", t0)); err != nil {
 			return err
 		}
-		cp, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "bob", Source: "slack", Position: []byte("b"), Seq: 1, UpdatedAt: t0})
+		cp, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "bob", Source: "slack", Instance: "box", Position: []byte("b"), Seq: 1, UpdatedAt: t0})
 		if err != nil {
 			return err
 		}
@@ -1210,11 +1212,11 @@ func testAnchors(t *testing.T, s store.Store) {
 // ---- checkpoints ----
 
 func testCheckpoints(t *testing.T, s store.Store) {
-	_, err := s.GetCheckpoint(context.Background(), "alice", "slack")
+	_, err := s.GetCheckpoint(context.Background(), "alice", "slack", "box")
 	wantNotFound(t, "GetCheckpoint before any advance", err)
 
 	cp := func(pos string, seq int64, updated time.Time) store.Checkpoint {
-		return store.Checkpoint{Principal: "alice", Source: "slack", Position: []byte(pos), Seq: seq, UpdatedAt: updated}
+		return store.Checkpoint{Principal: "alice", Source: "slack", Instance: "box", Position: []byte(pos), Seq: seq, UpdatedAt: updated}
 	}
 	stored := func(pos string, seq, version int64, updated time.Time) store.Checkpoint {
 		c := cp(pos, seq, updated)
@@ -1239,14 +1241,118 @@ func testCheckpoints(t *testing.T, s store.Store) {
 			return err
 		})
 		diff(t, step.name+": AdvanceCheckpoint result", step.want, got)
-		read, err := s.GetCheckpoint(context.Background(), "alice", "slack")
+		read, err := s.GetCheckpoint(context.Background(), "alice", "slack", "box")
 		if err != nil {
 			t.Fatal(err)
 		}
 		diff(t, step.name+": GetCheckpoint", step.want, read)
 	}
-	_, err = s.GetCheckpoint(context.Background(), "alice", "github")
+	_, err = s.GetCheckpoint(context.Background(), "alice", "github", "box")
 	wantNotFound(t, "checkpoint of another source", err)
+}
+
+// advanceCheckpoints advances each of cs in one Update, in order, and returns what each call
+// returned.
+func advanceCheckpoints(t *testing.T, s store.Store, cs ...store.Checkpoint) []store.Checkpoint {
+	t.Helper()
+	var out []store.Checkpoint
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		out = out[:0]
+		for _, c := range cs {
+			got, err := tx.AdvanceCheckpoint(ctx, c)
+			if err != nil {
+				return err
+			}
+			out = append(out, got)
+		}
+		return nil
+	})
+	return out
+}
+
+// Two configured instances of one source for one principal (two mailboxes) each keep their own
+// position: the one further ahead neither swallows nor replaces the other's, and each still
+// never moves backwards.
+func testCheckpointInstances(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	box := func(instance, pos string, seq int64, updated time.Time) store.Checkpoint {
+		return store.Checkpoint{Principal: "alice", Source: "email", Instance: instance, Position: []byte(pos), Seq: seq, UpdatedAt: updated}
+	}
+	stored := func(c store.Checkpoint, version int64) store.Checkpoint {
+		c.Version = version
+		return c
+	}
+	work100, home5 := box("work", "work:100", 100, t0), box("home", "home:5", 5, at(time.Second))
+	got := advanceCheckpoints(t, s, work100, home5)
+	diff(t, "first advances", []store.Checkpoint{stored(work100, 1), stored(home5, 1)}, got)
+
+	home6 := box("home", "home:6", 6, at(2*time.Second))
+	got = advanceCheckpoints(t, s,
+		home6,
+		box("work", "work:50", 50, at(2*time.Second)), // behind work's own position
+		box("home", "home:3", 3, at(2*time.Second)),   // behind home's own position
+	)
+	diff(t, "second advances", []store.Checkpoint{stored(home6, 2), stored(work100, 1), stored(home6, 2)}, got)
+
+	for _, want := range []store.Checkpoint{stored(work100, 1), stored(home6, 2)} {
+		read, err := s.GetCheckpoint(ctx, "alice", "email", want.Instance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, "GetCheckpoint "+want.Instance, want, read)
+	}
+	_, err := s.GetCheckpoint(ctx, "alice", "email", "third")
+	wantNotFound(t, "checkpoint of an instance that never advanced", err)
+	all, err := s.ListCheckpoints(ctx, "email")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ListCheckpoints", []store.Checkpoint{stored(home6, 2), stored(work100, 1)}, all)
+}
+
+// A checkpoint stored before checkpoints were per instance (Instance "", as schema version 6 kept
+// them) is read by an instance that has none of its own, and taken over by the first instance
+// that advances: it resumes from there and never goes back behind it, and the old position is
+// then that instance's only, not handed to any other.
+func testCheckpointTakeOver(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	cp := func(instance, pos string, seq int64, updated time.Time) store.Checkpoint {
+		return store.Checkpoint{Principal: "alice", Source: "email", Instance: instance, Position: []byte(pos), Seq: seq, UpdatedAt: updated}
+	}
+	advanceCheckpoints(t, s, cp("", "uid:30", 30, t0), cp("", "uid:40", 40, at(time.Second)))
+	old := cp("", "uid:40", 40, at(time.Second))
+	old.Version = 2
+	read, err := s.GetCheckpoint(ctx, "alice", "email", "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "GetCheckpoint of an instance without one of its own", old, read)
+
+	// Behind the old position: taken over, held.
+	got := advanceCheckpoints(t, s, cp("box", "uid:35", 35, at(2*time.Second)))
+	taken := old
+	taken.Instance = "box"
+	diff(t, "advance behind the old position", []store.Checkpoint{taken}, got)
+	_, err = s.GetCheckpoint(ctx, "alice", "email", "")
+	wantNotFound(t, "the old checkpoint after an instance took it over", err)
+
+	got = advanceCheckpoints(t, s, cp("box", "uid:41", 41, at(3*time.Second)))
+	moved := cp("box", "uid:41", 41, at(3*time.Second))
+	moved.Version = 3
+	diff(t, "advance past the old position", []store.Checkpoint{moved}, got)
+
+	// Another instance, configured later, starts with no position rather than box's.
+	_, err = s.GetCheckpoint(ctx, "alice", "email", "other")
+	wantNotFound(t, "checkpoint of a second instance", err)
+	got = advanceCheckpoints(t, s, cp("other", "uid:2", 2, at(4*time.Second)))
+	other := cp("other", "uid:2", 2, at(4*time.Second))
+	other.Version = 1
+	diff(t, "a second instance's first advance", []store.Checkpoint{other}, got)
+	all, err := s.ListCheckpoints(ctx, "email")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ListCheckpoints", []store.Checkpoint{moved, other}, all)
 }
 
 // ---- evidence ----

@@ -185,9 +185,10 @@ func testCountTasks(t *testing.T, s store.Store) {
 func testListCheckpoints(t *testing.T, s store.Store) {
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		for _, c := range []store.Checkpoint{
-			{Principal: "bob", Source: "email", Position: []byte("uid:7"), Seq: 7, UpdatedAt: at(time.Minute)},
-			{Principal: "alice", Source: "email", Position: []byte("uid:3"), Seq: 3, UpdatedAt: t0},
-			{Principal: "alice", Source: "github", Position: []byte("etag"), Seq: 1, UpdatedAt: t0},
+			{Principal: "bob", Source: "email", Instance: "inbox", Position: []byte("uid:7"), Seq: 7, UpdatedAt: at(time.Minute)},
+			{Principal: "alice", Source: "email", Instance: "work", Position: []byte("uid:3"), Seq: 3, UpdatedAt: t0},
+			{Principal: "alice", Source: "email", Instance: "home", Position: []byte("uid:9"), Seq: 9, UpdatedAt: t0},
+			{Principal: "alice", Source: "github", Instance: "acme", Position: []byte("etag"), Seq: 1, UpdatedAt: t0},
 		} {
 			if _, err := tx.AdvanceCheckpoint(ctx, c); err != nil {
 				return err
@@ -200,15 +201,16 @@ func testListCheckpoints(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "ListCheckpoints", []store.Checkpoint{
-		{Principal: "alice", Source: "email", Position: []byte("uid:3"), Seq: 3, Version: 1, UpdatedAt: t0},
-		{Principal: "bob", Source: "email", Position: []byte("uid:7"), Seq: 7, Version: 1, UpdatedAt: at(time.Minute)},
-		{Principal: "alice", Source: "github", Position: []byte("etag"), Seq: 1, Version: 1, UpdatedAt: t0},
+		{Principal: "alice", Source: "email", Instance: "home", Position: []byte("uid:9"), Seq: 9, Version: 1, UpdatedAt: t0},
+		{Principal: "alice", Source: "email", Instance: "work", Position: []byte("uid:3"), Seq: 3, Version: 1, UpdatedAt: t0},
+		{Principal: "bob", Source: "email", Instance: "inbox", Position: []byte("uid:7"), Seq: 7, Version: 1, UpdatedAt: at(time.Minute)},
+		{Principal: "alice", Source: "github", Instance: "acme", Position: []byte("etag"), Seq: 1, Version: 1, UpdatedAt: t0},
 	}, all)
 	email, err := s.ListCheckpoints(context.Background(), "email")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(email) != 2 || email[0].Principal != "alice" || email[1].Principal != "bob" {
+	if len(email) != 3 || email[0].Principal != "alice" || email[2].Principal != "bob" {
 		t.Fatalf("ListCheckpoints(email) = %+v", email)
 	}
 }
