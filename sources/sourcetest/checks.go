@@ -185,6 +185,91 @@ func (k *kit) checkpoint(t *testing.T, e *env) {
 	}
 }
 
+// checkpointPerInstance: two instances of a source that declares a checkpoint, run side by side
+// for one principal against the one Sink (as sources.Host runs them), each keep their own
+// position: the one ahead neither swallows the other's advance nor lends it its position, and
+// neither moves backwards, also across a restart.
+func (k *kit) checkpointPerInstance(t *testing.T, e *env) {
+	if !k.row.Checkpoint.Declared() {
+		t.Skip("the row declares no checkpoint")
+	}
+	d, ok := k.d.(Instances)
+	if !ok {
+		t.Fatalf("the row declares checkpoint %q, but the driver does not implement sourcetest.Instances: the kit cannot prove that two instances keep their own positions", k.row.Checkpoint.Position)
+	}
+	ctx := context.Background()
+	const a, b = "kit-a", "kit-b"
+	stops := map[string]func(){}
+	start := func(instance string) {
+		t.Helper()
+		src := d.NewInstance(t, instance)
+		rctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- sources.Run(rctx, src, e.sink) }()
+		stops[instance] = func() {
+			cancel()
+			select {
+			case err := <-stopped:
+				if err != nil {
+					t.Errorf("instance %s: Run returned %v after its context ended, want nil", instance, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("instance %s: Run did not return within 10s of its context ending", instance)
+			}
+		}
+		if h, ok := src.(sources.HealthChecker); ok {
+			for deadline := time.Now().Add(10 * time.Second); h.Health(rctx) != nil; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("instance %s never reported healthy", instance)
+				}
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for _, stop := range stops {
+			stop()
+		}
+	})
+	start(a)
+	start(b)
+	into := func(instance string, in Input, want Ack) {
+		t.Helper()
+		e.injectWith(func() Ack { return d.InjectInto(t, instance, in) }, in, want)
+	}
+	want := func(when string, positions map[string]int64) {
+		t.Helper()
+		for instance, seq := range positions {
+			c, err := e.sink.Checkpoint(ctx, e.principal(), instance)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Position.Seq != seq || c.Position.Instance != instance {
+				t.Fatalf("%s: checkpoint of instance %s = %q at seq %d, want its own at seq %d", when, instance,
+					c.Position.Instance, c.Position.Seq, seq)
+			}
+		}
+	}
+
+	into(a, Input{Kind: Work, ID: "a-100", Conversation: "ca", Text: "work mail", Seq: 100}, Acked)
+	if got := e.instanceOfLastAcceptance(); got != a {
+		t.Fatalf("instance %s accepted an event with the position of instance %q", a, got)
+	}
+	into(b, Input{Kind: Work, ID: "b-5", Conversation: "cb", Text: "home mail", Seq: 5}, Acked)
+	if got := e.instanceOfLastAcceptance(); got != b {
+		t.Fatalf("instance %s accepted an event with the position of instance %q", b, got)
+	}
+	want("after accepting seq 100 on "+a+" and seq 5 on "+b, map[string]int64{a: 100, b: 5})
+	into(b, Input{Kind: NonWork, ID: "b-6", Conversation: "cb", Seq: 6}, Acked)
+	into(a, Input{Kind: Work, ID: "a-50", Conversation: "ca", Text: "older work mail", Seq: 50}, Acked)
+	want("after non-work at seq 6 on "+b+" and seq 50 on "+a, map[string]int64{a: 100, b: 6})
+
+	stops[b]()
+	delete(stops, b)
+	start(b)
+	into(b, Input{Kind: Work, ID: "b-7", Conversation: "cb", Text: "more home mail", Seq: 7}, Acked)
+	want("after restarting "+b+" and accepting its seq 7", map[string]int64{a: 100, b: 7})
+}
+
 // malformed: a malformed envelope is recorded, then settled; while the store is down it is not
 // settled, because it could not be recorded.
 func (k *kit) malformed(t *testing.T, e *env) {

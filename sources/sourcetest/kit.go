@@ -7,6 +7,9 @@
 //   - leaves an event unacknowledged when acceptance fails, and accepts the redelivery;
 //   - returns the prior Task for a redelivered event, also after a restart;
 //   - holds its checkpoint on failure and never moves it backwards (or keeps none, as declared);
+//   - keeps a checkpoint per instance: two instances of the source for one principal (two
+//     mailboxes) each resume from their own position (the driver of a source that declares a
+//     checkpoint implements Instances for this);
 //   - records a malformed envelope before settling it;
 //   - counts non-work and makes no Task of it;
 //   - continues the waiting Task on a reply to its anchor, and makes a new Task in the same
@@ -106,6 +109,18 @@ type Driver interface {
 	Inject(t *testing.T, in Input) Ack
 }
 
+// Instances is implemented by the driver of a source that declares a checkpoint, so the kit can
+// run two instances of the source side by side, as a server with two mailboxes of one principal
+// does, and prove that each keeps its own position.
+type Instances interface {
+	// NewInstance returns a fresh instance of the source configured under the instance name
+	// (sources.Config.Instance), reading a provider stream of its own (another mailbox): events
+	// injected with InjectInto for that name reach only it.
+	NewInstance(t *testing.T, instance string) sources.Source
+	// InjectInto is Inject for the provider stream of the named instance.
+	InjectInto(t *testing.T, instance string, in Input) Ack
+}
+
 // Run runs the whole kit against the source of d, with the declaration of its row in the
 // embedded conformance matrix. Call it from one top-level test; the row's tests list must name
 // that test.
@@ -135,6 +150,7 @@ func RunWithDeclaration(t *testing.T, d Driver, row matrix.Row) {
 			{"FailedAcceptanceLeavesTheEventUnacked", k.failedAcceptance},
 			{"RedeliveryReturnsThePriorTask", k.redelivery},
 			{"CheckpointHoldsOnFailureAndNeverRegresses", k.checkpoint},
+			{"EachInstanceKeepsItsOwnCheckpoint", k.checkpointPerInstance},
 			{"MalformedEnvelopeIsRecordedThenSettled", k.malformed},
 			{"NonWorkIsCountedNotTasked", k.nonWork},
 			{"ReplyToAnchorContinuesAnythingElseIsNewWork", k.continuation},
@@ -295,10 +311,16 @@ func (e *env) restart() { e.stop(); e.run() }
 // (zero when it made none).
 func (e *env) inject(in Input, want Ack) (taskplane.Acceptance, bool) {
 	e.t.Helper()
+	return e.injectWith(func() Ack { return e.k.d.Inject(e.t, in) }, in, want)
+}
+
+// injectWith is inject through send, which makes the provider deliver in.
+func (e *env) injectWith(send func() Ack, in Input, want Ack) (taskplane.Acceptance, bool) {
+	e.t.Helper()
 	e.mu.Lock()
 	before := len(e.seen)
 	e.mu.Unlock()
-	got := e.k.d.Inject(e.t, in)
+	got := send()
 	if got != want {
 		e.t.Fatalf("inject %+v: source answered %s, want %s", in, got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,23 +94,44 @@ func (q queueSource) Lookup(context.Context, sources.Delivery) (sources.Receipt,
 // plainSource has no optional capability at all.
 type plainSource struct{ *core }
 
+// driver keeps a provider queue per instance name; New and Inject use the instance "main".
 type driver struct {
-	inbox chan delivery
-	new   func(c *core) sources.Source
+	mu      sync.Mutex
+	inboxes map[string]chan delivery
+	new     func(c *core) sources.Source
+}
+
+func newDriver(new func(c *core) sources.Source) *driver {
+	return &driver{inboxes: map[string]chan delivery{}, new: new}
+}
+
+func (d *driver) inbox(instance string) chan delivery {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inboxes[instance] == nil {
+		d.inboxes[instance] = make(chan delivery)
+	}
+	return d.inboxes[instance]
 }
 
 func (d *driver) Principal() string { return "alice" }
 
-func (d *driver) New(t *testing.T) sources.Source {
-	return d.new(&core{instance: "main", inbox: d.inbox, careless: true})
+func (d *driver) New(t *testing.T) sources.Source { return d.NewInstance(t, "main") }
+
+func (d *driver) NewInstance(t *testing.T, instance string) sources.Source {
+	return d.new(&core{instance: instance, inbox: d.inbox(instance), careless: true})
 }
 
 func (d *driver) Inject(t *testing.T, in sourcetest.Input) sourcetest.Ack {
+	return d.InjectInto(t, "main", in)
+}
+
+func (d *driver) InjectInto(t *testing.T, instance string, in sourcetest.Input) sourcetest.Ack {
 	dl := delivery{in: in, answer: make(chan sourcetest.Ack, 1)}
 	select {
-	case d.inbox <- dl:
+	case d.inbox(instance) <- dl:
 	case <-time.After(10 * time.Second):
-		t.Errorf("the source did not take %s within 10s", in.ID)
+		t.Errorf("instance %s of the source did not take %s within 10s", instance, in.ID)
 		return sourcetest.Unacked
 	}
 	return <-dl.answer
@@ -137,10 +159,10 @@ const common = `
 
 func TestKitPassesACheckpointingSource(t *testing.T) {
 	var sent atomic.Int64
-	d := &driver{inbox: make(chan delivery), new: func(c *core) sources.Source {
+	d := newDriver(func(c *core) sources.Source {
 		c.name = "queue"
 		return queueSource{core: c, sent: &sent}
-	}}
+	})
 	sourcetest.RunWithDeclaration(t, d, row(t, `  - source: queue
     status: built`+common+`
     checkpoint: {position: uid, commit_point: inside the Accept transaction}
@@ -152,10 +174,10 @@ func TestKitPassesACheckpointingSource(t *testing.T) {
 }
 
 func TestKitPassesASourceWithoutContinuation(t *testing.T) {
-	d := &driver{inbox: make(chan delivery), new: func(c *core) sources.Source {
+	d := newDriver(func(c *core) sources.Source {
 		c.name = "plain"
 		return plainSource{c}
-	}}
+	})
 	sourcetest.RunWithDeclaration(t, d, row(t, `  - source: plain
     status: built`+strings.Replace(common, "follow_on: [reply]", "follow_on: []", 1)+`
     checkpoint: {position: none, commit_point: none}
