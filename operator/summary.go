@@ -118,9 +118,12 @@ func (c *Counts) add(kind string, n int64) {
 	}
 }
 
-// CheckpointView is one principal's intake position of a source.
+// CheckpointView is the intake position of one instance of a source that a principal configured.
 type CheckpointView struct {
-	Principal string    `json:"principal"`
+	Principal string `json:"principal"`
+	// Instance is the source instance the position is of ("" for a position stored before
+	// positions were kept per instance, until an instance takes it over).
+	Instance  string    `json:"instance,omitempty"`
 	Position  string    `json:"position"`
 	Seq       int64     `json:"seq"`
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -248,7 +251,7 @@ func Summarize(ctx context.Context, r store.Reader, o SummaryOptions) (Summary, 
 	}
 	for _, c := range cps {
 		s := get(c.Source)
-		s.Checkpoints = append(s.Checkpoints, CheckpointView{Principal: c.Principal, Position: printable(c.Position),
+		s.Checkpoints = append(s.Checkpoints, CheckpointView{Principal: c.Principal, Instance: c.Instance, Position: printable(c.Position),
 			Seq: c.Seq, UpdatedAt: c.UpdatedAt, Age: now.Sub(c.UpdatedAt).Seconds()})
 	}
 	if o.Buckets > 0 && !o.Since.IsZero() {

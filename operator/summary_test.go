@@ -83,3 +83,37 @@ func TestAttentionLeavesOutDeliveriesAnOperatorAbandoned(t *testing.T) {
 		}
 	})
 }
+
+// The summary shows the position of each instance of a source apart: two mailboxes of one
+// principal are two checkpoints, each named by its instance.
+func TestSummaryShowsEachInstancesCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.OpenSQLite(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		for _, c := range []store.Checkpoint{
+			{Principal: "alice", Source: "email", Instance: "work", Position: []byte("uid:100"), Seq: 100, UpdatedAt: now},
+			{Principal: "alice", Source: "email", Instance: "home", Position: []byte("uid:5"), Seq: 5, UpdatedAt: now},
+		} {
+			if _, err := tx.AdvanceCheckpoint(ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := operator.Summarize(ctx, st, operator.SummaryOptions{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []operator.CheckpointView
+	for _, s := range sum.Sources {
+		if s.Source == "email" {
+			got = s.Checkpoints
+		}
+	}
+	if len(got) != 2 || got[0].Instance != "home" || got[0].Position != "uid:5" || got[1].Instance != "work" || got[1].Position != "uid:100" {
+		t.Fatalf("email checkpoints = %+v, want home at uid:5 and work at uid:100", got)
+	}
+}

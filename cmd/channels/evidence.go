@@ -308,7 +308,11 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 		if len(s.Checkpoints) > 0 {
 			var parts []string
 			for _, c := range s.Checkpoints {
-				parts = append(parts, fmt.Sprintf("%s@%s (%s old)", c.Principal, cellShort(c.Position, 24),
+				who := c.Principal
+				if c.Instance != "" {
+					who += "/" + c.Instance
+				}
+				parts = append(parts, fmt.Sprintf("%s@%s (%s old)", who, cellShort(c.Position, 24),
 					time.Duration(c.Age*float64(time.Second)).Round(time.Second)))
 			}
 			cp = strings.Join(parts, "; ")
