@@ -208,15 +208,14 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 		if fnErr == nil || !errors.Is(err, fnErr) {
 			s.m.storeError("update", err)
 			if isStoreFailure(err) {
-				s.writes.record(err)
+				s.writes.record(err, time.Now())
 			}
 		} else if storageFault(fnErr) {
 			s.m.storeError("update", fnErr)
-			s.writes.record(fnErr)
+			s.writes.record(fnErr, time.Now())
 		}
 		return err
 	}
-	s.writes.record(nil)
 	s.m.observeCommitted(seen, time.Since(start))
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/channels-dev/channels/operator"
+	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
@@ -51,6 +52,7 @@ func (f *fullDisk) Update(ctx context.Context, fn func(ctx context.Context, tx s
 // succeeds: traffic's, or, with no traffic, the small write readiness itself tries only while
 // writes are failing (and which leaves nothing behind).
 func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
+	operator.ProbeAlways(t)
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		ctx := context.Background()
 		disk := &fullDisk{Store: open(t)}
@@ -124,10 +126,86 @@ func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 		}
 		asked = disk.updates.Load()
 		want("a write of traffic succeeded", 200)
-		if n := disk.updates.Load(); n != asked {
-			t.Fatalf("readiness wrote %d times after traffic's write succeeded, want none", n-asked)
+		want("and again", 200)
+		if n := disk.updates.Load(); n != asked+1 {
+			t.Fatalf("readiness wrote %d times once the store took writes again, want once (its own write, which cleared it)", n-asked)
 		}
 	})
+}
+
+// wroteFull is a store on a full disk as SQLite and Postgres behave: a transaction that wrote
+// fails at commit; one that only read (an idle claim poll, a retention pass with nothing to
+// delete) commits.
+type wroteFull struct {
+	store.Store
+	updates atomic.Int64
+}
+
+type trackTx struct {
+	store.Tx
+	wrote *bool
+}
+
+func (t trackTx) InsertEvidence(ctx context.Context, e store.Evidence) error {
+	*t.wrote = true
+	return t.Tx.InsertEvidence(ctx, e)
+}
+
+func (t trackTx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool, error) {
+	*t.wrote = true
+	return t.Tx.InsertClaim(ctx, c)
+}
+
+func (f *wroteFull) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	f.updates.Add(1)
+	return f.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		wrote := false
+		if err := fn(ctx, trackTx{tx, &wrote}); err != nil {
+			return err
+		}
+		if wrote {
+			return errDiskFull
+		}
+		return nil
+	})
+}
+
+// A transaction that commits because it wrote nothing (the dispatcher's idle claim, every second)
+// does not make a full store ready again; and readiness tries its own write at most once a second
+// however often /readyz is asked.
+func TestAnIdleTransactionDoesNotMakeAFullStoreReady(t *testing.T) {
+	ctx := context.Background()
+	disk := &wroteFull{Store: storetest.OpenSQLite(t)}
+	st := operator.NewMetrics().Store(disk)
+	plane := taskplane.New(st)
+	var ready atomic.Bool
+	ready.Store(true)
+	srv := &operator.Server{Store: st, StoreName: "sqlite", Ready: &ready, Token: "op-token", Log: slog.New(slog.DiscardHandler)}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	for range 3 {
+		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "accepted",
+				Detail: []byte(`{}`), CreatedAt: time.Now()})
+		}); !errors.Is(err, errDiskFull) {
+			t.Fatalf("a write on the full disk: %v", err)
+		}
+	}
+	if code, r := readyz(t, mux); code != 503 {
+		t.Fatalf("after three failed writes: %d %v", code, r.Reasons)
+	}
+	if g, err := plane.ClaimTurn(ctx, taskplane.ClaimRequest{Owner: "d", Lease: time.Minute}); err != nil || g != nil {
+		t.Fatalf("idle claim: %v %v", g, err)
+	}
+	asked := disk.updates.Load()
+	for range 20 {
+		if code, r := readyz(t, mux); code != 503 {
+			t.Fatalf("the disk is still full, but after an idle claim readyz = %d %v", code, r.Reasons)
+		}
+	}
+	if n := disk.updates.Load() - asked; n > 1 {
+		t.Errorf("20 readiness checks within a second tried %d writes, want at most 1", n)
+	}
 }
 
 // fullTablespace is a Postgres store whose disk is full while full is set: a statement that needs
@@ -162,6 +240,7 @@ func (f *fullTablespace) Update(ctx context.Context, fn func(ctx context.Context
 // of a storage class (here 53100 disk_full; also 58 system error and 25006 read-only) counts as a
 // failed write all the same, while another one (a unique violation) stays the caller's outcome.
 func TestReadinessCountsADatabaseFailureTheCallerPassesOn(t *testing.T) {
+	operator.ProbeAlways(t)
 	ctx := context.Background()
 	disk := &fullTablespace{Store: storetest.OpenSQLite(t)}
 	st := operator.NewMetrics().Store(disk)

@@ -11,45 +11,65 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// writeFailuresUnready is how many write transactions in a row must fail in the store, none
-// succeeding, before /readyz answers 503. One failure can be a blip; a few in a row are a store
-// that answers reads but takes no writes (a full disk, a database turned read-only), which a
-// read-only ping cannot see.
-const writeFailuresUnready = 3
+// writeFailuresUnready failed write transactions within writeFailureWindow make the store a
+// suspect: from then on readiness asks it with a small write of its own (CheckWrites) until that
+// write succeeds. One failure can be a blip; a few close together are a store that answers reads
+// but takes no writes (a full disk, a database turned read-only), which a read-only ping cannot
+// see. Transactions that commit do not clear the suspicion: most of a server's transactions
+// (an idle claim poll, a retention pass with nothing to delete) write nothing, and commit on a
+// full disk too.
+const (
+	writeFailuresUnready = 3
+	writeFailureWindow   = time.Minute
+)
 
-// writeHealth follows the outcomes of a store's write transactions: how many failed in a row,
-// since when, and the last error. A success clears it.
+// probeEvery bounds how often readiness tries its write while the store is a suspect: /readyz
+// needs no token, so its callers must not make a write each.
+var probeEvery = time.Second
+
+// writeHealth follows a store's failed write transactions and, once they make it a suspect, the
+// outcome of readiness's own write.
 type writeHealth struct {
-	mu     sync.Mutex
-	failed int
-	since  time.Time
-	last   error
+	mu       sync.Mutex
+	failures []time.Time // the most recent failures, at most writeFailuresUnready
+	last     error       // the last failure
+	suspect  bool
+	probedAt time.Time
+	probeErr error // the outcome of the last probe (nil: it wrote)
 }
 
-// record notes a committed transaction (err nil) or one that failed in the store.
-func (w *writeHealth) record(err error) {
+// record notes a write transaction that failed in the store.
+func (w *writeHealth) record(err error, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err == nil {
-		w.failed, w.since, w.last = 0, time.Time{}, nil
-		return
-	}
-	if w.failed == 0 {
-		w.since = time.Now()
-	}
-	w.failed++
 	w.last = err
+	w.failures = append(w.failures, now)
+	if len(w.failures) > writeFailuresUnready {
+		w.failures = w.failures[1:]
+	}
+	if len(w.failures) == writeFailuresUnready && now.Sub(w.failures[0]) <= writeFailureWindow {
+		w.suspect = true
+	}
 }
 
-// unready returns why the store counts as not taking writes, or nil.
-func (w *writeHealth) unready() error {
+// check returns nil while the store takes writes. Once it is a suspect, it runs probe (at most
+// once per probeEvery; in between it answers the last outcome): a probe that writes clears the
+// suspicion, one that fails keeps readiness off until one writes.
+func (w *writeHealth) check(now time.Time, probe func() error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.failed < writeFailuresUnready {
+	if !w.suspect {
 		return nil
 	}
-	return fmt.Errorf("%d write transactions in a row failed since %s: %w", w.failed,
-		w.since.UTC().Format(time.RFC3339), w.last)
+	if w.probedAt.IsZero() || now.Sub(w.probedAt) >= probeEvery {
+		w.probedAt, w.probeErr = now, probe()
+		if w.probeErr == nil {
+			w.suspect, w.failures, w.last, w.probedAt = false, nil, nil, time.Time{}
+			return nil
+		}
+	}
+	return fmt.Errorf("%d write transactions failed within %s (the last: %v), and readiness's own write fails: %w",
+		writeFailuresUnready, writeFailureWindow, w.last, w.probeErr)
 }
 
 // sqlStater is a database error with its SQLSTATE (Postgres's pgconn.PgError).
@@ -75,20 +95,16 @@ type writeChecker interface {
 }
 
 // CheckWrites returns nil while the store takes writes: unless writeFailuresUnready write
-// transactions in a row have failed in it. Then it tries a small write of its own first, so that
-// readiness returns as soon as the store does, even when no traffic writes meanwhile. While the
-// store is healthy it writes nothing.
+// transactions failed in it within writeFailureWindow. Then it tries a small write of its own
+// (at most once per probeEvery), so that readiness returns as soon as the store does, even when no
+// traffic writes meanwhile. While the store is healthy it writes nothing.
 func (s *instrumentedStore) CheckWrites(ctx context.Context) error {
-	if s.writes.unready() == nil {
-		return nil
-	}
-	// The probe's fn is ours, so any error it returns is the store's: record it directly.
-	err := s.Store.Update(ctx, probeWrite)
-	s.m.storeError("update", err)
-	if err == nil || isStoreFailure(err) {
-		s.writes.record(err)
-	}
-	return s.writes.unready()
+	return s.writes.check(time.Now(), func() error {
+		// The probe's fn is ours, so any error it returns is the store's.
+		err := s.Store.Update(ctx, probeWrite)
+		s.m.storeError("update", err)
+		return err
+	})
 }
 
 // probeWrite inserts and deletes a claim no event can have (its principal is empty): the
