@@ -74,6 +74,10 @@ func (s *SocketSource) Run(ctx context.Context, sink *sources.Sink) error {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
 				continue
+			case err := <-clientDone:
+				// Every handler is busy (their acks wait on a client that has stopped for good):
+				// stopping cancels the client's context, which ends those acks.
+				return stop(err)
 			}
 			wg.Add(1)
 			go func() {
@@ -126,9 +130,16 @@ func (s *SocketSource) observe(evt socketmode.Event) *socketmode.Request {
 	return nil
 }
 
+// ackTimeout bounds how long an ack waits to be queued for the connection. Slack wants an ack
+// within 3 s and redelivers an envelope without one; an ack that cannot be queued by then (the
+// connection is gone, its queue full) is given up, so a handler never holds its slot — and the
+// loop feeding the client's events — behind a client that stopped.
+const ackTimeout = 3 * time.Second
+
 // handle classifies one envelope, settles it with the sink, and acks it only if it settled. The
-// ack waits on clientCtx: the library queues acks for its live connection only, so once the
-// client has stopped for good an ack could wait forever (the envelope is redelivered instead).
+// ack waits on clientCtx, for at most ackTimeout: the library queues acks for its live connection
+// only, so once the client has stopped an ack could wait forever (the envelope is redelivered
+// instead).
 func (s *SocketSource) handle(ctx, clientCtx context.Context, smc *socketmode.Client, sink *sources.Sink, req *socketmode.Request) {
 	var v verdict
 	switch req.Type {
@@ -143,7 +154,10 @@ func (s *SocketSource) handle(ctx, clientCtx context.Context, smc *socketmode.Cl
 	}
 	acked := s.settle(ctx, sink, v)
 	if acked {
-		if err := smc.AckCtx(clientCtx, req.EnvelopeID, nil); err != nil {
+		actx, cancel := context.WithTimeout(clientCtx, ackTimeout)
+		err := smc.AckCtx(actx, req.EnvelopeID, nil)
+		cancel()
+		if err != nil {
 			s.log.Warn("slack socket mode ack", "envelope", req.EnvelopeID, "err", err)
 		}
 	}
