@@ -233,7 +233,8 @@ func TestRegistry(t *testing.T) {
 
 func TestConfigDecodeRefusesUnknownOptions(t *testing.T) {
 	var v struct {
-		Path string `json:"path"`
+		Path   string `json:"path"`
+		Secret string `json:"secret"`
 	}
 	if err := (sources.Config{Options: map[string]any{"path": "a.b"}}).Decode(&v); err != nil || v.Path != "a.b" {
 		t.Fatalf("Decode = %v, %+v", err, v)
@@ -243,7 +244,7 @@ func TestConfigDecodeRefusesUnknownOptions(t *testing.T) {
 	}
 	// Option names are case-sensitive: "Path" is not "path" (encoding/json alone would take it,
 	// and of "path" and "PATH" together keep one).
-	for _, opts := range []map[string]any{{"Path": "a.b"}, {"path": "a", "PATH": "b"}} {
+	for _, opts := range []map[string]any{{"Path": "a.b"}, {"path": "a", "PATH": "b"}, {"\u017fecret": "hunter2"}} {
 		if err := (sources.Config{Options: opts}).Decode(&v); err == nil || !strings.Contains(err.Error(), "case-sensitive") {
 			t.Errorf("options %v: Decode = %v, want a refusal", opts, err)
 		}

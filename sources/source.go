@@ -147,13 +147,13 @@ func (c Config) Decode(v any) error {
 }
 
 // checkOptionCase refuses an option whose name matches a field of v's struct only when case is
-// ignored.
+// ignored, as encoding/json ignores it (Unicode simple folding: "ſecret" is "secret" to it).
 func (c Config) checkOptionCase(v any) error {
 	rt := reflect.TypeOf(v)
 	if rt == nil || rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
 		return nil
 	}
-	names := map[string]string{} // lower case → the name
+	var names []string
 	for f := range rt.Elem().Fields() {
 		if !f.IsExported() {
 			continue
@@ -165,11 +165,13 @@ func (c Config) checkOptionCase(v any) error {
 		case "":
 			name = f.Name
 		}
-		names[strings.ToLower(name)] = name
+		names = append(names, name)
 	}
 	for key := range c.Options {
-		if name, ok := names[strings.ToLower(key)]; ok && name != key {
-			return fmt.Errorf("source %s: options: %q is written %q (option names are case-sensitive)", c.Instance, name, key)
+		for _, name := range names {
+			if key != name && strings.EqualFold(key, name) {
+				return fmt.Errorf("source %s: options: %q is written %q (option names are case-sensitive)", c.Instance, name, key)
+			}
 		}
 	}
 	return nil
