@@ -108,7 +108,7 @@ func (s *Source) classifyCallback(raw []byte) verdict {
 	}
 	detail := map[string]any{"event_id": cb.EventID, "type": in.Type}
 	bot := s.bot.Load()
-	if !bot.ours(cb.TeamID, cb.EnterpriseID, cb.Authorizations) {
+	if !bot.ours(cb.TeamID, cb.Authorizations) {
 		return nonWork("foreign-workspace")
 	}
 	own := in.User == bot.UserID || (in.BotID != "" && in.BotID == bot.BotID)
@@ -248,9 +248,6 @@ func (s *Source) classifyInteraction(raw []byte) verdict {
 		return malformed("invalid interactive payload", nil)
 	}
 	bot := s.bot.Load()
-	if !bot.ours(ic.Team.ID, ic.Enterprise.ID, nil) && !bot.ours(ic.User.TeamID, "", nil) {
-		return nonWork("foreign-workspace")
-	}
 	team := bot.Team
 	if team == "" {
 		team = ic.Team.ID
@@ -276,6 +273,9 @@ func (s *Source) classifyBlockActions(ic *slack.InteractionCallback, team string
 	}
 	if act == nil {
 		return nonWork("block_actions:other")
+	}
+	if !s.bot.Load().postedByUs(ic.Message.BotID, ic.Message.User) {
+		return nonWork("foreign-workspace") // a question another installation of the app posted
 	}
 	channel, ts := ic.Container.ChannelID, ic.Container.MessageTs
 	if channel == "" {
@@ -318,6 +318,9 @@ func (s *Source) classifyBlockActions(ic *slack.InteractionCallback, team string
 func (s *Source) classifyViewSubmission(ic *slack.InteractionCallback, team string) verdict {
 	if ic.View.CallbackID != callbackAnswer {
 		return nonWork("view_submission:other")
+	}
+	if !s.bot.Load().postedByUs(ic.View.BotID, "") {
+		return nonWork("foreign-workspace") // a dialog another installation of the app opened
 	}
 	detail := map[string]any{"type": "view_submission"}
 	var ref dialogRef

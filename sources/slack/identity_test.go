@@ -6,27 +6,51 @@ import (
 	"github.com/slack-go/slack"
 )
 
-func TestAnEnterpriseInstallationOwnsItsWorkspacesEvents(t *testing.T) {
+// In an Enterprise Grid organisation, an event is ours when it happened in the bot's workspace
+// or was delivered for its installation: the workspace's, or an organisation-wide one. Another
+// workspace-level installation in the same organisation is not ours.
+func TestAnEventIsOursWhenItWasDeliveredForOurInstallation(t *testing.T) {
 	grid := &botIdentity{Team: "T1", Enterprise: "E1"}
 	for _, tc := range []struct {
-		name             string
-		team, enterprise string
-		auths            []slack.EventAuthorization
-		want             bool
+		name  string
+		team  string
+		auths []slack.EventAuthorization
+		want  bool
 	}{
-		{"the bot's workspace", "T1", "", nil, true},
-		{"another workspace of the organisation", "T2", "E1", nil, true},
-		{"an organisation-wide installation named in authorizations", "T2", "", []slack.EventAuthorization{{EnterpriseID: "E1", IsEnterpriseInstall: true}}, true},
-		{"another organisation", "T3", "E9", []slack.EventAuthorization{{TeamID: "T3", EnterpriseID: "E9"}}, false},
+		{"the bot's workspace", "T1", nil, true},
+		{"a shared channel, delivered for our installation", "T2", []slack.EventAuthorization{{TeamID: "T1", EnterpriseID: "E1"}}, true},
+		{"an organisation-wide installation of our organisation", "T2", []slack.EventAuthorization{{EnterpriseID: "E1", IsEnterpriseInstall: true}}, true},
+		{"another workspace-level installation in our organisation", "T2", []slack.EventAuthorization{{TeamID: "T2", EnterpriseID: "E1"}}, false},
+		{"another organisation", "T3", []slack.EventAuthorization{{TeamID: "T3", EnterpriseID: "E9", IsEnterpriseInstall: true}}, false},
 	} {
-		if got := grid.ours(tc.team, tc.enterprise, tc.auths); got != tc.want {
+		if got := grid.ours(tc.team, tc.auths); got != tc.want {
 			t.Errorf("%s: ours = %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if !(&botIdentity{}).ours("T3", "", nil) {
+	if !(&botIdentity{}).ours("T3", nil) {
 		t.Error("before auth.test names the workspace, an event was refused")
 	}
-	if (&botIdentity{Team: "T1"}).ours("T3", "", nil) {
-		t.Error("a bot outside any organisation took an event of another workspace")
+}
+
+// An interaction is ours when it acts on a message (or dialog) this bot posted: each installation
+// has its own bot user.
+func TestAnInteractionIsOursWhenItActsOnOurMessage(t *testing.T) {
+	b := &botIdentity{Team: "T1", UserID: "U0BOT", BotID: "B0BOT"}
+	for _, tc := range []struct {
+		botID, user string
+		want        bool
+	}{
+		{"B0BOT", "U0BOT", true},
+		{"B0BOT", "", true},
+		{"", "U0BOT", true},
+		{"", "", true}, // the payload does not say
+		{"B0OTHER", "U0OTHER", false},
+	} {
+		if got := b.postedByUs(tc.botID, tc.user); got != tc.want {
+			t.Errorf("postedByUs(%q, %q) = %v, want %v", tc.botID, tc.user, got, tc.want)
+		}
+	}
+	if !(&botIdentity{}).postedByUs("B0OTHER", "U0OTHER") {
+		t.Error("before auth.test names the bot, an interaction was refused")
 	}
 }

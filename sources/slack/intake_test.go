@@ -446,8 +446,10 @@ func TestSlackEventsOfAnotherWorkspaceAreNotWork(t *testing.T) {
 		foreign := callback("Ev-foreign", mention("ops", "Ev-foreign", "leak me"))
 		foreign["team_id"] = "T0SOMEONEELSE"
 		foreign["authorizations"] = []obj{{"team_id": "T0SOMEONEELSE", "user_id": "U0OTHERBOT", "is_bot": true}}
+		// A click on a question the app's installation in another workspace posted (its own bot user).
 		click := blockAction(channelOf("ops"), tsOf("q"), rootOf("ops"), "trig-foreign", "channels_choice:0", `{"v":"prod"}`)
 		click["team"], click["user"] = obj{"id": "T0SOMEONEELSE"}, obj{"id": "U0STRANGER", "team_id": "T0SOMEONEELSE"}
+		click["message"].(obj)["user"], click["message"].(obj)["bot_id"] = "U0OTHERBOT", "B0OTHERBOT"
 		before := h.counted(sources.EvidenceNonWork)["foreign-workspace"]
 		h.deliver("events", foreign, sourcetest.Acked, nil)
 		h.deliver("interactive", click, sourcetest.Acked, nil)

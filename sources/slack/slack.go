@@ -67,21 +67,35 @@ func identityOf(r *slack.AuthTestResponse) *botIdentity {
 	return &botIdentity{Team: r.TeamID, Enterprise: r.EnterpriseID, UserID: r.UserID, BotID: r.BotID}
 }
 
-// ours reports whether an event of workspace team (or enterprise), delivered for the
-// installations in auths, is meant for this bot's installation. One Slack app has one Events
-// request URL and spreads Socket Mode envelopes over all its connections, so an app installed
-// in several workspaces hands every instance the others' events too; they are not this
-// instance's principal's work. Before auth.test has named the workspace, everything is ours.
-func (b *botIdentity) ours(team, enterprise string, auths []slack.EventAuthorization) bool {
-	if b.Team == "" || team == b.Team || (b.Enterprise != "" && enterprise == b.Enterprise) {
+// ours reports whether an event of workspace team, delivered for the installations in auths, is
+// meant for this bot's installation. One Slack app has one Events request URL and spreads Socket
+// Mode envelopes over all its connections, so an app installed in several workspaces hands every
+// instance the others' events too; they are not this instance's principal's work. An event is
+// ours when it happened in the bot's workspace, or was delivered for its installation: the
+// workspace's (an event of a shared channel names the other workspace, and ours among its
+// authorizations), or an organisation-wide one of the bot's Enterprise Grid organisation (a
+// workspace-level installation elsewhere in the organisation is another installation). Before
+// auth.test has named the workspace, everything is ours.
+func (b *botIdentity) ours(team string, auths []slack.EventAuthorization) bool {
+	if b.Team == "" || team == b.Team {
 		return true
 	}
 	for _, a := range auths {
-		if a.TeamID == b.Team || (b.Enterprise != "" && a.EnterpriseID == b.Enterprise) {
+		if a.TeamID == b.Team || (a.IsEnterpriseInstall && b.Enterprise != "" && a.EnterpriseID == b.Enterprise) {
 			return true
 		}
 	}
 	return false
+}
+
+// postedByUs reports whether the message an interaction acts on (its bot_id and user) was posted
+// by this bot: each installation of the app has its own bot user, and one app has one
+// interactivity URL. A payload that names neither, or a bot not yet identified, cannot tell.
+func (b *botIdentity) postedByUs(botID, user string) bool {
+	if (botID == "" && user == "") || (b.BotID == "" && b.UserID == "") {
+		return true
+	}
+	return (b.BotID != "" && botID == b.BotID) || (b.UserID != "" && user == b.UserID)
 }
 
 // New builds a Slack source from its configuration (see Options).
