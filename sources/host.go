@@ -18,9 +18,9 @@ type Instance struct {
 }
 
 // Host runs configured source instances for a server: it builds each one, mounts the ones that
-// are Endpoints on the server's mux, and runs them all against one Sink per source name.
+// are Endpoints on the server's mux, and runs each against a Sink of its own, fixed to its principal.
 type Host struct {
-	sinks     map[string]*Sink
+	sinks     []*Sink // sinks[i] is instances[i]'s, fixed to its principal
 	instances []Source
 	configs   []Instance // configs[i] configured instances[i]
 
@@ -34,7 +34,7 @@ type Host struct {
 // on mux. Nothing runs until Start. Any invalid instance fails the whole host, so a server never
 // starts with half its sources.
 func NewHost(plane *taskplane.Plane, mux *http.ServeMux, instances []Instance, opts ...SinkOption) (*Host, error) {
-	h := &Host{sinks: map[string]*Sink{}}
+	h := &Host{}
 	seen := map[string]bool{}
 	for _, in := range instances {
 		key := in.Source + "/" + in.Instance
@@ -49,11 +49,11 @@ func NewHost(plane *taskplane.Plane, mux *http.ServeMux, instances []Instance, o
 		if src.Name() != in.Source {
 			return nil, fmt.Errorf("source %s instance %q: the source built calls itself %q", in.Source, in.Instance, src.Name())
 		}
-		if h.sinks[in.Source] == nil {
-			if h.sinks[in.Source], err = NewSink(plane, in.Source, opts...); err != nil {
-				return nil, err
-			}
+		sink, err := NewSink(plane, in.Source, append(append([]SinkOption(nil), opts...), ForPrincipal(in.Principal))...)
+		if err != nil {
+			return nil, err
 		}
+		h.sinks = append(h.sinks, sink)
 		if ep, ok := src.(Endpoint); ok && mux != nil {
 			mux.Handle(ep.Pattern(), ep)
 		}
@@ -83,7 +83,7 @@ func (h *Host) Start(ctx context.Context) {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			if err := Run(ctx, src, h.sinks[in.Source]); err != nil {
+			if err := Run(ctx, src, h.sinks[i]); err != nil {
 				if ctx.Err() == nil {
 					slog.Error("source stopped", "source", in.Source, "instance", in.Instance, "err", err)
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -75,5 +76,47 @@ func TestASourceMustBeNamedAsItIsRegistered(t *testing.T) {
 		[]sources.Instance{{Source: "github", Config: sources.Config{Instance: "org", Principal: "alice"}}})
 	if err == nil || !strings.Contains(err.Error(), `calls itself "webhook"`) {
 		t.Fatalf("NewHost = %v, want a refusal", err)
+	}
+}
+
+// A Sink fixed to an instance's principal records nothing for another: a source that took the
+// principal from what its provider sent cannot file work or evidence under someone else.
+func TestASinkRecordsOnlyForItsInstancesPrincipal(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	sink, err := sources.NewSink(plane, "webhook", sources.ForPrincipal("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ev := sources.Event{Principal: "mallory", Identity: "ev-1", ConversationKey: "c1",
+		Message: taskplane.Message{ID: "m-1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}}
+	if _, err := sink.Accept(ctx, ev); !errors.Is(err, sources.ErrForeignPrincipal) || sources.Permanent(err) {
+		t.Fatalf("Accept for another principal: %v", err)
+	}
+	if err := sink.NonWork(ctx, "mallory", "bot", nil); !errors.Is(err, sources.ErrForeignPrincipal) {
+		t.Fatalf("NonWork for another principal: %v", err)
+	}
+	if err := sink.Malformed(ctx, "mallory", "bad", nil, nil); !errors.Is(err, sources.ErrForeignPrincipal) {
+		t.Fatalf("Malformed for another principal: %v", err)
+	}
+	sink.Rejected(ctx, "mallory", "bad-signature")
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"mallory", "alice"} {
+		rows, err := plane.Store().ListEvidence(ctx, store.EvidenceFilter{Principal: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == "mallory" && len(rows) != 0 {
+			t.Errorf("the sink recorded %d rows for mallory", len(rows))
+		}
+		if p == "alice" && (len(rows) != 1 || rows[0].Kind != sources.EvidenceRejected) {
+			t.Errorf("alice's evidence: %+v, want the one rejected request", rows)
+		}
+	}
+	ev.Principal = "alice"
+	if acc, err := sink.Accept(ctx, ev); err != nil || acc.Outcome != taskplane.Created {
+		t.Fatalf("Accept for the sink's principal: %v %v", acc.Outcome, err)
 	}
 }

@@ -14,14 +14,16 @@ import (
 )
 
 // Sink is where a source hands what it received: events to accept, and the evidence of what it
-// did not accept. It is safe for concurrent use. One Sink serves one source name.
+// did not accept. It is safe for concurrent use. One Sink serves one source name; the Host gives
+// each configured instance a Sink of its own, fixed to the instance's principal (ForPrincipal).
 type Sink struct {
-	plane   *taskplane.Plane
-	row     matrix.Row
-	now     func() time.Time
-	log     *slog.Logger
-	observe func(Event, taskplane.Acceptance, error)
-	counts  *counter
+	plane     *taskplane.Plane
+	row       matrix.Row
+	now       func() time.Time
+	log       *slog.Logger
+	observe   func(Event, taskplane.Acceptance, error)
+	counts    *counter
+	principal string // when set, the only principal this Sink records for
 }
 
 // SinkOption configures a Sink.
@@ -42,6 +44,24 @@ func WithClock(now func() time.Time) SinkOption { return func(s *Sink) { s.now =
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) SinkOption { return func(s *Sink) { s.log = l } }
+
+// ForPrincipal fixes the Sink to one principal: an event or evidence for another is refused
+// (Rejected counts under this one), so a source that took a principal from what its provider
+// sent cannot record anything for someone else.
+func ForPrincipal(principal string) SinkOption { return func(s *Sink) { s.principal = principal } }
+
+// ErrForeignPrincipal is returned for an event or evidence of a principal the Sink is not fixed
+// to (a source's bug). It is not Permanent: nothing is recorded, and the source does not settle.
+var ErrForeignPrincipal = errors.New("principal is not the one of this source instance")
+
+// checkPrincipal refuses principal unless the Sink records for it.
+func (s *Sink) checkPrincipal(principal string) error {
+	if s.principal == "" || principal == s.principal {
+		return nil
+	}
+	s.log.Error("a source handed its sink another principal's event; nothing was recorded", "source", s.row.Source)
+	return fmt.Errorf("%s sink: %w", s.row.Source, ErrForeignPrincipal)
+}
 
 // WithCountWindow sets how long counted evidence (non-work, rejected) is summed before one row
 // per reason is written (default DefaultCountWindow).
@@ -90,6 +110,12 @@ func (s *Sink) Plane() *taskplane.Plane { return s.plane }
 // An event's Checkpoint must name the source instance it was read by (Position.Instance): one
 // that does not is refused with checkpoint.ErrNoInstance, not Permanent, and nothing is written.
 func (s *Sink) Accept(ctx context.Context, ev Event) (taskplane.Acceptance, error) {
+	if err := s.checkPrincipal(ev.Principal); err != nil {
+		if s.observe != nil {
+			s.observe(ev, taskplane.Acceptance{}, err)
+		}
+		return taskplane.Acceptance{}, err
+	}
 	if ev.Checkpoint != nil && ev.Checkpoint.Instance == "" {
 		err := fmt.Errorf("accept %s event %q: %w", s.row.Source, ev.Identity, checkpoint.ErrNoInstance)
 		if s.observe != nil {
@@ -150,6 +176,9 @@ func Permanent(err error) bool {
 // event). With a position (of the instance that read the event), the evidence and the checkpoint
 // advance are written now, together, and an error means the event must stay unacknowledged.
 func (s *Sink) NonWork(ctx context.Context, principal, reason string, pos *checkpoint.Position) error {
+	if err := s.checkPrincipal(principal); err != nil {
+		return err
+	}
 	if pos != nil {
 		return s.classify(ctx, principal, EvidenceNonWork, reason, *pos, nil)
 	}
@@ -161,6 +190,9 @@ func (s *Sink) NonWork(ctx context.Context, principal, reason string, pos *check
 // timestamp, an oversize body). Like NonWork it is a bounded counter: an unauthenticated sender
 // cannot make the store grow by one row per request.
 func (s *Sink) Rejected(ctx context.Context, principal, reason string) {
+	if s.principal != "" {
+		principal = s.principal
+	}
 	s.count(ctx, principal, EvidenceRejected, reason)
 }
 
@@ -169,6 +201,9 @@ func (s *Sink) Rejected(ctx context.Context, principal, reason string) {
 // checkpoint of its instance moves past it in the same transaction. An error means nothing was
 // recorded and the event must stay unacknowledged.
 func (s *Sink) Malformed(ctx context.Context, principal, reason string, pos *checkpoint.Position, detail map[string]any) error {
+	if err := s.checkPrincipal(principal); err != nil {
+		return err
+	}
 	if pos != nil {
 		return s.classify(ctx, principal, EvidenceMalformed, reason, *pos, detail)
 	}
