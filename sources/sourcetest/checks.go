@@ -300,6 +300,21 @@ func (k *kit) malformed(t *testing.T, e *env) {
 	if n := e.tasks(); n != 0 {
 		t.Fatalf("tasks = %d, want 0", n)
 	}
+	if k.row.Checkpoint.Declared() {
+		// Settled with its evidence, the envelope's position is passed: a pull source that kept
+		// it would fetch it, and record it malformed, on every poll.
+		cps, err := e.store.ListCheckpoints(context.Background(), k.row.Source)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := false
+		for _, c := range cps {
+			moved = moved || (c.Principal == e.principal() && c.Seq >= in.Seq)
+		}
+		if !moved {
+			t.Fatalf("the checkpoint did not move past the settled malformed envelope (seq %d): %+v", in.Seq, cps)
+		}
+	}
 }
 
 // nonWork: non-work is settled, counted by reason, and makes no Task.
