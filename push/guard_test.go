@@ -112,6 +112,14 @@ func TestGuardOptInAdmitsPrivateNetworksButNotMetadata(t *testing.T) {
 			t.Errorf("%s with the opt-in: err = %v, want ErrForbidden", u, err)
 		}
 	}
+	// A test network often has no DNS for public names: with the opt-in a name that does not
+	// resolve is registered, and the dial decides at delivery.
+	if err := g.CheckURL(context.Background(), "https://example.com/tck-push-webhook"); err != nil {
+		t.Errorf("a name that does not resolve, with the opt-in: %v", err)
+	}
+	if _, err := g.DialContext(context.Background(), "tcp", "example.com:443"); err == nil {
+		t.Error("the dial connected to a name that does not resolve")
+	}
 }
 
 func TestGuardDialChecksTheResolvedAddressAtConnectTime(t *testing.T) {
