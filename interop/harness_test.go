@@ -79,11 +79,13 @@ func credentialsFile(t *testing.T) string {
 
 // startServer runs the binary as "channels serve --listen 127.0.0.1:0 --executor conformance"
 // with the credentials of alice and bob on storeURL, plus args, and waits for its "channels
-// serving" log line. The process is killed when the test ends if it still runs.
+// serving" log line. The process is killed when the test ends if it still runs. A messageId is an
+// idempotency key here (--message-id-dedupe on), as on any server but one run for the A2A
+// conformance kit: the clients' idempotency is part of what these tests prove.
 func startServer(t *testing.T, storeURL, creds string, args ...string) *server {
 	t.Helper()
 	home := t.TempDir()
-	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--executor", "conformance",
+	argv := append([]string{"serve", "--listen", "127.0.0.1:0", "--executor", "conformance", "--message-id-dedupe", "on",
 		"--store", storeURL, "--shutdown-timeout", "20s", "--keep-alive", "1s"}, args...)
 	if creds != "" {
 		argv = append(argv, "--credentials", creds)

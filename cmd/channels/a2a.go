@@ -30,6 +30,7 @@ func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskpla
 		PublicURL:         cfg.EffectivePublicURL(),
 		Credentials:       creds,
 		AllowAnonymous:    cfg.AllowAnonymous,
+		FreshSends:        !cfg.DedupesMessageIDs(),
 		Loopback:          cfg.ListensOnLoopback(),
 		BlockingTimeout:   cfg.BlockingTimeout,
 		KeepAlive:         cfg.KeepAlive,

@@ -102,6 +102,13 @@ func TestServeConformanceAgent(t *testing.T) {
 	if code != 200 || dig(resp, "task", "status", "state") != "TASK_STATE_INPUT_REQUIRED" {
 		t.Fatalf("input required settles a blocking send: %d %v", code, resp)
 	}
+	// The conformance kit reuses a messageId within a run and expects new work each time: with
+	// this executor a messageId is no idempotency key (message_id_dedupe auto).
+	first := dig(resp, "task", "id")
+	code, resp = post(t, base+"/message:send", "", sendBody("tck-input-required-0123abcd", "hi"))
+	if code != 200 || dig(resp, "task", "id") == first || dig(resp, "task", "status", "state") != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("a resent messageId: %d %v, want a new task (the first was %v)", code, resp, first)
+	}
 }
 
 func TestServeCredentialsFromFile(t *testing.T) {

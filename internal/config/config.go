@@ -59,6 +59,7 @@ type Config struct {
 	Executor        string        `yaml:"executor" usage:"agent that works tasks: echo, conformance, a2a, worker or exec (docs/executors.md)"`
 	Credentials     string        `yaml:"credentials" usage:"JSON file of bearer tokens and their principals"`
 	AllowAnonymous  bool          `yaml:"allow_anonymous" usage:"accept unauthenticated callers even when not listening on loopback"`
+	MessageIDDedupe string        `yaml:"message_id_dedupe" usage:"whether a resent A2A messageId returns the earlier outcome: on, off, or auto (on, except with the conformance executor, whose test kit reuses its ids)"`
 	BlockingTimeout time.Duration `yaml:"blocking_timeout" usage:"longest a blocking send waits before it returns the current task"`
 	Retention       time.Duration `yaml:"retention" usage:"how long finished conversations and idempotency claims are kept"`
 	RetentionEvery  time.Duration `yaml:"retention_interval" usage:"how often a retention pass runs"`
@@ -112,12 +113,26 @@ type Config struct {
 	Sources []SourceConfig `yaml:"-"`
 }
 
+// DedupesMessageIDs reports whether a resent A2A messageId returns the earlier outcome
+// (message_id_dedupe; auto is on except with the conformance executor: the A2A conformance kit
+// reuses its messageIds within a run, expecting new work each time).
+func (c Config) DedupesMessageIDs() bool {
+	switch c.MessageIDDedupe {
+	case "off":
+		return false
+	case "auto":
+		return c.Executor != "conformance"
+	}
+	return true
+}
+
 // Default returns the built-in defaults. The store is SQLite under $XDG_DATA_HOME.
 func Default() Config {
 	return Config{
 		Listen:          "127.0.0.1:8788",
 		Store:           DefaultStoreURL(),
 		Executor:        "echo",
+		MessageIDDedupe: "auto",
 		BlockingTimeout: 60 * time.Second,
 		Retention:       30 * 24 * time.Hour, // at least MinRetention
 		RetentionEvery:  time.Hour,
@@ -666,6 +681,9 @@ func (c *Config) Validate() error {
 	}
 	if !contains(Executors, c.Executor) {
 		errs = append(errs, fmt.Errorf("executor %q: want one of %s", c.Executor, strings.Join(Executors, ", ")))
+	}
+	if !contains([]string{"auto", "on", "off"}, c.MessageIDDedupe) {
+		errs = append(errs, fmt.Errorf("message_id_dedupe %q: want auto, on or off", c.MessageIDDedupe))
 	}
 	for _, d := range []struct {
 		key string

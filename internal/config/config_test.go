@@ -126,6 +126,7 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"zero":     "concurrency: 0\n",
 		"public":   "public_url: /relative\n",
 		"listen":   "listen: nocolon\n",
+		"dedupe":   "message_id_dedupe: sometimes\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			getenv, environ := envOf(nil)
@@ -356,6 +357,24 @@ func TestCommandFlagsOfTheSameNameAreNotSettings(t *testing.T) {
 }
 
 // The README's configuration table is the operator's reference: it must name every key.
+// A resent A2A messageId returns the earlier outcome, except with the conformance executor, whose
+// test kit reuses its messageIds (auto); on and off say so whatever the executor.
+func TestMessageIDDedupeIsOnExceptForTheConformanceKit(t *testing.T) {
+	for _, tc := range []struct {
+		dedupe, executor string
+		want             bool
+	}{
+		{"auto", "echo", true}, {"auto", "a2a", true}, {"auto", "conformance", false},
+		{"on", "conformance", true}, {"off", "echo", false},
+	} {
+		c := Default()
+		c.MessageIDDedupe, c.Executor = tc.dedupe, tc.executor
+		if got := c.DedupesMessageIDs(); got != tc.want {
+			t.Errorf("message_id_dedupe %s with executor %s: %v, want %v", tc.dedupe, tc.executor, got, tc.want)
+		}
+	}
+}
+
 func TestREADMENamesEveryKey(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {

@@ -588,3 +588,32 @@ func TestGateStoreSurvivesRestart(t *testing.T) {
 		prev = n
 	}
 }
+
+// With FreshSends (the conformance executor's default: its test kit reuses messageIds within a
+// run) every send is new work: the same messageId twice makes two tasks, also with another
+// payload, over both bindings.
+func TestFreshSendsMakeNewWorkOfAResentMessageID(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.FreshSends = true })
+	forEachBinding(t, func(t *testing.T, binding string) {
+		c := e.client(binding, tokenAlice)
+		m := userMessage("complete")
+		first, err := c.SendMessage(ctxT(t), &a2a.SendMessageRequest{Message: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := c.SendMessage(ctxT(t), &a2a.SendMessageRequest{Message: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t1, ok1 := first.(*a2a.Task)
+		t2, ok2 := second.(*a2a.Task)
+		if !ok1 || !ok2 || t1.ID == t2.ID {
+			t.Fatalf("the same messageId sent twice: %T %T, one task (%v)", first, second, ok1 && ok2)
+		}
+		other := *m
+		other.Parts = a2a.ContentParts{a2a.NewTextPart("complete, differently")}
+		if _, err := c.SendMessage(ctxT(t), &a2a.SendMessageRequest{Message: &other}); err != nil {
+			t.Fatalf("the messageId with another payload: %v, want new work", err)
+		}
+	})
+}

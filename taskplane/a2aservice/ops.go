@@ -3,6 +3,7 @@ package a2aservice
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,6 +66,11 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 		Metadata:  req.Metadata,
 		// Registered in the acceptance's transaction, on the task it creates or continues.
 		PushConfigs: push,
+	}
+	if s.cfg.FreshSends {
+		// Each send is its own event: the claim is a fresh id, and the message's (cut to stay
+		// within taskplane.MaxIdentityLen) for the evidence.
+		ev.Identity = uuid.NewString() + "#" + strings.ToValidUTF8(msg.ID[:min(len(msg.ID), 400)], "")
 	}
 	if msg.TaskID != "" {
 		// A send to a finished task that carries an outfitter-task/v1 outcome settles it

@@ -68,6 +68,11 @@ type Config struct {
 	// then accepts anonymous callers.
 	Loopback bool
 
+	// FreshSends makes every SendMessage new work: the messageId is no idempotency key, and a
+	// resend never returns the earlier outcome. For the A2A conformance kit, which reuses its
+	// messageIds within a run; off by default (A2A allows either).
+	FreshSends bool
+
 	// BlockingTimeout bounds how long a blocking SendMessage waits for the task to settle
 	// before returning the current snapshot (default 60s).
 	BlockingTimeout time.Duration
