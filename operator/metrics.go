@@ -208,11 +208,11 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 		if fnErr == nil || !errors.Is(err, fnErr) {
 			s.m.storeError("update", err)
 			if isStoreFailure(err) {
-				s.writes.record(err, time.Now())
+				s.writes.record(err)
 			}
 		} else if storageFault(fnErr) {
 			s.m.storeError("update", fnErr)
-			s.writes.record(fnErr, time.Now())
+			s.writes.record(fnErr)
 		}
 		return err
 	}

@@ -11,65 +11,75 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// writeFailuresUnready failed write transactions within writeFailureWindow make the store a
-// suspect: from then on readiness asks it with a small write of its own (CheckWrites) until that
-// write succeeds. One failure can be a blip; a few close together are a store that answers reads
-// but takes no writes (a full disk, a database turned read-only), which a read-only ping cannot
-// see. Transactions that commit do not clear the suspicion: most of a server's transactions
-// (an idle claim poll, a retention pass with nothing to delete) write nothing, and commit on a
-// full disk too.
-const (
-	writeFailuresUnready = 3
-	writeFailureWindow   = time.Minute
-)
+// writeFailuresUnready failed write transactions make the store a suspect: from then on readiness
+// asks it with a small write of its own (CheckWrites) until that write succeeds, which clears the
+// count. One failure can be a blip; a few are a store that answers reads but takes no writes (a
+// full disk, a database turned read-only), which a read-only ping cannot see. Transactions that
+// commit do not clear the count: most of a server's transactions (an idle claim poll, a retention
+// pass with nothing to delete) write nothing, and commit on a full disk too. Nor does time: a
+// server with little traffic writes seldom, and a wrong suspicion costs one small write.
+const writeFailuresUnready = 3
 
 // probeEvery bounds how often readiness tries its write while the store is a suspect: /readyz
-// needs no token, so its callers must not make a write each.
+// needs no token, so its callers must not make a write each. probeTimeout bounds one try.
 var probeEvery = time.Second
+
+const probeTimeout = 5 * time.Second
 
 // writeHealth follows a store's failed write transactions and, once they make it a suspect, the
 // outcome of readiness's own write.
 type writeHealth struct {
 	mu       sync.Mutex
-	failures []time.Time // the most recent failures, at most writeFailuresUnready
-	last     error       // the last failure
-	suspect  bool
+	failed   int   // write transactions failed since the last write readiness saw succeed
+	last     error // the last failure
+	probing  bool  // a probe runs now
 	probedAt time.Time
-	probeErr error // the outcome of the last probe (nil: it wrote)
+	probeErr error // the outcome of the last probe while a suspect (nil: none finished yet)
 }
 
 // record notes a write transaction that failed in the store.
-func (w *writeHealth) record(err error, now time.Time) {
+func (w *writeHealth) record(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last = err
-	w.failures = append(w.failures, now)
-	if len(w.failures) > writeFailuresUnready {
-		w.failures = w.failures[1:]
-	}
-	if len(w.failures) == writeFailuresUnready && now.Sub(w.failures[0]) <= writeFailureWindow {
-		w.suspect = true
-	}
+	w.failed++
 }
 
 // check returns nil while the store takes writes. Once it is a suspect, it runs probe (at most
-// once per probeEvery; in between it answers the last outcome): a probe that writes clears the
-// suspicion, one that fails keeps readiness off until one writes.
+// once per probeEvery, and one at a time, outside the lock: failing writes and other readiness
+// checks do not wait for it); a probe that writes clears the suspicion, one that fails keeps
+// readiness off until one writes.
 func (w *writeHealth) check(now time.Time, probe func() error) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.suspect {
+	if w.failed < writeFailuresUnready {
+		w.mu.Unlock()
 		return nil
 	}
-	if w.probedAt.IsZero() || now.Sub(w.probedAt) >= probeEvery {
-		w.probedAt, w.probeErr = now, probe()
-		if w.probeErr == nil {
-			w.suspect, w.failures, w.last, w.probedAt = false, nil, nil, time.Time{}
-			return nil
-		}
+	run := !w.probing && (w.probedAt.IsZero() || now.Sub(w.probedAt) >= probeEvery)
+	if run {
+		w.probing, w.probedAt = true, now
 	}
-	return fmt.Errorf("%d write transactions failed within %s (the last: %v), and readiness's own write fails: %w",
-		writeFailuresUnready, writeFailureWindow, w.last, w.probeErr)
+	w.mu.Unlock()
+	if run {
+		err := probe()
+		w.mu.Lock()
+		w.probing = false
+		if err == nil {
+			w.failed, w.last, w.probeErr, w.probedAt = 0, nil, nil, time.Time{}
+		} else {
+			w.probeErr = err
+		}
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.failed < writeFailuresUnready:
+		return nil
+	case w.probeErr == nil: // another check's probe has not finished yet
+		return fmt.Errorf("%d write transactions failed (the last: %v); readiness's own write is under way", w.failed, w.last)
+	}
+	return fmt.Errorf("%d write transactions failed (the last: %v), and readiness's own write fails: %w", w.failed, w.last, w.probeErr)
 }
 
 // sqlStater is a database error with its SQLSTATE (Postgres's pgconn.PgError).
@@ -95,13 +105,16 @@ type writeChecker interface {
 }
 
 // CheckWrites returns nil while the store takes writes: unless writeFailuresUnready write
-// transactions failed in it within writeFailureWindow. Then it tries a small write of its own
-// (at most once per probeEvery), so that readiness returns as soon as the store does, even when no
-// traffic writes meanwhile. While the store is healthy it writes nothing.
+// transactions failed in it since the last write readiness saw succeed. Then it tries a small
+// write of its own (at most once per probeEvery), so that readiness returns as soon as the store
+// does, even when no traffic writes meanwhile. Until then it writes nothing.
 func (s *instrumentedStore) CheckWrites(ctx context.Context) error {
 	return s.writes.check(time.Now(), func() error {
-		// The probe's fn is ours, so any error it returns is the store's.
-		err := s.Store.Update(ctx, probeWrite)
+		// Not on the caller's context: a prober that hangs up must not make the write fail. The
+		// probe's fn is ours, so any error it returns is the store's.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
+		defer cancel()
+		err := s.Store.Update(pctx, probeWrite)
 		s.m.storeError("update", err)
 		return err
 	})
