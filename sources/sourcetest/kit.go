@@ -252,7 +252,9 @@ type env struct {
 func (k *kit) start(t *testing.T) *env {
 	e := &env{k: k, t: t, store: &gatedStore{Store: k.open(t)}}
 	e.plane = taskplane.New(e.store)
-	sink, err := sources.NewSink(e.plane, k.row.Source, sources.WithDeclaration(k.row),
+	// Fixed to the driver's principal, as the server fixes each instance's Sink: a source that
+	// took its principal from the provider's payload fails here, not in production.
+	sink, err := sources.NewSink(e.plane, k.row.Source, sources.WithDeclaration(k.row), sources.ForPrincipal(k.d.Principal()),
 		sources.WithObserver(func(ev sources.Event, acc taskplane.Acceptance, err error) {
 			e.mu.Lock()
 			e.seen = append(e.seen, observed{ev, acc, err})
