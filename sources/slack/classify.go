@@ -109,7 +109,7 @@ func (s *Source) classifyCallback(raw []byte) verdict {
 	detail := map[string]any{"event_id": cb.EventID, "type": in.Type}
 	bot := s.bot.Load()
 	if !bot.ours(cb.TeamID, cb.Authorizations) {
-		return nonWork("foreign-workspace")
+		return nonWork(reasonForeign)
 	}
 	own := in.User == bot.UserID || (in.BotID != "" && in.BotID == bot.BotID)
 	switch in.Type {
@@ -275,7 +275,7 @@ func (s *Source) classifyBlockActions(ic *slack.InteractionCallback, team string
 		return nonWork("block_actions:other")
 	}
 	if !s.bot.Load().postedByUs(ic.Message.BotID, ic.Message.User) {
-		return nonWork("foreign-workspace") // a question another installation of the app posted
+		return nonWork(reasonForeign) // a question another installation of the app posted
 	}
 	channel, ts := ic.Container.ChannelID, ic.Container.MessageTs
 	if channel == "" {
@@ -320,7 +320,7 @@ func (s *Source) classifyViewSubmission(ic *slack.InteractionCallback, team stri
 		return nonWork("view_submission:other")
 	}
 	if !s.bot.Load().postedByUs(ic.View.BotID, "") {
-		return nonWork("foreign-workspace") // a dialog another installation of the app opened
+		return nonWork(reasonForeign) // a dialog another installation of the app opened
 	}
 	detail := map[string]any{"type": "view_submission"}
 	var ref dialogRef

@@ -41,8 +41,10 @@ func (s *EventsSource) Run(ctx context.Context, sink *sources.Sink) error {
 		return nil
 	}
 	s.sink.Store(sink)
+	leave := s.joinApp()
 	s.setProblem("")
 	<-ctx.Done()
+	leave()
 	s.sink.Store(nil)
 	return nil
 }
@@ -74,7 +76,11 @@ func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request not signed by Slack: "+reason, http.StatusUnauthorized)
 		return
 	}
-	var v verdict
+	var (
+		v        verdict
+		payload  = body
+		classify = (*Source).classifyCallback
+	)
 	if endpoint == "events" {
 		var outer struct {
 			Type      string `json:"type"`
@@ -94,10 +100,18 @@ func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil || form.Get("payload") == "" {
 			v = malformed("interactive request without a payload", nil)
 		} else {
-			v = s.classifyInteraction([]byte(form.Get("payload")))
+			payload, classify = []byte(form.Get("payload")), (*Source).classifyInteraction
+			v = classify(s.Source, payload)
 		}
 	}
-	if !s.settle(ctx, sink, v) {
+	taken, settled := false, false
+	if v.nonWork == reasonForeign {
+		taken, settled = s.routeForeign(ctx, payload, classify)
+	}
+	if !taken {
+		settled = s.settle(ctx, sink, v)
+	}
+	if !settled {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "not accepted; retry", http.StatusServiceUnavailable)
 		return

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -483,4 +484,76 @@ func TestSlackQuestionWithOnlyASchemaIsAskedWithItsButtons(t *testing.T) {
 	if b := buttonsOf(t, posted); len(b) != 3 || b[0].Text.Text != "staging" || b[1].Text.Text != "prod" || b[2].ActionID != "channels_answer" {
 		t.Errorf("buttons %+v, want staging, prod, Answer", b)
 	}
+}
+
+// Two instances of one Slack app (one signing secret, one app token), installed in two
+// workspaces for two principals: the envelope of the second workspace that reaches the first
+// instance — Slack's one request URL, or the Socket Mode connection it picked — is the second
+// instance's work, under its principal, and is acknowledged; the first principal gets nothing.
+func TestAnotherInstanceOfTheAppGetsItsWorkspacesEnvelopes(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		w1, w2 := newWorkspace(t), newWorkspace(t)
+		w2.teamID, w2.userID, w2.botIDv = "T0SECOND", "U0BOT2", "B0BOT2"
+		plane := taskplane.New(storetest.OpenSQLite(t))
+		mux := http.NewServeMux()
+		ctx, cancel := context.WithCancel(context.Background())
+		var runs sync.WaitGroup
+		t.Cleanup(func() { cancel(); runs.Wait() })
+		start := func(w *workspace, instance, principal string) sources.Source {
+			src, err := sources.New(slacksrc.Name, sources.Config{Instance: instance, Principal: principal, Options: options(t, w, mode)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink, err := sources.NewSink(plane, slacksrc.Name, sources.ForPrincipal(principal))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ep, ok := src.(sources.Endpoint); ok {
+				mux.Handle(ep.Pattern(), ep)
+			}
+			runs.Go(func() { _ = sources.Run(ctx, src, sink) })
+			(&harness{t: t, src: src}).waitHealthy()
+			return src
+		}
+		start(w1, "default", "alice")
+		start(w2, "second", "bob")
+		ev := callback("Ev-second", mention("ops", "Ev-second", "deploy"))
+		ev["team_id"] = "T0SECOND"
+		ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+		if mode == slacksrc.ModeSocket {
+			_, acked := w1.ws.send("events_api", ev, 0)
+			select {
+			case <-acked:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the envelope was never acknowledged")
+			}
+		} else {
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			b, now := body("events", ev), time.Now()
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/sources/slack/events", bytes.NewReader(b))
+			req.Header.Set("X-Slack-Request-Timestamp", itoa(now))
+			req.Header.Set("X-Slack-Signature", sign(signing, now, b))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("the second workspace's event at the first instance's URL: %d", resp.StatusCode)
+			}
+		}
+		for _, want := range []struct {
+			principal string
+			tasks     int
+		}{{"bob", 1}, {"alice", 0}} {
+			tasks, _, err := plane.Store().ListTasks(context.Background(), want.principal, store.TaskFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tasks) != want.tasks {
+				t.Errorf("%s has %d tasks, want %d", want.principal, len(tasks), want.tasks)
+			}
+		}
+	})
 }

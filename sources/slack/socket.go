@@ -40,6 +40,7 @@ func (s *SocketSource) Run(ctx context.Context, sink *sources.Sink) error {
 	}
 	s.sink.Store(sink)
 	defer s.sink.Store(nil)
+	defer s.joinApp()()
 	s.setProblem("connecting")
 
 	smc := socketmode.New(s.api, socketmode.OptionLog(slogOutput{s.log}))
@@ -141,18 +142,30 @@ const ackTimeout = 3 * time.Second
 // only, so once the client has stopped an ack could wait forever (the envelope is redelivered
 // instead).
 func (s *SocketSource) handle(ctx, clientCtx context.Context, smc *socketmode.Client, sink *sources.Sink, req *socketmode.Request) {
-	var v verdict
+	var (
+		v        verdict
+		classify func(*Source, []byte) verdict
+	)
 	switch req.Type {
 	case socketmode.RequestTypeEventsAPI:
-		v = s.classifyCallback(req.Payload)
+		classify = (*Source).classifyCallback
 	case socketmode.RequestTypeInteractive:
-		v = s.classifyInteraction(req.Payload)
+		classify = (*Source).classifyInteraction
 	case socketmode.RequestTypeSlashCommands:
 		v = nonWork("slash-command")
 	default:
 		v = nonWork("envelope:" + req.Type)
 	}
-	acked := s.settle(ctx, sink, v)
+	if classify != nil {
+		v = classify(s.Source, req.Payload)
+	}
+	taken, acked := false, false
+	if v.nonWork == reasonForeign {
+		taken, acked = s.routeForeign(ctx, req.Payload, classify)
+	}
+	if !taken {
+		acked = s.settle(ctx, sink, v)
+	}
 	if acked {
 		actx, cancel := context.WithTimeout(clientCtx, ackTimeout)
 		err := smc.AckCtx(actx, req.EnvelopeID, nil)

@@ -73,6 +73,8 @@ type workspace struct {
 	repliesCalls int
 	// refuseApp makes apps.connections.open refuse the app token from now on.
 	refuseApp atomic.Bool
+	// teamID, userID and botIDv are who auth.test says the bot is (default team, botUser, botID).
+	teamID, userID, botIDv string
 }
 
 func newWorkspace(t testing.TB) *workspace {
@@ -109,7 +111,8 @@ func (w *workspace) authTest(rw http.ResponseWriter, r *http.Request) {
 		reply(rw, map[string]any{"ok": false, "error": "invalid_auth"})
 		return
 	}
-	reply(rw, map[string]any{"ok": true, "team_id": team, "team": "Acme", "user_id": botUser, "user": "channels", "bot_id": botID})
+	reply(rw, map[string]any{"ok": true, "team_id": firstOf(w.teamID, team), "team": "Acme", "user_id": firstOf(w.userID, botUser),
+		"user": "channels", "bot_id": firstOf(w.botIDv, botID)})
 }
 
 func (w *workspace) connectionsOpen(rw http.ResponseWriter, r *http.Request) {
@@ -277,4 +280,13 @@ func secretFile(t testing.TB, name, value string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

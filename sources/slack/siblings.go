@@ -1,0 +1,86 @@
+package slack
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+)
+
+// One Slack app installed in several workspaces has one Events request URL, one interactivity
+// URL, and one app-level token whose Socket Mode connections Slack spreads envelopes over. So an
+// instance receives the other installations' envelopes too (classified foreign-workspace). When
+// the installation they belong to runs as another instance of the same app in this process, the
+// envelope is handed to that instance — its classification, its principal's Sink — and
+// acknowledged through the connection it came by; only an envelope no instance here owns is
+// counted as foreign non-work.
+
+// reasonForeign is the non-work reason of another installation's envelope.
+const reasonForeign = "foreign-workspace"
+
+// apps are the running instances of each Slack app in this process, by appKey.
+var apps = struct {
+	sync.Mutex
+	m map[string][]*Source
+}{m: map[string][]*Source{}}
+
+// appKey names the app s belongs to: a digest of the secret every installation of one app
+// shares (its signing secret in Events API mode, its app-level token in Socket Mode).
+func (s *Source) appKey() string {
+	kind, secret := "events:", s.opt.signingSecret
+	if s.opt.appToken != "" {
+		kind, secret = "socket:", s.opt.appToken
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return kind + hex.EncodeToString(sum[:])
+}
+
+// joinApp lists s among its app's running instances (once it knows its bot and holds its Sink)
+// until leave is called.
+func (s *Source) joinApp() (leave func()) {
+	key := s.appKey()
+	apps.Lock()
+	apps.m[key] = append(apps.m[key], s)
+	apps.Unlock()
+	return func() {
+		apps.Lock()
+		defer apps.Unlock()
+		list := apps.m[key]
+		for i, o := range list {
+			if o == s {
+				list = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(apps.m, key)
+		} else {
+			apps.m[key] = list
+		}
+	}
+}
+
+// routeForeign hands raw, an envelope s classified as another installation's, to the instance of
+// the same app in this process that owns it, if one does: classify is how s read it. taken
+// reports that one did; settled, that it accepted, counted or recorded it (so the envelope may be
+// acknowledged).
+func (s *Source) routeForeign(ctx context.Context, raw []byte, classify func(*Source, []byte) verdict) (taken, settled bool) {
+	apps.Lock()
+	siblings := append([]*Source(nil), apps.m[s.appKey()]...)
+	apps.Unlock()
+	for _, o := range siblings {
+		if o == s || o.bot.Load() == nil {
+			continue
+		}
+		v := classify(o, raw)
+		if v.nonWork == reasonForeign {
+			continue
+		}
+		sink := o.sink.Load()
+		if sink == nil {
+			return true, false // stopping: left unacknowledged, Slack delivers it again
+		}
+		return true, o.settle(ctx, sink, v)
+	}
+	return false, false
+}
