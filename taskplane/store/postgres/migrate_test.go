@@ -3,12 +3,9 @@ package postgres_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // A checkpoint stored while checkpoints were kept per (principal, source) survives migration
@@ -38,37 +35,5 @@ func TestCheckpointsFromBeforeInstancesSurviveTheMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := open(t, u)
-	old := store.Checkpoint{Principal: "alice", Source: "email", Position: []byte("uid:40"), Seq: 40, Version: 2, UpdatedAt: t0}
-	got, err := s.GetCheckpoint(ctx, "alice", "email", "box")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(old, got); d != "" {
-		t.Errorf("GetCheckpoint after the migration (-want +got):\n%s", d)
-	}
-	var after store.Checkpoint
-	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		if _, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "email", Instance: "box",
-			Position: []byte("uid:12"), Seq: 12, UpdatedAt: t0.Add(time.Minute)}); err != nil {
-			return err
-		}
-		after, err = tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "email", Instance: "other",
-			Position: []byte("uid:3"), Seq: 3, UpdatedAt: t0.Add(time.Minute)})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if after.Version != 1 || after.Seq != 3 {
-		t.Errorf("a second instance's first advance = %+v, want its own position at version 1", after)
-	}
-	all, err := s.ListCheckpoints(ctx, "email")
-	if err != nil {
-		t.Fatal(err)
-	}
-	taken := old
-	taken.Instance = "box"
-	if d := cmp.Diff([]store.Checkpoint{taken, after}, all); d != "" {
-		t.Errorf("checkpoints after the first advances (-want +got):\n%s", d)
-	}
+	storetest.CheckCheckpointFromBeforeInstances(t, open(t, u), t0)
 }

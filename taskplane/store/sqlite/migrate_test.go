@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
-	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // A checkpoint stored while checkpoints were kept per (principal, source) survives migration
@@ -46,37 +44,5 @@ func TestCheckpointsFromBeforeInstancesSurviveTheMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := openAt(t, path)
-	old := store.Checkpoint{Principal: "alice", Source: "email", Position: []byte("uid:40"), Seq: 40, Version: 2, UpdatedAt: updated}
-	got, err := s.GetCheckpoint(ctx, "alice", "email", "box")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(old, got); d != "" {
-		t.Errorf("GetCheckpoint after the migration (-want +got):\n%s", d)
-	}
-	var after store.Checkpoint
-	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		if _, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "email", Instance: "box",
-			Position: []byte("uid:12"), Seq: 12, UpdatedAt: updated.Add(time.Minute)}); err != nil {
-			return err
-		}
-		after, err = tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "email", Instance: "other",
-			Position: []byte("uid:3"), Seq: 3, UpdatedAt: updated.Add(time.Minute)})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if after.Version != 1 || after.Seq != 3 {
-		t.Errorf("a second instance's first advance = %+v, want its own position at version 1", after)
-	}
-	all, err := s.ListCheckpoints(ctx, "email")
-	if err != nil {
-		t.Fatal(err)
-	}
-	taken := old
-	taken.Instance = "box"
-	if d := cmp.Diff([]store.Checkpoint{taken, after}, all); d != "" {
-		t.Errorf("checkpoints after the first advances (-want +got):\n%s", d)
-	}
+	storetest.CheckCheckpointFromBeforeInstances(t, openAt(t, path), updated)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/google/go-cmp/cmp"
 )
 
 // OpenPostgresShared opens n stores on one fresh Postgres schema (see PostgresURL): n separate
@@ -41,3 +42,44 @@ type Clocked struct {
 
 // Now returns the store's time.
 func (c Clocked) Now() time.Time { return c.Clock() }
+
+// CheckCheckpointFromBeforeInstances checks s, just migrated from a schema without per-instance
+// checkpoints that held alice's email position "uid:40" (seq 40, version 2, updated at
+// updated): an instance without a position of its own reads it, the first to advance takes it
+// over, and another instance starts with a position of its own.
+func CheckCheckpointFromBeforeInstances(t *testing.T, s store.Store, updated time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	old := store.Checkpoint{Principal: "alice", Source: "email", Position: []byte("uid:40"), Seq: 40, Version: 2, UpdatedAt: updated}
+	got, err := s.GetCheckpoint(ctx, "alice", "email", "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(old, got); d != "" {
+		t.Errorf("GetCheckpoint after the migration (-want +got):\n%s", d)
+	}
+	var after store.Checkpoint
+	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		if _, err := tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "email", Instance: "box",
+			Position: []byte("uid:12"), Seq: 12, UpdatedAt: updated.Add(time.Minute)}); err != nil {
+			return err
+		}
+		after, err = tx.AdvanceCheckpoint(ctx, store.Checkpoint{Principal: "alice", Source: "email", Instance: "other",
+			Position: []byte("uid:3"), Seq: 3, UpdatedAt: updated.Add(time.Minute)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != 1 || after.Seq != 3 {
+		t.Errorf("a second instance's first advance = %+v, want its own position at version 1", after)
+	}
+	all, err := s.ListCheckpoints(ctx, "email")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := old
+	taken.Instance = "box"
+	if d := cmp.Diff([]store.Checkpoint{taken, after}, all); d != "" {
+		t.Errorf("checkpoints after the first advances (-want +got):\n%s", d)
+	}
+}
