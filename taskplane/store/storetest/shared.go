@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // OpenPostgresShared opens n stores on one fresh Postgres schema (see PostgresURL): n separate
