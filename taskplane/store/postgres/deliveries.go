@@ -129,7 +129,7 @@ func (r reader) NextDeliveryDue(ctx context.Context, sources []string) (time.Tim
 	where, args := sourceFilter("d.source", nil, sources)
 	err := r.q.QueryRow(ctx, `SELECT min(GREATEST(d.next_attempt_at, d.lease_until, COALESCE(l.next_allowed, d.next_attempt_at)))
 		FROM deliveries d LEFT JOIN delivery_lanes l ON d.lane <> '' AND l.principal = d.principal AND l.lane = d.lane
-		WHERE d.state IN ('prepared', 'sending')`+where, args...).Scan(&due)
+		WHERE d.state IN ('prepared', 'sending') AND `+laneHeadCondition+where, args...).Scan(&due)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next delivery due: %w", err)
 	}

@@ -120,7 +120,7 @@ func nextDeliveryDue(ctx context.Context, q querier, sources []string) (time.Tim
 	where, args := sourceFilter("d.source", nil, sources)
 	err := q.QueryRowContext(ctx, `SELECT MIN(MAX(d.next_attempt_at, d.lease_until, COALESCE(l.next_allowed, d.next_attempt_at)))
 		FROM deliveries d LEFT JOIN delivery_lanes l ON d.lane != '' AND l.principal = d.principal AND l.lane = d.lane
-		WHERE d.state IN ('prepared', 'sending')`+where, args...).Scan(&due)
+		WHERE d.state IN ('prepared', 'sending') AND `+laneHeadCond+where, args...).Scan(&due)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next delivery due: %w", err)
 	}

@@ -542,7 +542,13 @@ func testDeliveryNextDue(t *testing.T, s store.Store) {
 	b.LeaseUntil = at(20 * time.Second) // leased: due when the lease runs out
 	c := newDelivery("alice", "d-c", store.DeliveryPrepared, at(2*time.Second))
 	c.Lane = "L" // its lane opens at t0+15s
-	insertDeliveries(t, s, done, a, b, c)
+	// Lane M's head is in backoff until t0+40s; the row behind it, due at once, waits for it (a
+	// claimer takes only a lane's oldest pending row): counting it made an engine spin.
+	head := newDelivery("alice", "d-m1", store.DeliveryPrepared, at(-time.Minute))
+	head.Lane, head.NextAttemptAt = "M", at(40*time.Second)
+	behind := newDelivery("alice", "d-m2", store.DeliveryPrepared, at(-30*time.Second))
+	behind.Lane = "M"
+	insertDeliveries(t, s, done, a, b, c, head, behind)
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		return tx.DelayLane(ctx, "alice", "L", at(15*time.Second))
 	})
