@@ -173,7 +173,9 @@ func AllowsAnchors(row matrix.Row) error {
 func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, providerID, taskID string, inputSeq int64, now time.Time) error {
 	row, err := Declaration(source)
 	if err != nil {
-		return fmt.Errorf("record anchor: %w", err)
+		// No row declares a reply-anchor continuation for it: refused for good, like a source
+		// whose row declares another method (a retry could not change it).
+		return fmt.Errorf("record anchor: %w (%w)", taskplane.ErrContinuationNotAllowed, err)
 	}
 	if err := AllowsAnchors(row); err != nil {
 		return err

@@ -340,3 +340,16 @@ func TestCountedEvidenceTriesTheStoreOncePerWindowWhileItIsDown(t *testing.T) {
 		t.Errorf("rejected bad-signature = %d once the store was back, want 1002", got["bad-signature"])
 	}
 }
+
+// An anchor the delivery engine asks to record for a source without a matrix row is refused as
+// not allowed, for good (the engine then marks the question delivered with anchor-refused
+// evidence), not with an error it would retry forever.
+func TestAnAnchorOfAnUnknownSourceIsRefusedForGood(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	err := plane.Store().Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		return sources.RecordAnchorTx(ctx, tx, "alice", "no-such-source", "C1:1.2", "task-1", 1, time.Now())
+	})
+	if !errors.Is(err, taskplane.ErrContinuationNotAllowed) {
+		t.Fatalf("anchor of an unknown source: %v, want ErrContinuationNotAllowed", err)
+	}
+}
