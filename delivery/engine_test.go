@@ -341,6 +341,24 @@ func TestIndeterminateFailureIsReconciled(t *testing.T) {
 				t.Errorf("attempts = %v", got)
 			}
 		})
+
+		// An attempt whose outcome was unknown may have landed: when the repeats then fail, the
+		// delivery is ambiguous (for an operator to settle), not failed ("not delivered").
+		t.Run("idempotent class after an unknown outcome and a refusal is ambiguous", func(t *testing.T) {
+			ei := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c)
+			p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+				if call == 1 {
+					return false, delivery.Indeterminate(errTimeout)
+				}
+				return false, delivery.Permanent(errors.New("409 duplicate key"))
+			}
+			defer func() { p.behave = nil }()
+			rec := mustDeliver(t, ei, request("t-5", "x"))
+			wantState(t, rec, delivery.StateSending)
+			c.Advance(10 * time.Second)
+			rec = mustProcess(t, ei, rec)
+			wantState(t, rec, delivery.StateAmbiguous)
+		})
 	})
 }
 

@@ -449,6 +449,19 @@ func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delive
 }
 
 func (e *Engine) settleFailed(ctx context.Context, tx store.Tx, cur store.Delivery, kind string, cause error, now time.Time) error {
+	if Recovery(cur.Recovery) == Idempotent {
+		// A repeat after an unknown outcome may have failed only because the first call landed
+		// (a duplicate refused): "failed" would say it was not delivered.
+		attempts, err := tx.ListDeliveryAttempts(ctx, cur.Principal, cur.ID)
+		if err != nil {
+			return err
+		}
+		for _, a := range attempts {
+			if a.Kind == kindSend && a.Outcome == "unknown" {
+				return e.settleAmbiguousErr(ctx, tx, cur, kind, "an earlier attempt's outcome is unknown and the repeats failed", cause, now)
+			}
+		}
+	}
 	cur.State, cur.LastError = store.DeliveryFailed, cause.Error()
 	release(&cur, cur.NextAttemptAt, now)
 	if err := tx.UpdateDelivery(ctx, cur); err != nil {
