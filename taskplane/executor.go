@@ -589,10 +589,11 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 		defer t.Stop()
 		// The watchdog stops the turn two thirds of a lease after the last renewal that succeeded
 		// was sent (at first, about when the turn was granted), whether or not a renewal is still
-		// in flight (a store out of reach may hold one for long): the next try would come when the
-		// lease has run out, and another process may then take the task. It measures durations on
-		// this process's monotonic clock, so the store's clock, on which the lease is written, may
-		// differ from this host's.
+		// in flight (a store out of reach may hold one for long): past it too little of the lease
+		// is left to be sure of renewing before another process may take the task. A renewal that
+		// fails is tried again every twelfth of a lease meanwhile, so a short blip of the store
+		// does not stop the turn. The watchdog measures durations on this process's monotonic
+		// clock, so the store's clock, on which the lease is written, may differ from this host's.
 		deadline := d.lease() * 2 / 3
 		watchdog := time.AfterFunc(deadline, func() {
 			d.Plane.log.Warn("turn could not renew its lease in time; stopping it", "task", g.TaskID, "wake", g.WakeID)
@@ -624,7 +625,9 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 				lt.cancel()
 				return
 			case err != nil:
-				d.Plane.log.Warn("renew turn", "task", g.TaskID, "err", err)
+				d.Plane.log.Warn("renew turn; trying again", "task", g.TaskID, "err", err)
+				t.Reset(d.lease() / 12)
+				continue
 			case task.Status.State.Terminal():
 				lt.cancel() // the executor stops first, whatever the cancel's fate
 				if c, ok := d.Executor.(Canceler); ok && !d.canceledHere(lt) && stoppedFromOutside(task) {
@@ -634,9 +637,8 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 				}
 				return
 			}
-			if err == nil {
-				watchdog.Reset(deadline - time.Since(sent))
-			}
+			t.Reset(d.lease() / 3)
+			watchdog.Reset(deadline - time.Since(sent))
 		}
 	}()
 	return func() { cancel(); <-done }

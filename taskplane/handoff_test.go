@@ -214,3 +214,40 @@ func TestATurnThatCannotRenewItsLeaseStopsBeforeItRunsOut(t *testing.T) {
 		})
 	}
 }
+
+// A renewal that fails once (the store away for a moment, less than a third of the lease) is
+// tried again soon: the turn goes on and completes, instead of being stopped and offered again.
+func TestABriefStoreBlipDoesNotStopTheTurn(t *testing.T) {
+	lost := &lostStore{Store: storetest.OpenSQLite(t)}
+	p := taskplane.New(lost)
+	var stopped atomic.Bool
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		// The store is away from 150 to 250 ms into the turn: the renewal at 200 ms fails.
+		time.Sleep(150 * time.Millisecond)
+		lost.down.Store(true)
+		time.Sleep(100 * time.Millisecond)
+		lost.down.Store(false)
+		select {
+		case <-ctx.Done():
+			stopped.Store(true)
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted})
+	})
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: 600 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	acc, err := p.Accept(context.Background(), a2aEvent("m-blip", "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn to finish or stop", func() bool {
+		return stopped.Load() || taskState(t, p, acc.Task.ID).Status.State == taskplane.StateCompleted
+	})
+	if stopped.Load() {
+		t.Fatal("one failed renewal (the store away 100 ms of a 600 ms lease) stopped the turn")
+	}
+}
