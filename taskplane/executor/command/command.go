@@ -157,9 +157,18 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	err = cmd.Run()
 	killGroup(cmd)
 	stderr.flush()
+	exitedOK := cmd.ProcessState != nil && cmd.ProcessState.Success()
+	if exitedOK && errors.Is(err, exec.ErrWaitDelay) {
+		// The command exited 0; something it left in the background held its output open past
+		// WaitDelay (and is killed with the group). What it printed before exiting is its result.
+		log.Debug("command left a process holding its output; it was ended", "wait_delay", cmd.WaitDelay.String())
+		err = nil
+	}
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err() // canceled or shutting down: not the command's fault
+	case err == nil && exitedOK:
+		// Done in time, even if the timeout passed while its output was being closed.
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		log.Warn("command timed out", "timeout", e.cfg.Timeout.String())
 		return fmt.Errorf("exec: %s timed out after %s", e.cfg.Command[0], e.cfg.Timeout)

@@ -41,6 +41,10 @@ func TestACommandsChildrenEndWithItsTurn(t *testing.T) {
 		"timed out": {`sleep 30 & echo $! > "$1"; wait`, taskplane.StateFailed},
 		"exited": {`sleep 30 </dev/null >/dev/null 2>&1 & echo $! > "$1"; echo '{"result":"complete","response":"done"}'`,
 			taskplane.StateCompleted},
+		// A plain "job &" keeps the command's stdout open after it exited 0: its result stands
+		// (it waited WaitDelay for the output to close), and the job ends with it.
+		"exited, its job holding the output": {`sleep 30 & echo $! > "$1"; echo '{"result":"complete","response":"done"}'`,
+			taskplane.StateCompleted},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, scratch := shell(t, c.script, 500*time.Millisecond)
