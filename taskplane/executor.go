@@ -295,6 +295,8 @@ type liveTurn struct {
 	// leaseLost: the heartbeat stopped the turn because no renewal succeeded in time (the store
 	// was out of reach); the turn is given back, not failed.
 	leaseLost atomic.Bool
+	// told: a stop from outside was passed on to the Canceler executor (once per turn).
+	told atomic.Bool
 }
 
 func (d *Dispatcher) lease() time.Duration {
@@ -485,6 +487,19 @@ func (d *Dispatcher) CancelTurn(taskID string) {
 	d.early[taskID] = now
 }
 
+// tellCanceler passes a stop from outside (task finished by a cancel through another process, a
+// timeout, an overflow) to a Canceler executor, once per turn: the a2a executor then cancels the
+// downstream task. A cancel that came through CancelTurn here was passed on by its caller.
+func (d *Dispatcher) tellCanceler(ctx context.Context, lt *liveTurn, task *Task) {
+	c, ok := d.Executor.(Canceler)
+	if !ok || d.canceledHere(lt) || !stoppedFromOutside(task) || !lt.told.CompareAndSwap(false, true) {
+		return
+	}
+	if err := TellCanceler(ctx, c, task, d.CancelTimeout); err != nil {
+		d.Plane.log.Warn("executor cancel failed", "task", task.ID, "err", err)
+	}
+}
+
 // canceledHere reports whether lt was stopped by CancelTurn.
 func (d *Dispatcher) canceledHere(lt *liveTurn) bool {
 	d.mu.Lock()
@@ -501,6 +516,13 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 	err := d.execute(ctx, turn)
 	stopBeat()
 	bg := context.WithoutCancel(ctx)
+	if errors.Is(err, ErrTaskTerminal) {
+		// The executor saw the task finish under it (its update was refused) before a heartbeat
+		// did: a stop from outside is passed on from here.
+		if t, gerr := d.Plane.GetTask(bg, g.Principal, g.TaskID); gerr == nil {
+			d.tellCanceler(bg, lt, t)
+		}
+	}
 	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) && (run.Err() != nil || lt.leaseLost.Load()) {
 		// The dispatcher is stopping (shutdown), or the turn was stopped because its lease could
 		// not be renewed in time: the turn was interrupted, not failed. Its wake goes back to the
@@ -630,11 +652,7 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 				continue
 			case task.Status.State.Terminal():
 				lt.cancel() // the executor stops first, whatever the cancel's fate
-				if c, ok := d.Executor.(Canceler); ok && !d.canceledHere(lt) && stoppedFromOutside(task) {
-					if err := TellCanceler(ctx, c, task, d.CancelTimeout); err != nil {
-						d.Plane.log.Warn("executor cancel failed", "task", g.TaskID, "err", err)
-					}
-				}
+				d.tellCanceler(ctx, lt, task)
 				return
 			}
 			t.Reset(d.lease() / 3)

@@ -3,6 +3,7 @@ package taskplane_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -249,5 +250,56 @@ func TestABriefStoreBlipDoesNotStopTheTurn(t *testing.T) {
 	})
 	if stopped.Load() {
 		t.Fatal("one failed renewal (the store away 100 ms of a 600 ms lease) stopped the turn")
+	}
+}
+
+// chattyCanceler reports progress every few milliseconds until an update is refused, and counts
+// the cancels it is told of.
+type chattyCanceler struct{ cancels atomic.Int32 }
+
+func (c *chattyCanceler) Execute(ctx context.Context, turn *taskplane.Turn) error {
+	for i := 0; ; i++ {
+		msg := taskplane.Message{ID: fmt.Sprintf("progress-%d", i), Role: taskplane.RoleAgent,
+			Parts: []taskplane.Part{taskplane.TextPart(fmt.Sprintf("step %d", i))}}
+		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking, Message: &msg}); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (c *chattyCanceler) Cancel(context.Context, *taskplane.Task) error {
+	c.cancels.Add(1)
+	return nil
+}
+
+// A task timed out while its executor reports progress: the executor's next update is refused
+// before any heartbeat sees the task finished, and the stop is still passed on to it (the a2a
+// executor cancels its downstream task), once.
+func TestATimeoutTheExecutorNoticesFirstIsPassedOnToIt(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	exec := &chattyCanceler{}
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	acc, err := p.Accept(context.Background(), a2aEvent("m-chatty", "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn to start", func() bool { return len(taskState(t, p, acc.Task.ID).History) > 1 })
+	waitFor(t, "the timeout sweep to fail the task", func() bool {
+		n, err := p.SweepTimeouts(context.Background(), time.Millisecond)
+		return err == nil && n == 1
+	})
+	waitFor(t, "the executor to be told", func() bool { return exec.cancels.Load() > 0 })
+	time.Sleep(100 * time.Millisecond)
+	if n := exec.cancels.Load(); n != 1 {
+		t.Errorf("the executor was told of the timeout %d times, want once", n)
 	}
 }
