@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -250,13 +251,36 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		// a cancel could not reach it): take the task at once and poll it.
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 	}
-	for ev, err := range client.SendStreamingMessage(ctx, req) {
+	// The send outlives the turn for a moment: when the turn ends (a cancel, a timeout) before the
+	// agent has named the task it made, its first event still says which task to cancel.
+	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSend()
+	var named atomic.Bool // the downstream task is recorded on ours
+	stopWatch := context.AfterFunc(ctx, func() {
+		if named.Load() {
+			stopSend()
+			return
+		}
+		time.AfterFunc(taskplane.CancelTimeout, stopSend)
+	})
+	defer stopWatch()
+	for ev, err := range client.SendStreamingMessage(sendCtx, req) {
+		if ctx.Err() != nil {
+			if err == nil && !named.Load() {
+				st.cancelUnrecorded(ctx, ev)
+			}
+			return ctx.Err()
+		}
 		if err != nil {
 			return st.fail(ctx, err)
 		}
 		if err := st.apply(ctx, ev); err != nil || st.settled {
+			if err != nil && !named.Load() && (errors.Is(err, taskplane.ErrTaskTerminal) || errors.Is(err, taskplane.ErrNoTurn)) {
+				st.cancelUnrecorded(ctx, ev) // our task ended before it could record this one
+			}
 			return err
 		}
+		named.Store(st.link != nil)
 	}
 	if st.link == nil {
 		return fmt.Errorf("a2a executor: the agent answered without a task or a message")
@@ -295,6 +319,18 @@ func (st *turnState) follow(ctx context.Context, client *a2aclient.Client) error
 		case <-tick.C:
 		}
 	}
+}
+
+// cancelUnrecorded cancels the downstream task ev names when our task could not record it (it
+// ended first): nobody else knows of that task, so it would run on unwatched.
+func (st *turnState) cancelUnrecorded(ctx context.Context, ev a2a.Event) {
+	named, ok := ev.(interface{ TaskInfo() a2a.TaskInfo })
+	if !ok || named.TaskInfo().TaskID == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskplane.CancelTimeout)
+	defer cancel()
+	_ = st.e.cancelRemote(cctx, &link{TaskID: string(named.TaskInfo().TaskID)}) // logged there
 }
 
 // fail turns a client error into the turn's result.

@@ -515,3 +515,69 @@ func TestADownstreamCancelThatNeverAnswersHoldsUpNothing(t *testing.T) {
 		t.Fatal("Dispatcher.Run did not return 5 s after shutdown: the heartbeat waits on the downstream CancelTask")
 	}
 }
+
+// slowFirstWrite delays the first write of a response: the agent has made its task, and the
+// event naming it is on its way.
+type slowFirstWrite struct {
+	http.ResponseWriter
+	delayed bool
+	arrived chan struct{}
+}
+
+func (w *slowFirstWrite) Write(b []byte) (int, error) {
+	if !w.delayed {
+		w.delayed = true
+		close(w.arrived)
+		time.Sleep(500 * time.Millisecond)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *slowFirstWrite) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// A cancel that lands while the first send is in flight (the agent made its task, the event
+// naming it has not arrived, so ours records no link and the executor's Cancel has nothing to
+// cancel) still reaches the downstream task: the send waits a moment for that event, and cancels
+// the task it names.
+func TestACancelDuringTheFirstSendCancelsTheDownstreamTask(t *testing.T) {
+	ag, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
+	inner := srv.Config.Handler
+	arrived := make(chan struct{})
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte(`"SendStreamingMessage"`)) {
+			inner.ServeHTTP(&slowFirstWrite{ResponseWriter: w, arrived: arrived}, r)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	ch := startChannels(t, storetest.OpenSQLite(t), srv.URL)
+	task := ch.send(t, "m-wait", "wait", "")
+	<-arrived
+	// What the A2A bindings do on CancelTask.
+	canceled, _, err := ch.plane.Cancel(context.Background(), "alice", task.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.disp.CancelTurn(task.ID)
+	if err := ch.exec.Cancel(context.Background(), canceled); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		ag.mu.Lock()
+		n := len(ag.canceled)
+		ag.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			final, _ := ch.plane.GetTask(context.Background(), "alice", task.ID)
+			t.Fatalf("our task is %s (downstream link %q); the downstream task was never canceled", final.Status.State, downstreamID(final))
+		}
+	}
+}
