@@ -311,6 +311,29 @@ func TestIndeterminateFailureIsReconciled(t *testing.T) {
 			}
 		})
 
+		// A provider that rate-limits the lookup (Retry-After) puts it off: waiting spends none of
+		// the lookups that would make the delivery ambiguous.
+		t.Run("a rate-limited lookup waits and spends nothing", func(t *testing.T) {
+			p.behave = func(int, delivery.Delivery) (bool, error) { return true, delivery.Indeterminate(errTimeout) }
+			rec := mustDeliver(t, e, request("t-rl", "x"))
+			wantState(t, rec, delivery.StateSending)
+			p.behave = nil
+			p.mu.Lock()
+			p.lookupErr = delivery.RetryAfter(30*time.Second, errors.New("429 rate limited"))
+			p.mu.Unlock()
+			for range 20 { // more than the lookups a delivery may spend (16)
+				c.Advance(31 * time.Second)
+				rec = mustProcess(t, e, rec)
+				wantState(t, rec, delivery.StateSending)
+			}
+			p.mu.Lock()
+			p.lookupErr = nil
+			p.mu.Unlock()
+			c.Advance(31 * time.Second)
+			rec = mustProcess(t, e, rec)
+			wantState(t, rec, delivery.StateDelivered)
+		})
+
 		t.Run("ambiguous class fails closed", func(t *testing.T) {
 			ea := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Ambiguous}, c)
 			p.behave = func(int, delivery.Delivery) (bool, error) { return true, delivery.Indeterminate(errTimeout) }

@@ -310,6 +310,16 @@ func (e *Engine) lookup(ctx context.Context, st step) (again bool) {
 		if !e.owns(cur) {
 			return e.attempt(ctx, tx, cur, kindLookup, "superseded", lerr, now)
 		}
+		if kind, wait, _ := Classify(lerr); lerr != nil && kind == KindRetryAfter {
+			// The provider asks to wait (rate limited): the lookup is put off, not spent.
+			wait = e.policy.retryAfter(wait)
+			cur.LastError = lerr.Error()
+			release(&cur, now.Add(wait), now)
+			if err := tx.UpdateDelivery(ctx, cur); err != nil {
+				return err
+			}
+			return e.attemptWait(ctx, tx, cur, kindLookup, "retry-after", lerr, wait, now)
+		}
 		if lerr != nil {
 			cur.Reconciles++
 			cur.LastError = lerr.Error()

@@ -35,7 +35,7 @@ func (s *Source) Lookup(ctx context.Context, d sources.Delivery) (sources.Receip
 	if d.Operation == OpHandled {
 		item, err := s.api.GetReactionsContext(ctx, slack.NewRefToMessage(loc.Channel, loc.TS), slack.GetReactionsParameters{Full: true})
 		if err != nil {
-			return sources.Receipt{}, false, fmt.Errorf("slack lookup %s: reactions.get: %w", d.ID, err)
+			return sources.Receipt{}, false, readFailure(fmt.Errorf("slack lookup %s: reactions.get: %w", d.ID, err))
 		}
 		for _, r := range item.Reactions {
 			if r.Name == s.opt.HandledReaction && slices.Contains(r.Users, bot.UserID) {
@@ -46,7 +46,7 @@ func (s *Source) Lookup(ctx context.Context, d sources.Delivery) (sources.Receip
 	}
 	parts, total, err := s.scanThread(ctx, loc, bot, d.ID)
 	if err != nil {
-		return sources.Receipt{}, false, fmt.Errorf("slack lookup %s: %w", d.ID, err)
+		return sources.Receipt{}, false, readFailure(fmt.Errorf("slack lookup %s: %w", d.ID, err))
 	}
 	if total == 0 || len(parts) < total || parts[total] == "" {
 		return sources.Receipt{}, false, nil
