@@ -251,7 +251,15 @@ func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, rout
 	case KindRetryable:
 		delay, ok := e.policy.next(cur.Attempts)
 		if !ok {
-			return e.settleFailed(ctx, tx, cur, kindSend, fmt.Errorf("attempts exhausted (%d): %w", cur.Attempts, serr), now)
+			exhausted := fmt.Errorf("attempts exhausted (%d): %w", cur.Attempts, serr)
+			if unknown, err := e.hadUnknownOutcome(ctx, tx, cur); err != nil {
+				return err
+			} else if unknown {
+				// An earlier call of an idempotent delivery may have landed; the repeats only
+				// failed to get through: "failed" would say it was not delivered.
+				return e.settleAmbiguousErr(ctx, tx, cur, kindSend, "an earlier attempt's outcome is unknown and the repeats failed", exhausted, now)
+			}
+			return e.settleFailed(ctx, tx, cur, kindSend, exhausted, now)
 		}
 		cur.State = store.DeliveryPrepared
 		release(&cur, now.Add(delay), now)
@@ -458,20 +466,25 @@ func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delive
 	}
 }
 
-func (e *Engine) settleFailed(ctx context.Context, tx store.Tx, cur store.Delivery, kind string, cause error, now time.Time) error {
-	if Recovery(cur.Recovery) == Idempotent {
-		// A repeat after an unknown outcome may have failed only because the first call landed
-		// (a duplicate refused): "failed" would say it was not delivered.
-		attempts, err := tx.ListDeliveryAttempts(ctx, cur.Principal, cur.ID)
-		if err != nil {
-			return err
-		}
-		for _, a := range attempts {
-			if a.Kind == kindSend && a.Outcome == "unknown" {
-				return e.settleAmbiguousErr(ctx, tx, cur, kind, "an earlier attempt's outcome is unknown and the repeats failed", cause, now)
-			}
+// hadUnknownOutcome reports whether an idempotent-class delivery had a send whose outcome was
+// unknown (it was repeated since).
+func (e *Engine) hadUnknownOutcome(ctx context.Context, tx store.Tx, cur store.Delivery) (bool, error) {
+	if Recovery(cur.Recovery) != Idempotent {
+		return false, nil
+	}
+	attempts, err := tx.ListDeliveryAttempts(ctx, cur.Principal, cur.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range attempts {
+		if a.Kind == kindSend && a.Outcome == "unknown" {
+			return true, nil
 		}
 	}
+	return false, nil
+}
+
+func (e *Engine) settleFailed(ctx context.Context, tx store.Tx, cur store.Delivery, kind string, cause error, now time.Time) error {
 	cur.State, cur.LastError = store.DeliveryFailed, cause.Error()
 	release(&cur, cur.NextAttemptAt, now)
 	if err := tx.UpdateDelivery(ctx, cur); err != nil {
