@@ -205,11 +205,12 @@ func pending(t *taskplane.Task, l *link) []taskplane.Message {
 
 // turnState is one turn's progress.
 type turnState struct {
-	e       *Executor
-	turn    *taskplane.Turn
-	link    *link
-	sent    string // our message this turn sent, recorded with the link
-	settled bool
+	e        *Executor
+	turn     *taskplane.Turn
+	link     *link
+	recorded string // the downstream task id our task records (its link, as committed)
+	sent     string // our message this turn sent, recorded with the link
+	settled  bool
 }
 
 // Execute runs one turn: send what is new (or pick the downstream task up again), then map the
@@ -220,6 +221,9 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		return err
 	}
 	st := &turnState{e: e, turn: turn, link: readLink(turn.Task)}
+	if st.link != nil {
+		st.recorded = st.link.TaskID
+	}
 	msgs := pending(turn.Task, st.link)
 	if len(msgs) == 0 && st.link != nil {
 		// Re-offered after a crash: the agent has everything; follow its task.
@@ -235,6 +239,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		}
 	}
 	st.sent = msgs[len(msgs)-1].ID
+	resume := false // this send goes to the task our task records
 	if st.link != nil {
 		cont, err := st.continuable(ctx, client)
 		if err != nil {
@@ -243,6 +248,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		out.ContextID = st.link.ContextID
 		if cont {
 			out.TaskID = a2a.TaskID(st.link.TaskID)
+			resume = true
 		}
 	}
 	req := &a2a.SendMessageRequest{Message: out}
@@ -251,13 +257,16 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		// a cancel could not reach it): take the task at once and poll it.
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 	}
-	// The send outlives the turn for a moment: when the turn ends (a cancel, a timeout) before the
-	// agent has named the task it made, its first event still says which task to cancel.
+	// When our task ends (a cancel, a timeout) before the agent has named the task it made, that
+	// task would run on unwatched: the send outlives the turn for a moment, for its first event
+	// to say which task to cancel. A turn that ends for another reason (shutdown, a lost lease)
+	// stops the send at once; the task is picked up again.
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSend()
-	var named atomic.Bool // the downstream task is recorded on ours
+	var named atomic.Bool // the downstream task of this send is recorded on ours
+	named.Store(resume)
 	stopWatch := context.AfterFunc(ctx, func() {
-		if named.Load() {
+		if named.Load() || !st.ended(ctx) {
 			stopSend()
 			return
 		}
@@ -266,7 +275,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	defer stopWatch()
 	for ev, err := range client.SendStreamingMessage(sendCtx, req) {
 		if ctx.Err() != nil {
-			if err == nil && !named.Load() {
+			if err == nil {
 				st.cancelUnrecorded(ctx, ev)
 			}
 			return ctx.Err()
@@ -275,12 +284,12 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 			return st.fail(ctx, err)
 		}
 		if err := st.apply(ctx, ev); err != nil || st.settled {
-			if err != nil && !named.Load() && (errors.Is(err, taskplane.ErrTaskTerminal) || errors.Is(err, taskplane.ErrNoTurn)) {
+			if errors.Is(err, taskplane.ErrTaskTerminal) {
 				st.cancelUnrecorded(ctx, ev) // our task ended before it could record this one
 			}
 			return err
 		}
-		named.Store(st.link != nil)
+		named.Store(st.link != nil && st.link.TaskID == st.recorded)
 	}
 	if st.link == nil {
 		return fmt.Errorf("a2a executor: the agent answered without a task or a message")
@@ -321,11 +330,21 @@ func (st *turnState) follow(ctx context.Context, client *a2aclient.Client) error
 	}
 }
 
-// cancelUnrecorded cancels the downstream task ev names when our task could not record it (it
-// ended first): nobody else knows of that task, so it would run on unwatched.
+// ended reports whether our task has finished (read on a context of its own: the turn's may
+// have ended).
+func (st *turnState) ended(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskplane.CancelTimeout)
+	defer cancel()
+	t, err := st.turn.Plane().GetTask(rctx, st.turn.Task.Origin.Principal, st.turn.Task.ID)
+	return err == nil && t.Status.State.Terminal()
+}
+
+// cancelUnrecorded cancels the downstream task ev names when our task has finished without
+// recording it: nobody else knows of that task, so it would run on unwatched. A task ours
+// recorded is canceled through Cancel; one our unfinished task will pick up again is left alone.
 func (st *turnState) cancelUnrecorded(ctx context.Context, ev a2a.Event) {
 	named, ok := ev.(interface{ TaskInfo() a2a.TaskInfo })
-	if !ok || named.TaskInfo().TaskID == "" {
+	if !ok || named.TaskInfo().TaskID == "" || string(named.TaskInfo().TaskID) == st.recorded || !st.ended(ctx) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskplane.CancelTimeout)
@@ -363,7 +382,11 @@ func (st *turnState) see(ctx context.Context, info a2a.TaskInfo) error {
 		return nil
 	}
 	st.link = &want
-	return st.turn.Update(ctx, taskplane.SetMetadata{Key: MetaRemote, Value: st.e.linkValue(st.link)})
+	if err := st.turn.Update(ctx, taskplane.SetMetadata{Key: MetaRemote, Value: st.e.linkValue(st.link)}); err != nil {
+		return err
+	}
+	st.recorded = want.TaskID
+	return nil
 }
 
 // apply maps one downstream event onto our task.

@@ -581,3 +581,47 @@ func TestACancelDuringTheFirstSendCancelsTheDownstreamTask(t *testing.T) {
 		}
 	}
 }
+
+// A shutdown while the first send is in flight gives the turn back, to resume: the downstream
+// task is not canceled (the resumed turn picks it up, or, unrecorded, sends again), and the
+// dispatcher does not wait for the agent's first event.
+func TestAShutdownDuringTheFirstSendNeitherCancelsNorWaits(t *testing.T) {
+	ag, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
+	inner := srv.Config.Handler
+	arrived := make(chan struct{})
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte(`"SendStreamingMessage"`)) {
+			inner.ServeHTTP(&slowFirstWrite{ResponseWriter: w, arrived: arrived}, r)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	exec, err := a2aagent.New(a2aagent.Config{AgentURL: srv.URL, Token: agentToken, AllowPrivate: true, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := taskplane.New(storetest.OpenSQLite(t))
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 20 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	ch := &channels{plane: p, exec: exec, disp: d}
+	task := ch.send(t, "m-wait", "wait", "")
+	<-arrived
+	cancel() // shutdown
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return 5 s after shutdown: it waited for the agent's first event")
+	}
+	time.Sleep(700 * time.Millisecond) // the delayed event would have arrived by now
+	final, _ := p.GetTask(context.Background(), "alice", task.ID)
+	ag.mu.Lock()
+	n := len(ag.canceled)
+	ag.mu.Unlock()
+	if final.Status.State.Terminal() || n != 0 {
+		t.Fatalf("after shutdown our task is %s and the agent saw %d cancels; want it unfinished, the downstream task left to resume", final.Status.State, n)
+	}
+}
