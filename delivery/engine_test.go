@@ -903,3 +903,40 @@ func TestEachAskWithoutAMessageGetsItsOwnNotice(t *testing.T) {
 		}
 	})
 }
+
+// An idempotent-class delivery whose first call landed just before its process died, and whose
+// repeats are then refused until they run out, may have been delivered: it is ambiguous.
+func TestRepeatsThatRunOutAfterACrashMidSendAreAmbiguous(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		route := delivery.Route{Sender: p, Recovery: delivery.Idempotent}
+		pol := delivery.WithPolicy(delivery.Policy{MaxAttempts: 3})
+		e := newEngine(t, s, route, c, delivery.WithOwner("dies"), pol)
+		rec, err := e.Prepare(context.Background(), request("t-crash", "y"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.afterPost = runtime.Goexit // the process dies right after the provider took the call
+		done := make(chan struct{})
+		go func() { defer close(done); e.Process(context.Background(), rec.Principal, rec.ID) }()
+		<-done
+		p.afterPost = nil
+		p.behave = func(int, delivery.Delivery) (bool, error) { return false, delivery.Retryable(errors.New("503")) }
+		next := newEngine(t, s, route, c, pol)
+		for range 10 {
+			c.Advance(delivery.DefaultLease + time.Minute)
+			if _, err := next.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := next.Get(context.Background(), rec.Principal, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != delivery.StateAmbiguous {
+			t.Errorf("state %s (%s), want ambiguous: the first call landed (%d posts)", got.State, got.LastError, len(p.postsOf(rec.ID)))
+		}
+	})
+}

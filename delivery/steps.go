@@ -467,7 +467,8 @@ func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delive
 }
 
 // hadUnknownOutcome reports whether an idempotent-class delivery had a send whose outcome was
-// unknown (it was repeated since).
+// unknown: one that said so, or one its worker never recorded (it died mid-send), which recovery
+// repeated.
 func (e *Engine) hadUnknownOutcome(ctx context.Context, tx store.Tx, cur store.Delivery) (bool, error) {
 	if Recovery(cur.Recovery) != Idempotent {
 		return false, nil
@@ -477,7 +478,7 @@ func (e *Engine) hadUnknownOutcome(ctx context.Context, tx store.Tx, cur store.D
 		return false, err
 	}
 	for _, a := range attempts {
-		if a.Kind == kindSend && a.Outcome == "unknown" {
+		if (a.Kind == kindSend && a.Outcome == "unknown") || (a.Kind == kindRecover && a.Outcome == "repeat") {
 			return true, nil
 		}
 	}
