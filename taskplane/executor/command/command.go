@@ -167,6 +167,8 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err() // canceled or shutting down: not the command's fault
+	case out.over:
+		return fmt.Errorf("%w: stdout longer than %d bytes", ErrBadOutput, MaxOutput)
 	case err == nil && exitedOK:
 		// Done in time, even if the timeout passed while its output was being closed.
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
@@ -174,8 +176,6 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		return fmt.Errorf("exec: %s timed out after %s", e.cfg.Command[0], e.cfg.Timeout)
 	case err != nil:
 		return fmt.Errorf("exec: %s: %w", e.cfg.Command[0], err)
-	case out.over:
-		return fmt.Errorf("%w: stdout longer than %d bytes", ErrBadOutput, MaxOutput)
 	}
 	log.Debug("command finished", "took", time.Since(start).String())
 	var res Result
@@ -226,22 +226,27 @@ func apply(ctx context.Context, turn *taskplane.Turn, res Result) error {
 }
 
 // limitedBuffer keeps at most max bytes and notes whether more came.
+// (It holds its bytes.Buffer as a field, not embedded: an embedded one's ReadFrom would let
+// io.Copy fill it past max.)
 type limitedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); len(p) > room {
+	if room := b.max - b.buf.Len(); len(p) > room {
 		b.over = true
 		if room > 0 {
-			b.Buffer.Write(p[:room])
+			b.buf.Write(p[:room])
 		}
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+// Bytes returns what was kept.
+func (b *limitedBuffer) Bytes() []byte { return b.buf.Bytes() }
 
 // lineLogger logs a command's stderr, one record per line (long lines cut).
 type lineLogger struct {
