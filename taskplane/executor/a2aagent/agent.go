@@ -209,8 +209,11 @@ type turnState struct {
 	turn     *taskplane.Turn
 	link     *link
 	recorded string // the downstream task id our task records (its link, as committed)
-	sent     string // our message this turn sent, recorded with the link
-	settled  bool
+	// principal and taskID name our task; unlike turn.Task they never change, so they may be
+	// read off the turn's goroutine.
+	principal, taskID string
+	sent              string // our message this turn sent, recorded with the link
+	settled           bool
 }
 
 // Execute runs one turn: send what is new (or pick the downstream task up again), then map the
@@ -220,7 +223,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	if err != nil {
 		return err
 	}
-	st := &turnState{e: e, turn: turn, link: readLink(turn.Task)}
+	st := &turnState{e: e, turn: turn, link: readLink(turn.Task), principal: turn.Task.Origin.Principal, taskID: turn.Task.ID}
 	if st.link != nil {
 		st.recorded = st.link.TaskID
 	}
@@ -335,7 +338,7 @@ func (st *turnState) follow(ctx context.Context, client *a2aclient.Client) error
 func (st *turnState) ended(ctx context.Context) bool {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskplane.CancelTimeout)
 	defer cancel()
-	t, err := st.turn.Plane().GetTask(rctx, st.turn.Task.Origin.Principal, st.turn.Task.ID)
+	t, err := st.turn.Plane().GetTask(rctx, st.principal, st.taskID)
 	return err == nil && t.Status.State.Terminal()
 }
 
