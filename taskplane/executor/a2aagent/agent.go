@@ -260,26 +260,30 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		// a cancel could not reach it): take the task at once and poll it.
 		req.Config = &a2a.SendMessageConfig{ReturnImmediately: true}
 	}
-	// When our task ends (a cancel, a timeout) before the agent has named the task it made, that
-	// task would run on unwatched: the send outlives the turn for a moment, for its first event
-	// to say which task to cancel. A turn that ends for another reason (shutdown, a lost lease)
-	// stops the send at once; the task is picked up again.
+	// When the turn ends before the agent has named the task this send made, that task must not
+	// run on unwatched: the send outlives the turn a moment, for its first event to say which
+	// task it is (settleUnrecorded). Our task finished (a cancel, a timeout): that task is
+	// canceled. Our task goes on (a shutdown gives the turn back): it is recorded, so the resumed
+	// turn follows it rather than sending again, and canceled if it cannot be.
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSend()
 	var named atomic.Bool // the downstream task of this send is recorded on ours
 	named.Store(resume)
 	stopWatch := context.AfterFunc(ctx, func() {
-		if named.Load() || !st.ended(ctx) {
+		switch {
+		case named.Load():
 			stopSend()
-			return
+		case st.ended(ctx):
+			time.AfterFunc(taskplane.CancelTimeout, stopSend)
+		default:
+			time.AfterFunc(resumeWait, stopSend)
 		}
-		time.AfterFunc(taskplane.CancelTimeout, stopSend)
 	})
 	defer stopWatch()
 	for ev, err := range client.SendStreamingMessage(sendCtx, req) {
 		if ctx.Err() != nil {
 			if err == nil {
-				st.cancelUnrecorded(ctx, ev)
+				st.settleUnrecorded(ctx, ev)
 			}
 			return ctx.Err()
 		}
@@ -287,8 +291,8 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 			return st.fail(ctx, err)
 		}
 		if err := st.apply(ctx, ev); err != nil || st.settled {
-			if errors.Is(err, taskplane.ErrTaskTerminal) {
-				st.cancelUnrecorded(ctx, ev) // our task ended before it could record this one
+			if errors.Is(err, taskplane.ErrTaskTerminal) || errors.Is(err, taskplane.ErrNoTurn) {
+				st.settleUnrecorded(ctx, ev) // our task could not record this one
 			}
 			return err
 		}
@@ -342,17 +346,26 @@ func (st *turnState) ended(ctx context.Context) bool {
 	return err == nil && t.Status.State.Terminal()
 }
 
-// cancelUnrecorded cancels the downstream task ev names when our task has finished without
-// recording it: nobody else knows of that task, so it would run on unwatched. A task ours
-// recorded is canceled through Cancel; one our unfinished task will pick up again is left alone.
-func (st *turnState) cancelUnrecorded(ctx context.Context, ev a2a.Event) {
+// resumeWait bounds how long a turn stopped by a shutdown (or a lost lease) waits for the event
+// naming the downstream task its send made, to record it.
+const resumeWait = 2 * time.Second
+
+// settleUnrecorded takes care of the downstream task ev names when our task does not record it
+// yet: nobody else knows of that task, so it would run on unwatched. If our task finished, the
+// task is canceled. If it goes on, the task is recorded (the turn's authority lasts until it is
+// given back), so the resumed turn follows it; if that fails (the authority is lost), it is
+// canceled, and the next turn sends again.
+func (st *turnState) settleUnrecorded(ctx context.Context, ev a2a.Event) {
 	named, ok := ev.(interface{ TaskInfo() a2a.TaskInfo })
-	if !ok || named.TaskInfo().TaskID == "" || string(named.TaskInfo().TaskID) == st.recorded || !st.ended(ctx) {
+	if !ok || named.TaskInfo().TaskID == "" || string(named.TaskInfo().TaskID) == st.recorded {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskplane.CancelTimeout)
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskplane.CancelTimeout)
 	defer cancel()
-	_ = st.e.cancelRemote(cctx, &link{TaskID: string(named.TaskInfo().TaskID)}) // logged there
+	if !st.ended(ctx) && st.see(bg, named.TaskInfo()) == nil {
+		return
+	}
+	_ = st.e.cancelRemote(bg, &link{TaskID: string(named.TaskInfo().TaskID)}) // logged there
 }
 
 // fail turns a client error into the turn's result.
@@ -381,14 +394,13 @@ func (st *turnState) see(ctx context.Context, info a2a.TaskInfo) error {
 		sent = st.link.Sent
 	}
 	want := link{TaskID: string(info.TaskID), ContextID: info.ContextID, Sent: sent}
-	if st.link != nil && *st.link == want {
+	if st.link != nil && *st.link == want && st.recorded == want.TaskID {
 		return nil
 	}
-	st.link = &want
-	if err := st.turn.Update(ctx, taskplane.SetMetadata{Key: MetaRemote, Value: st.e.linkValue(st.link)}); err != nil {
+	if err := st.turn.Update(ctx, taskplane.SetMetadata{Key: MetaRemote, Value: st.e.linkValue(&want)}); err != nil {
 		return err
 	}
-	st.recorded = want.TaskID
+	st.link, st.recorded = &want, want.TaskID
 	return nil
 }
 

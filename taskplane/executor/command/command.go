@@ -167,10 +167,11 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err() // canceled or shutting down: not the command's fault
-	case out.over:
-		return fmt.Errorf("%w: stdout longer than %d bytes", ErrBadOutput, MaxOutput)
 	case err == nil && exitedOK:
 		// Done in time, even if the timeout passed while its output was being closed.
+		if out.over {
+			return fmt.Errorf("%w: stdout longer than %d bytes", ErrBadOutput, MaxOutput)
+		}
 	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		log.Warn("command timed out", "timeout", e.cfg.Timeout.String())
 		return fmt.Errorf("exec: %s timed out after %s", e.cfg.Command[0], e.cfg.Timeout)

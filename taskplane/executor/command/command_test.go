@@ -129,7 +129,8 @@ func TestExecBadOutput(t *testing.T) {
 		"reject no reason":  {`echo '{"result":"reject"}'`, "bad output"},
 		"exit status":       {`echo oops >&2; exit 3`, "exit status 3"},
 		// A valid result followed by more than MaxOutput (4 MiB) of padding: stdout is bounded.
-		"stdout past the bound": {`echo '{"result":"complete"}'; head -c 5000000 /dev/zero | tr '\0' ' '`, "stdout longer than"},
+		"stdout past the bound":                   {`echo '{"result":"complete"}'; head -c 5000000 /dev/zero | tr '\0' ' '`, "stdout longer than"},
+		"exit status after stdout past the bound": {`head -c 5000000 /dev/zero | tr '\0' ' '; exit 3`, "exit status 3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, _ := shell(t, "cat >/dev/null; "+c.script, 10*time.Second)
