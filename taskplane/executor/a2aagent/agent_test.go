@@ -539,14 +539,11 @@ func (w *slowFirstWrite) Flush() {
 	}
 }
 
-// A cancel that lands while the first send is in flight (the agent made its task, the event
-// naming it has not arrived, so ours records no link and the executor's Cancel has nothing to
-// cancel) still reaches the downstream task: the send waits a moment for that event, and cancels
-// the task it names.
-func TestACancelDuringTheFirstSendCancelsTheDownstreamTask(t *testing.T) {
-	ag, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
+// delayFirstEvent makes the agent behind srv answer a streaming send half a second late; arrived
+// is closed once the send reached it (the agent has made its task).
+func delayFirstEvent(srv *httptest.Server) (arrived chan struct{}) {
 	inner := srv.Config.Handler
-	arrived := make(chan struct{})
+	arrived = make(chan struct{})
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(b))
@@ -556,6 +553,16 @@ func TestACancelDuringTheFirstSendCancelsTheDownstreamTask(t *testing.T) {
 		}
 		inner.ServeHTTP(w, r)
 	})
+	return arrived
+}
+
+// A cancel that lands while the first send is in flight (the agent made its task, the event
+// naming it has not arrived, so ours records no link and the executor's Cancel has nothing to
+// cancel) still reaches the downstream task: the send waits a moment for that event, and cancels
+// the task it names.
+func TestACancelDuringTheFirstSendCancelsTheDownstreamTask(t *testing.T) {
+	ag, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
+	arrived := delayFirstEvent(srv)
 	ch := startChannels(t, storetest.OpenSQLite(t), srv.URL)
 	task := ch.send(t, "m-wait", "wait", "")
 	<-arrived
@@ -588,17 +595,7 @@ func TestACancelDuringTheFirstSendCancelsTheDownstreamTask(t *testing.T) {
 // not wait long.
 func TestAShutdownDuringTheFirstSendRecordsTheDownstreamTask(t *testing.T) {
 	ag, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
-	inner := srv.Config.Handler
-	arrived := make(chan struct{})
-	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		if bytes.Contains(b, []byte(`"SendStreamingMessage"`)) {
-			inner.ServeHTTP(&slowFirstWrite{ResponseWriter: w, arrived: arrived}, r)
-			return
-		}
-		inner.ServeHTTP(w, r)
-	})
+	arrived := delayFirstEvent(srv)
 	exec, err := a2aagent.New(a2aagent.Config{AgentURL: srv.URL, Token: agentToken, AllowPrivate: true, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
