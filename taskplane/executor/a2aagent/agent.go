@@ -291,8 +291,10 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 			return st.fail(ctx, err)
 		}
 		if err := st.apply(ctx, ev); err != nil || st.settled {
-			if errors.Is(err, taskplane.ErrTaskTerminal) || errors.Is(err, taskplane.ErrNoTurn) {
-				st.settleUnrecorded(ctx, ev) // our task could not record this one
+			if ctx.Err() != nil || errors.Is(err, taskplane.ErrTaskTerminal) || errors.Is(err, taskplane.ErrNoTurn) {
+				// Our task could not record this one (the turn ended while the link was being
+				// written, or the task finished, or the authority was lost).
+				st.settleUnrecorded(ctx, ev)
 			}
 			return err
 		}

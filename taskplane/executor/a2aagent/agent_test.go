@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -621,5 +622,74 @@ func TestAShutdownDuringTheFirstSendRecordsTheDownstreamTask(t *testing.T) {
 	if final.Status.State.Terminal() || n != 0 || downstreamID(final) == "" {
 		t.Fatalf("after shutdown our task is %s, links %q, and the agent saw %d cancels; want it unfinished, linked to the downstream task, nothing canceled",
 			final.Status.State, downstreamID(final), n)
+	}
+}
+
+// seeGate holds the first store write made while recording a downstream link (turnState.see)
+// until the writer's context ends, as a busy store writer would.
+type seeGate struct {
+	store.Store
+	once sync.Once
+	held chan struct{} // closed when the write is held
+}
+
+func (g *seeGate) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	buf := make([]byte, 1<<16)
+	if strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*turnState).see") {
+		hold := false
+		g.once.Do(func() { hold = true })
+		if hold {
+			close(g.held)
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	return g.Store.Update(ctx, fn)
+}
+
+// The turn ends (a shutdown, a cancel) while the link to the downstream task its first event
+// named is being written: that write fails with the turn's context, and the downstream task is
+// still recorded (shutdown) or canceled (our task canceled), never left unwatched.
+func TestATurnEndingWhileItRecordsTheDownstreamTaskStillSettlesIt(t *testing.T) {
+	for _, mode := range []string{"shutdown", "cancel"} {
+		t.Run(mode, func(t *testing.T) {
+			ag, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
+			gs := &seeGate{Store: storetest.OpenSQLite(t), held: make(chan struct{})}
+			exec, err := a2aagent.New(a2aagent.Config{AgentURL: srv.URL, Token: agentToken, AllowPrivate: true, PollInterval: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := taskplane.New(gs)
+			d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 20 * time.Millisecond}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = d.Run(ctx) }()
+			task := (&channels{plane: p, exec: exec, disp: d}).send(t, "m-wait", "wait", "")
+			<-gs.held
+			if mode == "cancel" {
+				c, _, err := p.Cancel(context.Background(), "alice", task.ID, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.CancelTurn(task.ID)
+				if err := exec.Cancel(context.Background(), c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cancel()
+			<-done
+			final, _ := p.GetTask(context.Background(), "alice", task.ID)
+			ag.mu.Lock()
+			n := len(ag.canceled)
+			ag.mu.Unlock()
+			switch {
+			case mode == "shutdown" && (downstreamID(final) == "" || n != 0):
+				t.Errorf("after a shutdown our task links %q and the agent saw %d cancels; want the downstream task recorded, not canceled", downstreamID(final), n)
+			case mode == "cancel" && n == 0:
+				t.Errorf("our task is %s, links %q, and the downstream task was never canceled", final.Status.State, downstreamID(final))
+			}
+		})
 	}
 }
