@@ -110,14 +110,11 @@ func (s *Sink) Plane() *taskplane.Plane { return s.plane }
 // An event's Checkpoint must name the source instance it was read by (Position.Instance): one
 // that does not is refused with checkpoint.ErrNoInstance, not Permanent, and nothing is written.
 func (s *Sink) Accept(ctx context.Context, ev Event) (taskplane.Acceptance, error) {
-	if err := s.checkPrincipal(ev.Principal); err != nil {
-		if s.observe != nil {
-			s.observe(ev, taskplane.Acceptance{}, err)
-		}
-		return taskplane.Acceptance{}, err
+	err := s.checkPrincipal(ev.Principal)
+	if err == nil && ev.Checkpoint != nil && ev.Checkpoint.Instance == "" {
+		err = fmt.Errorf("accept %s event %q: %w", s.row.Source, ev.Identity, checkpoint.ErrNoInstance)
 	}
-	if ev.Checkpoint != nil && ev.Checkpoint.Instance == "" {
-		err := fmt.Errorf("accept %s event %q: %w", s.row.Source, ev.Identity, checkpoint.ErrNoInstance)
+	if err != nil {
 		if s.observe != nil {
 			s.observe(ev, taskplane.Acceptance{}, err)
 		}

@@ -104,14 +104,7 @@ func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			v = classify(s.Source, payload)
 		}
 	}
-	taken, settled := false, false
-	if v.nonWork == reasonForeign {
-		taken, settled = s.routeForeign(ctx, payload, classify)
-	}
-	if !taken {
-		settled = s.settle(ctx, sink, v)
-	}
-	if !settled {
+	if !s.settleEnvelope(ctx, sink, v, payload, classify) {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "not accepted; retry", http.StatusServiceUnavailable)
 		return

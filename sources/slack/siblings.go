@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
+
+	"github.com/channels-dev/channels/sources"
 )
 
 // One Slack app installed in several workspaces has one Events request URL, one interactivity
@@ -58,6 +60,19 @@ func (s *Source) joinApp() (leave func()) {
 			apps.m[key] = list
 		}
 	}
+}
+
+// settleEnvelope settles v, s's verdict on the envelope raw (read with classify), and reports
+// whether the envelope may be acknowledged. Another installation's envelope is settled by the
+// instance of the same app in this process that owns it, if one does (routeForeign); otherwise
+// by s, as counted non-work.
+func (s *Source) settleEnvelope(ctx context.Context, sink *sources.Sink, v verdict, raw []byte, classify func(*Source, []byte) verdict) bool {
+	if v.nonWork == reasonForeign {
+		if taken, settled := s.routeForeign(ctx, raw, classify); taken {
+			return settled
+		}
+	}
+	return s.settle(ctx, sink, v)
 }
 
 // routeForeign hands raw, an envelope s classified as another installation's, to the instance of

@@ -159,13 +159,7 @@ func (s *SocketSource) handle(ctx, clientCtx context.Context, smc *socketmode.Cl
 	if classify != nil {
 		v = classify(s.Source, req.Payload)
 	}
-	taken, acked := false, false
-	if v.nonWork == reasonForeign {
-		taken, acked = s.routeForeign(ctx, req.Payload, classify)
-	}
-	if !taken {
-		acked = s.settle(ctx, sink, v)
-	}
+	acked := s.settleEnvelope(ctx, sink, v, req.Payload, classify)
 	if acked {
 		actx, cancel := context.WithTimeout(clientCtx, ackTimeout)
 		err := smc.AckCtx(actx, req.EnvelopeID, nil)

@@ -205,10 +205,11 @@ func pending(t *taskplane.Task, l *link) []taskplane.Message {
 
 // turnState is one turn's progress.
 type turnState struct {
-	e        *Executor
-	turn     *taskplane.Turn
-	link     *link
-	recorded string // the downstream task id our task records (its link, as committed)
+	e    *Executor
+	turn *taskplane.Turn
+	// link is the downstream task our task records: set only once the update recording it
+	// committed.
+	link *link
 	// principal and taskID name our task; unlike turn.Task they never change, so they may be
 	// read off the turn's goroutine.
 	principal, taskID string
@@ -224,9 +225,6 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 		return err
 	}
 	st := &turnState{e: e, turn: turn, link: readLink(turn.Task), principal: turn.Task.Origin.Principal, taskID: turn.Task.ID}
-	if st.link != nil {
-		st.recorded = st.link.TaskID
-	}
 	msgs := pending(turn.Task, st.link)
 	if len(msgs) == 0 && st.link != nil {
 		// Re-offered after a crash: the agent has everything; follow its task.
@@ -298,7 +296,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 			}
 			return err
 		}
-		named.Store(st.link != nil && st.link.TaskID == st.recorded)
+		named.Store(st.link != nil)
 	}
 	if st.link == nil {
 		return fmt.Errorf("a2a executor: the agent answered without a task or a message")
@@ -359,7 +357,7 @@ const resumeWait = 2 * time.Second
 // canceled, and the next turn sends again.
 func (st *turnState) settleUnrecorded(ctx context.Context, ev a2a.Event) {
 	named, ok := ev.(interface{ TaskInfo() a2a.TaskInfo })
-	if !ok || named.TaskInfo().TaskID == "" || string(named.TaskInfo().TaskID) == st.recorded {
+	if !ok || named.TaskInfo().TaskID == "" || (st.link != nil && string(named.TaskInfo().TaskID) == st.link.TaskID) {
 		return
 	}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskplane.CancelTimeout)
@@ -396,13 +394,13 @@ func (st *turnState) see(ctx context.Context, info a2a.TaskInfo) error {
 		sent = st.link.Sent
 	}
 	want := link{TaskID: string(info.TaskID), ContextID: info.ContextID, Sent: sent}
-	if st.link != nil && *st.link == want && st.recorded == want.TaskID {
+	if st.link != nil && *st.link == want {
 		return nil
 	}
 	if err := st.turn.Update(ctx, taskplane.SetMetadata{Key: MetaRemote, Value: st.e.linkValue(&want)}); err != nil {
 		return err
 	}
-	st.link, st.recorded = &want, want.TaskID
+	st.link = &want
 	return nil
 }
 
