@@ -209,6 +209,8 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"serve", "extra"}, `unknown command "extra" for "channels serve"`},
 		{[]string{"config", "check", "extra"}, `unknown command "extra" for "channels config check"`},
 		{[]string{"completion", "foo"}, `unknown command "foo" for "channels completion"`},
+		{[]string{"help", "foo"}, `unknown help topic "foo"`},
+		{[]string{"help", "tasks", "foo"}, `unknown help topic "tasks foo"`},
 	} {
 		// A broken config file would exit 1: the mistake is found before it is read.
 		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
@@ -219,7 +221,7 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 			t.Errorf("%v: stderr %q lacks %q", tc.args, c.stderr.String(), tc.want)
 		}
 	}
-	for _, args := range [][]string{{}, {"tasks"}, {"--help"}, {"tasks", "--help"}} {
+	for _, args := range [][]string{{}, {"tasks"}, {"--help"}, {"tasks", "--help"}, {"help"}, {"help", "tasks", "get"}} {
 		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
 		if code := c.run(context.Background(), args...); code != 0 || !strings.Contains(c.stdout.String(), "Usage:") {
 			t.Errorf("%v: exit %d: %s%s", args, code, c.stdout.String(), c.stderr.String())

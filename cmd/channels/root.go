@@ -89,8 +89,41 @@ Exit status: 0 success, 1 failure (the message says why), 2 a usage mistake, 3 n
 	root.AddCommand(a.serveCmd(), a.migrateCmd(), a.versionCmd(), a.benchCmd(), a.matrixCmd(), a.sourcesCmd(),
 		a.deliveriesCmd(), a.evidenceCmd(), a.tasksCmd(), a.configCmd())
 	root.InitDefaultCompletionCmd() // cobra adds it when run; here, so usageArgs sees it too
+	root.SetHelpCommand(helpCmd())
 	usageArgs(root)
 	return root
+}
+
+// helpCmd is "channels help [command]": cobra's own prints the root's help for an unknown topic
+// and exits 0; this one makes that a usage error, as "channels foo" is.
+func helpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:         "help [command]",
+		Short:       "Help about any command",
+		Annotations: map[string]string{noConfig: "prints help"},
+		ValidArgsFunction: func(c *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []cobra.Completion
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() || sub == c {
+					names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return usageError{fmt.Errorf("unknown help topic %q; see %s --help", strings.Join(args, " "), c.Root().Name())}
+			}
+			cmd.InitDefaultHelpFlag()
+			cmd.InitDefaultVersionFlag()
+			return cmd.Help()
+		},
+	}
 }
 
 // usageArgs makes every mistake in the positional arguments of cmd and its subcommands a usage
