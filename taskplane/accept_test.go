@@ -2,6 +2,7 @@ package taskplane_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -836,6 +837,39 @@ func TestRunRetentionPrunesContinuously(t *testing.T) {
 		}
 		if _, err := p.GetTask(context.Background(), "alice", live.Task.ID); err != nil {
 			t.Fatalf("the waiting task did not survive the passes: %v", err)
+		}
+	})
+}
+
+// A pass that deletes only old evidence (or settled deliveries) says so in a retention record,
+// as a pass that deletes tasks does.
+func TestAPassThatPrunesOnlyEvidenceRecordsIt(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		var mu sync.Mutex
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		p := taskplane.New(open(t), taskplane.WithClock(clock), taskplane.WithRetention(time.Hour))
+		mustAccept(t, p, nativeEvent("alice", "ev-live", "c-live", "x")) // live: its task stays
+		mu.Lock()
+		now = now.Add(2 * time.Hour)
+		mu.Unlock()
+		r, err := p.Prune(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Tasks != 0 || r.Evidence == 0 {
+			t.Fatalf("pass deleted %d tasks and %d evidence records, want 0 and some", r.Tasks, r.Evidence)
+		}
+		evs, err := p.Store().ListEvidence(context.Background(), store.EvidenceFilter{Kind: taskplane.EvidenceRetention})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 1 {
+			t.Fatalf("%d retention records, want 1", len(evs))
+		}
+		var d struct{ Evidence, Deliveries int }
+		if err := json.Unmarshal(evs[0].Detail, &d); err != nil || d.Evidence != r.Evidence || d.Deliveries != 0 {
+			t.Fatalf("retention record %s (%v), want evidence %d", evs[0].Detail, err, r.Evidence)
 		}
 	})
 }

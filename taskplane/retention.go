@@ -22,7 +22,8 @@ const pruneBatch = 500
 // anchors, wakes and claims) of conversations whose last event is older than the retention
 // window, and the contexts and claims left behind. It never drops a non-terminal task, a context
 // one references, or a pending claim. Once a task and its claim are gone, the same identity is
-// accepted as new work. Settled deliveries and evidence older than the window go too.
+// accepted as new work. Settled deliveries and evidence older than the window go too. Every
+// transaction that deletes anything writes a retention evidence record counting what it deleted.
 func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 	var total PruneResult
 	cutoff := p.clock().Add(-p.retention)
@@ -64,8 +65,12 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 			if d, err = tx.PruneDeliveries(ctx, cutoff, pruneBatch); err != nil {
 				return err
 			}
-			e, err = tx.PruneEvidence(ctx, cutoff, pruneBatch)
-			return err
+			if e, err = tx.PruneEvidence(ctx, cutoff, pruneBatch); err != nil || d+e == 0 {
+				return err
+			}
+			return evidence(ctx, tx, "", "", EvidenceRetention, "", map[string]any{
+				"deliveries": d, "evidence": e, "cutoff": cutoff,
+			}, p.clock())
 		})
 		if err != nil {
 			return total, fmt.Errorf("retention: %w", err)
