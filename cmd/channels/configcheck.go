@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -102,10 +103,16 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 		path = config.DefaultPath()
 	}
 	r.File = path
-	cfg, err := config.Load(path, cmd.Flags(), a.getenv, a.environ)
-	if err != nil {
+	cfg, err := config.LoadAll(path, cmd.Flags(), a.getenv, a.environ)
+	if cfg == nil {
 		r.Errors = append(r.Errors, splitErrors(err)...)
 		return r
+	}
+	// With problems in the file or its values, the checks below still run on what loaded, so
+	// every problem is reported at once; a check whose input was already found wrong is skipped.
+	partial := err != nil
+	if partial {
+		r.Errors = append(r.Errors, splitErrors(err)...)
 	}
 	r.Warnings = append(r.Warnings, cfg.Warnings...)
 	r.Settings = cfg.Redacted()
@@ -116,14 +123,21 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 	// What serve would refuse.
 	if cfg.Store == "" {
 		r.Errors = append(r.Errors, config.ErrNoStore.Error())
-	} else if u, err := url.Parse(cfg.Store); err == nil && !slices.Contains(store.Schemes(), u.Scheme) {
+	} else if u, err := url.Parse(cfg.Store); err == nil && u.Scheme != "" && !slices.Contains(store.Schemes(), u.Scheme) {
 		r.Errors = append(r.Errors, fmt.Sprintf("store: scheme %q has no driver: want one of %s", u.Scheme, strings.Join(store.Schemes(), ", ")))
 	}
 	if err := checkListen(cfg.Config); err != nil {
-		r.Errors = append(r.Errors, err.Error())
+		if _, _, perr := net.SplitHostPort(cfg.Listen); perr == nil {
+			r.Errors = append(r.Errors, err.Error())
+		}
 	}
-	// The executor, the workflow manifest and the worker tokens, built as serve builds them.
-	if _, err := buildServeParts(cfg.Config, a.getenv, slog.New(slog.DiscardHandler)); err != nil {
+	// The executor, the workflow manifest and the worker tokens, built as serve builds them (the
+	// manifest alone when the executor's settings are already reported wrong).
+	parts := cfg.Config
+	if len(cfg.ExecutorProblems()) > 0 {
+		parts.Executor = "echo"
+	}
+	if _, err := buildServeParts(parts, a.getenv, slog.New(slog.DiscardHandler)); err != nil {
 		r.Errors = append(r.Errors, splitErrors(err)...)
 	}
 	if cfg.Credentials != "" {
@@ -131,7 +145,7 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 			r.Errors = append(r.Errors, fmt.Sprintf("credentials: %v", err))
 		}
 	}
-	r.Errors = append(r.Errors, checkSources(cfg.Sources, &r.Warnings)...)
+	r.Errors = append(r.Errors, checkSources(cfg.Sources, partial, &r.Warnings)...)
 
 	// What serve would accept but an operator likely did not mean.
 	if !cfg.ListensOnLoopback() {
@@ -164,13 +178,15 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 
 // checkSources builds every configured instance the way serve does, so an unknown source or
 // options its source refuses are reported now.
-func checkSources(list []config.SourceConfig, warnings *[]string) []string {
+// With partial set (the loader reported problems), an instance missing its type, name or
+// principal is skipped: the loader said so already.
+func checkSources(list []config.SourceConfig, partial bool, warnings *[]string) []string {
 	var errs []string
 	m, merr := matrix.Default()
 	registered := sources.Names()
 	for i, s := range list {
 		where := fmt.Sprintf("%s[%d] (%s)", config.SourcesKey, i, s.Label())
-		if s.Type == "" {
+		if s.Type == "" || partial && (s.Name == "" || s.Principal == "") {
 			continue // reported by the loader
 		}
 		if !slices.Contains(registered, s.Type) {

@@ -65,6 +65,13 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"the anonymous callers' principal", strings.Replace(webhookSource, "principal: ci-team", "principal: anonymous", 1),
 			[]string{`principal "anonymous" is reserved for unauthenticated A2A callers`}, false},
 		{"misspelt instance field", strings.Replace(webhookSource, "principal:", "principle:", 1), []string{"field principle not found"}, false},
+		// A problem the loader finds does not hide the ones found after loading.
+		{"a bad value and an open listener", "listen: 0.0.0.0:8788\nretention: 1h\n", []string{"retention 1h0m0s: at least", "no credentials are configured"}, false},
+		{"an unknown key and an unknown source", "lisen: x\n" + strings.Replace(webhookSource, "type: webhook", "type: carrier-pigeon", 1),
+			[]string{"unknown keys lisen", `no source "carrier-pigeon" is registered`}, false},
+		{"a bad value and a missing manifest", "retention: 1h\nworkflow_manifest: /no/such/manifest.yaml\n", []string{"retention 1h0m0s: at least", "/no/such/manifest.yaml"}, false},
+		{"an unknown executor", "executor: foo\nretention: 1h\n", []string{`executor "foo": want one of`}, false},
+		{"an executor missing its settings", "executor: exec\nretention: 1h\n", []string{"executor exec needs exec_command"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +85,13 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 				if !strings.Contains(out, w) {
 					t.Errorf("report lacks %q:\n%s", w, out)
 				}
+			}
+			seen := map[string]bool{}
+			for _, line := range strings.Split(out, "\n") {
+				if line != "" && seen[line] {
+					t.Errorf("report repeats %q:\n%s", line, out)
+				}
+				seen[line] = true
 			}
 			for _, secret := range []string{"hunter2hunter2hunter2", plantedWebhookSecret, plantedAdminToken, ":pw@"} {
 				if strings.Contains(out+c.stderr.String(), secret) {

@@ -352,6 +352,18 @@ type Loaded struct {
 // variables), then the flags of fs that were set on the command line (fs may be nil). The result
 // is validated.
 func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string) (*Loaded, error) {
+	l, err := LoadAll(path, fs, getenv, environ)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// LoadAll is Load for a checker that reports every problem at once ("channels config check"): with
+// an error in the file or in validation it also returns the configuration as far as it loaded, so
+// the checks that need a loaded configuration can still run. It returns nil with the error only
+// when the environment or the flags could not be read.
+func LoadAll(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string) (*Loaded, error) {
 	l := &Loaded{Config: Default(), Path: path, Origin: map[string]Source{}, envRefs: map[string]bool{}}
 	for _, f := range fields {
 		l.Origin[f.key] = FromDefault
@@ -371,7 +383,7 @@ func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []
 	}
 	l.warnUnknownEnv(environ)
 	if err := errors.Join(fileErr, l.Validate()); err != nil {
-		return nil, err
+		return l, err
 	}
 	return l, nil
 }
@@ -679,9 +691,6 @@ func (c *Config) Validate() error {
 	if c.Retention > 0 && c.Retention < MinRetention {
 		errs = append(errs, fmt.Errorf("retention %s: at least %s: a shorter window forgets events' idempotency claims while providers may still redeliver them, and a redelivery would become new work", c.Retention, MinRetention))
 	}
-	if !contains(Executors, c.Executor) {
-		errs = append(errs, fmt.Errorf("executor %q: want one of %s", c.Executor, strings.Join(Executors, ", ")))
-	}
 	if !contains([]string{"auto", "on", "off"}, c.MessageIDDedupe) {
 		errs = append(errs, fmt.Errorf("message_id_dedupe %q: want auto, on or off", c.MessageIDDedupe))
 	}
@@ -713,7 +722,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("admin_refresh must not be negative, got %s (0 turns the refresh off)", c.AdminRefresh))
 	}
 	errs = append(errs, validateSources(c.Sources)...)
-	errs = append(errs, c.validateExecutor()...)
+	errs = append(errs, c.ExecutorProblems()...)
 	if c.KeepAlive <= 0 {
 		errs = append(errs, fmt.Errorf("keep_alive must be positive, got %s", c.KeepAlive))
 	}
@@ -743,6 +752,15 @@ func (c *Config) InputModeList() []string {
 }
 
 // validateExecutor checks that the chosen executor has what it needs.
+// ExecutorProblems reports what Validate finds wrong with the executor's settings: an unknown
+// executor, or one missing what it needs.
+func (c *Config) ExecutorProblems() []error {
+	if !contains(Executors, c.Executor) {
+		return []error{fmt.Errorf("executor %q: want one of %s", c.Executor, strings.Join(Executors, ", "))}
+	}
+	return c.validateExecutor()
+}
+
 func (c *Config) validateExecutor() []error {
 	var errs []error
 	switch c.Executor {
