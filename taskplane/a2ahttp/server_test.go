@@ -187,34 +187,81 @@ func TestResumeReplaysPastAnInputRequiredTheTaskHasLeft(t *testing.T) {
 // with an artifact (one update) is the task's state after both; a resume replays them both and
 // then closes, as a stream at INPUT_REQUIRED does.
 func TestResumeOfAWaitingTaskDeliversWhatFollowsItsQuestionAndCloses(t *testing.T) {
-	x := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
-		return turn.Update(ctx,
-			taskplane.SetStatus{State: taskplane.StateInputRequired, Message: &taskplane.Message{ID: "q-" + turn.Task.ID,
-				Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("which one?")}}},
-			taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "draft", Parts: []taskplane.Part{taskplane.TextPart("a draft")}}})
-	})
-	e := newEnvExec(t, storetest.OpenSQLite(t), nil, x, func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
+	e := newEnvExec(t, storetest.OpenSQLite(t), nil, askWithDraft(), func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := e.client(binding, tokenAlice)
 		task := askedTask(t, c, "hello")
 		method, path, body := subscribeRequest(binding, task.ID)
+		resume := func(after string) (got, ids []string) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s, status, rb := e.openSSE(ctx, method, path, tokenAlice, body, map[string]string{"Last-Event-ID": after})
+			if s == nil {
+				t.Fatalf("resume after %s: %d %s", after, status, rb)
+			}
+			for _, ev := range s.all() {
+				k, st := kind(t, ev.Data)
+				got, ids = append(got, strings.TrimSpace(k+" "+st)), append(ids, ev.ID)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the stream resumed after %s stayed open after %v", after, got)
+			}
+			return got, ids
+		}
+		got, ids := resume("0")
+		if n := len(got); n < 2 || got[n-2] != "statusUpdate TASK_STATE_INPUT_REQUIRED" || got[n-1] != "artifactUpdate" {
+			t.Fatalf("resumed events %v, want the question and then the artifact", got)
+		}
+		// A client that lost the stream right after the question, or after the artifact.
+		question, last := ids[len(ids)-2], ids[len(ids)-1]
+		if got, _ := resume(question); !slices.Equal(got, []string{"artifactUpdate"}) {
+			t.Errorf("resumed after the question: %v, want the artifact alone", got)
+		}
+		if got, _ := resume(last); len(got) != 0 {
+			t.Errorf("resumed after the last event: %v, want none", got)
+		}
+	})
+}
+
+// TestALiveStreamDeliversTheRestOfTheUpdateThatAsked: a question closes a live stream, but only
+// after what the same update wrote after it (an artifact), which a replay of the task also sends:
+// two streams of one task deliver the same events.
+func TestALiveStreamDeliversTheRestOfTheUpdateThatAsked(t *testing.T) {
+	e := newEnvExec(t, storetest.OpenSQLite(t), nil, askWithDraft(), func(c *a2aConfig) { c.BlockingTimeout = time.Minute })
+	forEachBinding(t, func(t *testing.T, binding string) {
+		path, body := "/message:stream", sendBody(t, wireMsg("live-"+bindingName(binding), "hello"), nil)
+		if binding == a2awire.BindingJSONRPC {
+			path = "/jsonrpc"
+			body = []byte(`{"jsonrpc":"2.0","id":"r1","method":"SendStreamingMessage","params":` + string(body) + `}`)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s, status, rb := e.openSSE(ctx, method, path, tokenAlice, body, map[string]string{"Last-Event-ID": "0"})
+		s, status, b := e.openSSE(ctx, http.MethodPost, path, tokenAlice, body, nil)
 		if s == nil {
-			t.Fatalf("resume: %d %s", status, rb)
+			t.Fatalf("%d %s", status, b)
 		}
 		var got []string
 		for _, ev := range s.all() {
 			k, st := kind(t, ev.Data)
-			got = append(got, k+" "+st)
+			got = append(got, strings.TrimSpace(k+" "+st))
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("the resumed stream stayed open after %v", got)
+			t.Fatalf("the stream stayed open after %v", got)
 		}
-		if n := len(got); n < 2 || got[n-2] != "statusUpdate TASK_STATE_INPUT_REQUIRED" || got[n-1] != "artifactUpdate " {
-			t.Fatalf("resumed events %v, want the question and then the artifact", got)
+		if n := len(got); n < 2 || got[n-2] != "statusUpdate TASK_STATE_INPUT_REQUIRED" || got[n-1] != "artifactUpdate" {
+			t.Fatalf("live events %v, want the question and then the artifact", got)
 		}
+	})
+}
+
+// askWithDraft asks a question and writes an artifact in one update.
+func askWithDraft() taskplane.Executor {
+	return taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		return turn.Update(ctx,
+			taskplane.SetStatus{State: taskplane.StateInputRequired, Message: &taskplane.Message{ID: "q-" + turn.Task.ID,
+				Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("which one?")}}},
+			taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "draft", Parts: []taskplane.Part{taskplane.TextPart("a draft")}}})
 	})
 }
 

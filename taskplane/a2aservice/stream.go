@@ -3,6 +3,7 @@ package a2aservice
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
@@ -32,6 +33,9 @@ type Stream struct {
 	// is delivered whole, and an INPUT_REQUIRED in it closes the stream only if it is still the
 	// task's state there (a question the task has moved on from does not).
 	settledAt int64
+	// asked: a resumed stream starts after the question its task still waits on; it closes once
+	// it has delivered what followed the question up to settledAt (or at once, if nothing did).
+	asked bool
 }
 
 // closes reports whether a stream ends after a status event in state st: at terminal states and
@@ -106,8 +110,9 @@ func (s *Service) resume(call Call, t *taskplane.Task, v a2awire.View) (*Stream,
 	case t.Status.State.Terminal() && call.LastEventID >= t.LastSeq:
 		return nil, a2awire.Errorf(a2awire.ErrUnsupportedOperation, "task is in a terminal state and no event follows Last-Event-ID").WithTask(t.ID)
 	}
+	asked := t.Status.State == taskplane.StateInputRequired && t.InputRequest > 0 && t.InputRequest <= call.LastEventID
 	return &Stream{svc: s, principal: call.Principal, taskID: t.ID, view: v, after: call.LastEventID, follow: true,
-		settledAt: t.LastSeq}, nil
+		settledAt: t.LastSeq, asked: asked}, nil
 }
 
 // Close gives the stream's slot back (see max_streams); Run does so when it returns, and so does
@@ -130,10 +135,31 @@ func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 	if !st.follow {
 		return nil
 	}
-	asked := false // the last status event seen was an INPUT_REQUIRED
+	asked := st.asked // the last status event seen was an INPUT_REQUIRED
+	if asked && st.after >= st.settledAt {
+		return nil // resumed after the question the task waits on, and nothing followed it
+	}
+	// A question met live (past the replay) closes the stream after the rest of the update that
+	// asked it (an artifact written with the question), which shares the question's time; an
+	// event of a later update is not sent.
+	var update time.Time
 	return st.svc.plane.Follow(ctx, st.principal, st.taskID, st.after, func(ev taskplane.TaskEvent) error {
+		if !update.IsZero() && !ev.Time.Equal(update) {
+			return taskplane.ErrStopFollowing
+		}
 		if ev.Kind == taskplane.EventStatus && ev.Status != nil {
 			asked = ev.Status.Status.State == taskplane.StateInputRequired
+			if asked && ev.Seq >= st.settledAt {
+				// The events of the update are all committed with it: deliver up to the
+				// task's last one, stopping early at one of a later update.
+				t, err := st.svc.plane.GetTask(ctx, st.principal, st.taskID)
+				if err != nil {
+					return err
+				}
+				st.settledAt, update = max(t.LastSeq, ev.Seq), ev.Time
+			} else if !asked {
+				update = time.Time{}
+			}
 		}
 		r := a2awire.FromEvent(ev, st.view)
 		if r != nil {
