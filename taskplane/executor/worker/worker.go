@@ -469,6 +469,11 @@ func (a *API) settle(w http.ResponseWriter, r *http.Request, tok Token) {
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too-large",
+			fmt.Sprintf("the body is larger than the limit of %d bytes (1 MiB)", tooLarge.Limit))
+		return false
+	}
 	if err == nil && len(strings.TrimSpace(string(b))) == 0 {
 		b = []byte("{}")
 	}

@@ -320,3 +320,25 @@ func TestWorkerSettle(t *testing.T) {
 		}
 	})
 }
+
+// A body over the 1 MiB limit is 413 "too-large" naming the limit, not the 400 a malformed body
+// gets; the turn is untouched.
+func TestWorkerOversizeBodyIs413NamingTheLimit(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		e.accept(t, "alice", taskplane.SourceA2A, "m-a")
+		id, l := e.claim(t, tokenAll)
+		code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenAll, l,
+			map[string]any{"response": strings.Repeat("x", 2<<20)})
+		errBody, _ := body["error"].(map[string]any)
+		msg, _ := errBody["message"].(string)
+		if code != http.StatusRequestEntityTooLarge || errCode(body) != "too-large" || !strings.Contains(msg, "1048576 bytes") {
+			t.Fatalf("oversize complete: %d %v, want 413 too-large naming the limit", code, body)
+		}
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenAll, l, "not an object"); code != http.StatusBadRequest || errCode(body) != "invalid" {
+			t.Fatalf("malformed complete: %d %v, want 400 invalid", code, body)
+		}
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenAll, l, map[string]any{"response": "done"}); code != http.StatusOK {
+			t.Fatalf("complete after the refusals: %d %v", code, body)
+		}
+	})
+}
