@@ -143,6 +143,12 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	shortTokens := write("short.json", `{"workers":[{"name":"w1","token":"short"}]}`)
 	noWorkers := write("none.json", `{"workers":[]}`)
 	notJSON := write("broken.json", `{"workers":`)
+	misspelt := write("misspelt.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-worker","principal":["alice"]}]}`)
+	unscoped := write("unscoped.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-worker"}]}`)
+	sharedToken := write("shared.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-worker","principals":["*"]},
+		{"name":"w2","token":"0123456789abcdef-worker","principals":["bob"]}]}`)
+	sameName := write("samename.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-one","principals":["alice"]},
+		{"name":"w1","token":"0123456789abcdef-two","principals":["bob"]}]}`)
 	badManifest := write("manifest.yaml", "outputs:\n  - name: Not A Name\n")
 	unknownField := write("manifest2.yaml", "outputs:\n  - name: summary\n    colour: red\n")
 	for _, tc := range []struct{ name, yaml, want string }{
@@ -153,6 +159,10 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"worker tokens not JSON", "executor: worker\nworker_tokens: " + notJSON + "\n", "parse worker tokens"},
 		{"worker token too short", "executor: worker\nworker_tokens: " + shortTokens + "\n", "needs a name and a token of at least 16 characters"},
 		{"no workers", "executor: worker\nworker_tokens: " + noWorkers + "\n", "no workers listed"},
+		{"worker tokens unknown key", "executor: worker\nworker_tokens: " + misspelt + "\n", `unknown field "principal"`},
+		{"worker without principals", "executor: worker\nworker_tokens: " + unscoped + "\n", `write "principals": ["*"] for all`},
+		{"workers sharing a token", "executor: worker\nworker_tokens: " + sharedToken + "\n", `workers "w1" and "w2" have the same token`},
+		{"workers sharing a name", "executor: worker\nworker_tokens: " + sameName + "\n", `two workers are named "w1"`},
 		{"workflow manifest missing", "workflow_manifest: " + filepath.Join(dir, "missing.yaml") + "\n", "read workflow manifest"},
 		{"workflow manifest invalid", "workflow_manifest: " + badManifest + "\n", `output name "Not A Name" does not match`},
 		{"workflow manifest unknown field", "workflow_manifest: " + unknownField + "\n", "field colour not found"},
@@ -173,7 +183,7 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	}
 
 	// And what serve starts with passes, the variable agent_token_env names read the same way.
-	tokens := write("workers.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-worker"}]}`)
+	tokens := write("workers.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-worker","principals":["*"]}]}`)
 	manifest := write("ok.yaml", "outputs:\n  - name: summary\n")
 	for _, yaml := range []string{
 		"executor: worker\nworker_tokens: " + tokens + "\nworkflow_manifest: " + manifest + "\n",

@@ -35,11 +35,11 @@ func workerCall(t *testing.T, url, token, lease, body string) (int, map[string]a
 }
 
 // workerTokens writes a worker tokens file with one worker, "bot", whose token is
-// worker-token-0123456789, and returns its path.
+// worker-token-0123456789 and who serves every principal, and returns its path.
 func workerTokens(t *testing.T) string {
 	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "workers.json")
-	if err := os.WriteFile(tokens, []byte(`{"workers":[{"name":"bot","token":"worker-token-0123456789"}]}`), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(`{"workers":[{"name":"bot","token":"worker-token-0123456789","principals":["*"]}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return tokens

@@ -20,6 +20,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -60,32 +61,98 @@ type Token struct {
 	// Name identifies the worker in leases and evidence (never the token itself).
 	Name  string `json:"name"`
 	Token string `json:"token"`
-	// Principals are the principals whose tasks the worker may claim; empty means all.
+	// Principals are the principals whose tasks the worker may claim; empty means all. (A tokens
+	// file says all with "principals": ["*"], which LoadTokens turns into empty.)
 	Principals []string `json:"principals,omitempty"`
 }
 
+// AllPrincipals, as a tokens file entry's only principal, lets the worker claim every
+// principal's tasks.
+const AllPrincipals = "*"
+
 // LoadTokens reads {"workers":[{"name":"…","token":"…","principals":["…"]}]} from path. A file
-// that lists no worker is refused, as New refuses no tokens.
+// that lists no worker is refused, as New refuses no tokens; so is an unknown key (a misspelt
+// "principals" must not load as a worker of every principal), an entry without "principals"
+// (write ["*"] for all), and two entries with one name or one token. No error carries a token.
 func LoadTokens(path string) ([]Token, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read worker tokens: %w", err)
 	}
 	var doc struct {
-		Workers []Token `json:"workers"`
+		Workers []json.RawMessage `json:"workers"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
+	if err := decodeStrict(b, &doc); err != nil {
 		return nil, fmt.Errorf("parse worker tokens %s: %w", path, err)
 	}
 	if len(doc.Workers) == 0 {
-		return nil, fmt.Errorf("worker tokens %s: no workers listed (want {\"workers\":[{\"name\":…,\"token\":…}]})", path)
+		return nil, fmt.Errorf("worker tokens %s: no workers listed (want {\"workers\":[{\"name\":…,\"token\":…,\"principals\":[…]}]})", path)
 	}
-	for i, t := range doc.Workers {
-		if t.Name == "" || len(t.Token) < 16 {
+	toks := make([]Token, 0, len(doc.Workers))
+	for i, raw := range doc.Workers {
+		var e struct {
+			Name       string    `json:"name"`
+			Token      string    `json:"token"`
+			Principals *[]string `json:"principals"`
+		}
+		if err := decodeStrict(raw, &e); err != nil {
+			return nil, fmt.Errorf("parse worker tokens %s: entry %d: %w", path, i, err)
+		}
+		if e.Name == "" || len(e.Token) < 16 {
 			return nil, fmt.Errorf("worker tokens %s: entry %d needs a name and a token of at least 16 characters", path, i)
 		}
+		t := Token{Name: e.Name, Token: e.Token}
+		switch {
+		case e.Principals == nil || len(*e.Principals) == 0:
+			return nil, fmt.Errorf("worker tokens %s: worker %q lists no principals: name the principals whose tasks it may claim, or write \"principals\": [%q] for all", path, e.Name, AllPrincipals)
+		case slices.Contains(*e.Principals, AllPrincipals):
+			if len(*e.Principals) != 1 {
+				return nil, fmt.Errorf("worker tokens %s: worker %q: %q (all principals) must be the only principal listed", path, e.Name, AllPrincipals)
+			}
+		case slices.Contains(*e.Principals, ""):
+			return nil, fmt.Errorf("worker tokens %s: worker %q lists an empty principal", path, e.Name)
+		default:
+			t.Principals = *e.Principals
+		}
+		toks = append(toks, t)
 	}
-	return doc.Workers, nil
+	if err := checkUnique(toks); err != nil {
+		return nil, fmt.Errorf("worker tokens %s: %w", path, err)
+	}
+	return toks, nil
+}
+
+// decodeStrict decodes one JSON value into v, refusing keys v does not have and anything after
+// the value.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// checkUnique refuses two workers with one name (leases name the worker) or one token (the
+// first would take every request, and the second's principals would be ignored). The error
+// names the workers, never the token.
+func checkUnique(toks []Token) error {
+	names := map[string]bool{}
+	byToken := map[string]string{}
+	for _, t := range toks {
+		if names[t.Name] {
+			return fmt.Errorf("two workers are named %q: each needs a name of its own", t.Name)
+		}
+		names[t.Name] = true
+		if other, ok := byToken[t.Token]; ok {
+			return fmt.Errorf("workers %q and %q have the same token: each needs a token of its own", other, t.Name)
+		}
+		byToken[t.Token] = t.Name
+	}
+	return nil
 }
 
 // Config configures the API.
@@ -121,6 +188,9 @@ type hashedToken struct {
 func New(plane *taskplane.Plane, cfg Config) (*API, error) {
 	if len(cfg.Tokens) == 0 {
 		return nil, errors.New("worker API: no worker tokens configured")
+	}
+	if err := checkUnique(cfg.Tokens); err != nil {
+		return nil, fmt.Errorf("worker API: %w", err)
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease

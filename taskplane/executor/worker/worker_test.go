@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -319,6 +322,99 @@ func TestWorkerSettle(t *testing.T) {
 			t.Fatalf("settle: %d %v", code, body)
 		}
 	})
+}
+
+// writeTokens writes a worker tokens file and returns its path.
+func writeTokens(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "workers.json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A misspelt key must not load: "principal" for "principals" would otherwise load a worker
+// meant for alice as one that claims every principal's tasks. The error names the file and the key.
+func TestTokensFileRefusesUnknownKeys(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principal":["alice"]}]}`, `entry 0: json: unknown field "principal"`},
+		{`{"workers":[{"name":"ok","token":"0123456789abcdef-ok","principals":["bob"]},
+			{"name":"bot","token":"0123456789abcdef-bot","principle":["alice"]}]}`, `entry 1: json: unknown field "principle"`},
+		{`{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":["alice"]}],"principals":["alice"]}`, `unknown field "principals"`},
+		{`{"worker":[{"name":"bot","token":"0123456789abcdef-bot","principals":["alice"]}]}`, `unknown field "worker"`},
+		{`{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":["alice"]}]} {}`, "data after the JSON value"},
+	} {
+		path := writeTokens(t, tc.body)
+		toks, err := worker.LoadTokens(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadTokens(%s): %+v, %v; want an error naming the file and %q", tc.body, toks, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "0123456789abcdef") {
+			t.Errorf("the error carries a token: %v", err)
+		}
+	}
+	toks, err := worker.LoadTokens(writeTokens(t, `{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":["alice"]}]}`))
+	if err != nil || len(toks) != 1 || !slices.Equal(toks[0].Principals, []string{"alice"}) {
+		t.Fatalf("a well-formed file: %+v, %v", toks, err)
+	}
+}
+
+// An entry that names no principals is refused, not read as "all": all is written ["*"], alone.
+func TestTokensFileEntryWithoutPrincipalsIsRefusedUnlessAllIsExplicit(t *testing.T) {
+	for _, body := range []string{
+		`{"workers":[{"name":"bot","token":"0123456789abcdef-bot"}]}`,
+		`{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":[]}]}`,
+		`{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":null}]}`,
+	} {
+		toks, err := worker.LoadTokens(writeTokens(t, body))
+		if err == nil || !strings.Contains(err.Error(), `worker "bot" lists no principals`) || !strings.Contains(err.Error(), `"principals": ["*"]`) {
+			t.Errorf("LoadTokens(%s): %+v, %v; want a refusal saying to write \"principals\": [\"*\"]", body, toks, err)
+		}
+	}
+	for _, body := range []string{
+		`{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":["*","alice"]}]}`,
+		`{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":["alice",""]}]}`,
+	} {
+		if toks, err := worker.LoadTokens(writeTokens(t, body)); err == nil {
+			t.Errorf("LoadTokens(%s): %+v, want a refusal", body, toks)
+		}
+	}
+	// ["*"] is every principal: the loaded token has no restriction (and no principal named "*").
+	toks, err := worker.LoadTokens(writeTokens(t, `{"workers":[{"name":"bot","token":"0123456789abcdef-bot","principals":["*"]}]}`))
+	if err != nil || len(toks) != 1 || len(toks[0].Principals) != 0 {
+		t.Fatalf(`principals ["*"]: %+v, %v; want one worker of every principal`, toks, err)
+	}
+}
+
+// Two entries with one token would let the first take every request and silently drop the
+// second's scope; two with one name would share leases. Both are refused, and the error names
+// the workers, never the token. New refuses them too.
+func TestTokensFileRefusesDuplicateTokensAndNames(t *testing.T) {
+	const secret = "0123456789abcdef-shared"
+	for _, tc := range []struct{ body, want string }{
+		{`{"workers":[{"name":"ops","token":"` + secret + `","principals":["*"]},
+			{"name":"bob","token":"` + secret + `","principals":["bob"]}]}`, `workers "ops" and "bob" have the same token`},
+		{`{"workers":[{"name":"bot","token":"0123456789abcdef-one","principals":["alice"]},
+			{"name":"bot","token":"0123456789abcdef-two","principals":["bob"]}]}`, `two workers are named "bot"`},
+	} {
+		path := writeTokens(t, tc.body)
+		toks, err := worker.LoadTokens(path)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("LoadTokens: %+v, %v; want an error naming the file and %q", toks, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("the error carries the token: %v", err)
+		}
+	}
+	for _, toks := range [][]worker.Token{
+		{{Name: "ops", Token: secret}, {Name: "bob", Token: secret, Principals: []string{"bob"}}},
+		{{Name: "bot", Token: "0123456789abcdef-one"}, {Name: "bot", Token: "0123456789abcdef-two"}},
+	} {
+		if _, err := worker.New(nil, worker.Config{Tokens: toks}); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("New with %d workers sharing a token or a name: %v, want a refusal without the token", len(toks), err)
+		}
+	}
 }
 
 // A body over the 1 MiB limit is 413 "too-large" naming the limit, not the 400 a malformed body
