@@ -320,7 +320,7 @@ func (p *Plane) ListTasks(ctx context.Context, principal string, q ListQuery) (T
 	f := store.TaskFilter{ContextID: q.ContextID, State: string(q.State), StatusAfter: q.StatusAfter, Limit: size + 1}
 	if q.PageToken != "" {
 		var tok pageToken
-		if err := decodeToken(q.PageToken, &tok); err != nil {
+		if err := decodeToken(q.PageToken, &tok); err != nil || tok.ID == "" || tok.T.IsZero() {
 			return TaskPage{}, invalidf("malformed pageToken")
 		}
 		f.CursorTime, f.CursorID = tok.T, tok.ID

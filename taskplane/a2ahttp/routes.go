@@ -34,13 +34,14 @@ func route(segs []string) (routeMatch, bool) {
 	case len(segs) == 1 && segs[0] == "extendedAgentCard":
 		return routeMatch{op: "GetExtendedAgentCard", methods: get, serve: (*Server).extendedCard}, true
 	case len(segs) == 2 && segs[0] == "tasks" && segs[1] != "":
-		id, verb, _ := strings.Cut(segs[1], ":")
+		id, verb, hasVerb := strings.Cut(segs[1], ":")
 		if id == "" {
 			return routeMatch{}, false
 		}
-		switch verb {
-		case "":
+		if !hasVerb {
 			return routeMatch{op: "GetTask", methods: get, id: id, serve: (*Server).getTask}, true
+		}
+		switch verb { // an empty verb ("/tasks/{id}:") is no route
 		case "cancel":
 			return routeMatch{op: "CancelTask", methods: post, id: id, serve: (*Server).cancelTask}, true
 		case "subscribe":

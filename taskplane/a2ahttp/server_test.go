@@ -584,13 +584,22 @@ func TestLimitsAndValidation(t *testing.T) {
 			}
 		})
 	}
-	// Malformed JSON is a parse error.
-	status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, []byte(`{"message":`), nil)
-	if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "PARSE_ERROR" {
-		t.Fatalf("malformed JSON: %d %s", status, body)
+	// Malformed JSON is a parse error, whatever its first byte; valid JSON that is not an object
+	// is invalid params.
+	for _, path := range []string{"/message:send", "/tasks/x:cancel"} {
+		for _, b := range []string{`{"message":`, `hello`, `[1,`} {
+			status, _, body := e.raw(http.MethodPost, path, tokenAlice, []byte(b), nil)
+			if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "PARSE_ERROR" {
+				t.Fatalf("POST %s %s: %d %s, want PARSE_ERROR", path, b, status, body)
+			}
+		}
+		status, _, body := e.raw(http.MethodPost, path, tokenAlice, []byte(`[1]`), nil)
+		if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "INVALID_PARAMS" {
+			t.Fatalf("POST %s [1]: %d %s, want INVALID_PARAMS", path, status, body)
+		}
 	}
 	// Snake_case names, numeric enums and quoted int32 are accepted (ProtoJSON).
-	status, _, body = e.raw(http.MethodPost, "/message:send", tokenAlice,
+	status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice,
 		[]byte(`{"message":{"message_id":"snake-1","role":1,"parts":[{"text":"complete"}]},"configuration":{"history_length":"5"}}`), nil)
 	if status != http.StatusOK {
 		t.Fatalf("ProtoJSON variants: %d %s", status, body)
@@ -600,9 +609,13 @@ func TestLimitsAndValidation(t *testing.T) {
 	if len(task.History) != 1 {
 		t.Fatalf("history %d, want the server maximum 1", len(task.History))
 	}
-	// Unknown routes and methods.
-	if status, _, body := e.raw(http.MethodGet, "/nothing/here/at/all", tokenAlice, nil, nil); status != http.StatusNotFound {
-		t.Fatalf("unknown route: %d %s", status, body)
+	// Unknown routes and methods; an empty custom verb is no route.
+	for _, path := range []string{"/nothing/here/at/all", "/tasks/" + string(task.ID) + ":", "/tasks/" + string(task.ID) + ":nope"} {
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if status, _, body := e.raw(m, path, tokenAlice, nil, nil); status != http.StatusNotFound {
+				t.Fatalf("%s %s: %d %s, want 404", m, path, status, body)
+			}
+		}
 	}
 	if status, h, _ := e.raw(http.MethodDelete, "/tasks", tokenAlice, nil, nil); status != http.StatusMethodNotAllowed || h.Get("Allow") != "GET" {
 		t.Fatalf("DELETE /tasks: %d %q", status, h.Get("Allow"))
@@ -614,8 +627,12 @@ func TestLimitsAndValidation(t *testing.T) {
 			t.Fatalf("ListTasks %s: %d %s", q, status, body)
 		}
 	}
-	if status, _, body := e.raw(http.MethodGet, "/tasks?pageToken=garbage", tokenAlice, nil, nil); status != http.StatusBadRequest {
-		t.Fatalf("bad pageToken: %d %s", status, body)
+	// A token this server did not issue: not base64, or an encoded cursor that names nothing.
+	for _, tok := range []string{"garbage", "e30", "eyJpIjoieCJ9"} {
+		status, _, body := e.raw(http.MethodGet, "/tasks?pageToken="+tok, tokenAlice, nil, nil)
+		if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "INVALID_PARAMS" {
+			t.Fatalf("pageToken %s: %d %s, want 400 INVALID_PARAMS", tok, status, body)
+		}
 	}
 	// JSON-RPC envelope errors.
 	for _, tc := range []struct {

@@ -29,6 +29,9 @@ func parseObject(raw json.RawMessage, path string) (object, *Error) {
 		return o, nil
 	}
 	if raw[0] != '{' {
+		if !json.Valid(raw) {
+			return o, &Error{Kind: ErrParse, Message: "malformed JSON"}
+		}
 		return o, Invalid(path, "must be a JSON object")
 	}
 	if err := json.Unmarshal(raw, &o.m); err != nil {
