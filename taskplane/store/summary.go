@@ -30,9 +30,9 @@ type EvidenceCount struct {
 	Bucket time.Time
 	// Rows is the number of evidence rows.
 	Rows int64
-	// Events sums the rows' "count" detail field, a row without one counting once: counted
-	// evidence (non-work, rejected) writes one row per reason and window holding how many events
-	// it stands for.
+	// Events sums the rows' "count" detail field (truncated to an integer), a row without one, or
+	// whose count is not a number from -1e9 to 1e9, counting once: counted evidence (non-work,
+	// rejected) writes one row per reason and window holding how many events it stands for.
 	Events int64
 	// Last is the newest CreatedAt among the rows.
 	Last time.Time

@@ -14,10 +14,26 @@ import (
 // The aggregate reads (store.SummaryReader). The tx embeds reader, so these serve both.
 
 // evidenceEvents is the number of events one evidence row stands for: its detail's "count" when
-// that is a number, else 1. Detail is bytea holding a JSON object (the store contract).
-const evidenceEvents = `CASE WHEN detail IS NOT NULL
-	AND jsonb_typeof(convert_from(detail, 'UTF8')::jsonb -> 'count') = 'number'
-	THEN (convert_from(detail, 'UTF8')::jsonb ->> 'count')::numeric::bigint ELSE 1 END`
+// that is a number from -1e9 to 1e9 (truncated to an integer), else 1. Detail is bytea holding a
+// JSON object (the store contract), read through evidenceDetail as j.d.
+//
+// No detail may fail the summary: a count too large to be one (1e30, or 1e200000, which numeric
+// cannot hold) counts once like a count that is not a number; a detail that is not an object has
+// no count; and a string holding \u0000 (json.Marshal's spelling of a NUL, which provider-supplied
+// identities and error texts can carry) is read as \ufffd, since PostgreSQL's JSON functions
+// refuse \u0000 (SQLSTATE 22P05) and only the count is read. The \\ pairs are spelled \u005c
+// first, so a backslash that is itself escaped is never taken for the start of \u0000.
+// The count's text is matched before it is cast (in a CASE of its own: PostgreSQL may evaluate
+// the operands of AND in any order), so the cast to numeric cannot overflow.
+const evidenceEvents = `CASE WHEN json_typeof(j.d) = 'object' AND json_typeof(j.d -> 'count') = 'number'
+	AND j.d ->> 'count' ~ '^-?[0-9]{1,20}(\.[0-9]{1,20})?([eE][-+]?[0-9]{1,3})?$'
+	THEN CASE WHEN (j.d ->> 'count')::numeric BETWEEN -1e9 AND 1e9
+		THEN trunc((j.d ->> 'count')::numeric)::bigint ELSE 1 END
+	ELSE 1 END`
+
+// evidenceDetail joins each evidence row to its detail as json (j.d); see evidenceEvents.
+const evidenceDetail = `CROSS JOIN LATERAL (SELECT replace(replace(convert_from(detail, 'UTF8'),
+	'\\', '\u005c'), '\u0000', '\ufffd')::json AS d) j`
 
 func (r reader) CountEvidence(ctx context.Context, f store.EvidenceCountFilter) ([]store.EvidenceCount, error) {
 	if f.Bucket > 0 && f.Since.IsZero() {
@@ -46,7 +62,7 @@ func (r reader) CountEvidence(ctx context.Context, f store.EvidenceCountFilter) 
 			f.Since.UnixMicro(), f.Bucket.Microseconds())
 	}
 	rows, _ := r.q.Query(ctx, `SELECT source, kind, `+bucket+` AS b, count(*), sum(`+evidenceEvents+`)::bigint,
-		max(created_at) FROM evidence WHERE `+w.sql()+` GROUP BY source, kind, b ORDER BY source, kind, b`, w.args...)
+		max(created_at) FROM evidence `+evidenceDetail+` WHERE `+w.sql()+` GROUP BY source, kind, b ORDER BY source, kind, b`, w.args...)
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.EvidenceCount, error) {
 		var c store.EvidenceCount
 		var b int64

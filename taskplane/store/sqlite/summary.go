@@ -12,10 +12,13 @@ import (
 // The aggregate reads (store.SummaryReader).
 
 // evidenceEvents is the number of events one evidence row stands for: its detail's "count" when
-// that is a number, else 1. Detail is a BLOB holding JSON text; the cast makes the JSON functions
-// read it as text (a BLOB would be taken for JSONB).
+// that is a number from -1e9 to 1e9 (truncated to an integer), else 1: a count too large to be
+// one counts once, as one that is not a number does, so no detail can overflow the sum. Detail
+// is a BLOB holding JSON text; the cast makes the JSON functions read it as text (a BLOB would be
+// taken for JSONB).
 const evidenceEvents = `CASE WHEN json_valid(CAST(detail AS TEXT))
 	AND json_type(CAST(detail AS TEXT), '$.count') IN ('integer', 'real')
+	AND json_extract(CAST(detail AS TEXT), '$.count') BETWEEN -1e9 AND 1e9
 	THEN CAST(json_extract(CAST(detail AS TEXT), '$.count') AS INTEGER) ELSE 1 END`
 
 func countEvidence(ctx context.Context, q querier, f store.EvidenceCountFilter) ([]store.EvidenceCount, error) {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -35,9 +36,16 @@ func insertEvidence(t *testing.T, s store.Store, es ...store.Evidence) {
 }
 
 // summaryFixture: slack has 2 accepted, 1 duplicate and non-work rows standing for 7 events;
-// webhook has 1 accepted of bob and 1 rejected row standing for 3 events.
+// webhook has 1 accepted of bob, 1 rejected row standing for 3 events and 3 malformed rows
+// standing for 4: one whose detail holds a NUL (json.Marshal writes it \u0000; details carry
+// provider-supplied identities and error texts), one whose count is too large to be one and one
+// whose detail is not an object. None of them may fail the summary.
 func summaryFixture(t *testing.T, s store.Store) {
 	t.Helper()
+	nul, err := json.Marshal(map[string]any{"reason": "invalid-event", "identity": "ev\x00id", "error": "\\u0000 \x00", "count": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	insertEvidence(t, s,
 		store.Evidence{Principal: "alice", Source: "slack", Kind: "accepted", TaskID: "t1", Detail: []byte(`{"identity":"E1"}`), CreatedAt: t0},
 		store.Evidence{Principal: "alice", Source: "slack", Kind: "accepted", TaskID: "t2", CreatedAt: at(time.Minute)},
@@ -46,6 +54,9 @@ func summaryFixture(t *testing.T, s store.Store) {
 		store.Evidence{Principal: "alice", Source: "slack", Kind: "non-work", Detail: []byte(`{"reason":"edit","count":2}`), CreatedAt: at(4 * time.Minute)},
 		store.Evidence{Principal: "bob", Source: "webhook", Kind: "accepted", TaskID: "t3", Detail: []byte(`{"count":"many"}`), CreatedAt: at(5 * time.Minute)},
 		store.Evidence{Principal: "bob", Source: "webhook", Kind: "rejected", Detail: []byte(`{"reason":"bad-signature","count":3}`), CreatedAt: at(6 * time.Minute)},
+		store.Evidence{Principal: "bob", Source: "webhook", Kind: "malformed", Detail: nul, CreatedAt: at(7 * time.Minute)},
+		store.Evidence{Principal: "bob", Source: "webhook", Kind: "malformed", Detail: []byte(`{"count":1e30}`), CreatedAt: at(8 * time.Minute)},
+		store.Evidence{Principal: "bob", Source: "webhook", Kind: "malformed", Detail: []byte(`[{"count":9}]`), CreatedAt: at(9 * time.Minute)},
 	)
 }
 
@@ -55,12 +66,14 @@ func testCountEvidence(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A count that is not a number ("many") counts the row once.
+	// A count that is not a number ("many"), too large to be a count (1e30) or not in an object
+	// counts the row once.
 	diff(t, "CountEvidence", []store.EvidenceCount{
 		{Source: "slack", Kind: "accepted", Rows: 2, Events: 2, Last: at(time.Minute)},
 		{Source: "slack", Kind: "duplicate", Rows: 1, Events: 1, Last: at(2 * time.Minute)},
 		{Source: "slack", Kind: "non-work", Rows: 2, Events: 7, Last: at(4 * time.Minute)},
 		{Source: "webhook", Kind: "accepted", Rows: 1, Events: 1, Last: at(5 * time.Minute)},
+		{Source: "webhook", Kind: "malformed", Rows: 3, Events: 4, Last: at(9 * time.Minute)},
 		{Source: "webhook", Kind: "rejected", Rows: 1, Events: 3, Last: at(6 * time.Minute)},
 	}, got)
 }
@@ -74,6 +87,7 @@ func testCountEvidenceFilters(t *testing.T, s store.Store) {
 	}{
 		{"principal", store.EvidenceCountFilter{Principal: "bob"}, []store.EvidenceCount{
 			{Source: "webhook", Kind: "accepted", Rows: 1, Events: 1, Last: at(5 * time.Minute)},
+			{Source: "webhook", Kind: "malformed", Rows: 3, Events: 4, Last: at(9 * time.Minute)},
 			{Source: "webhook", Kind: "rejected", Rows: 1, Events: 3, Last: at(6 * time.Minute)},
 		}},
 		{"source and kind", store.EvidenceCountFilter{Source: "slack", Kind: "non-work"}, []store.EvidenceCount{
