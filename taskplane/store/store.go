@@ -109,7 +109,8 @@ type Reader interface {
 	GetCheckpoint(ctx context.Context, principal, source, instance string) (Checkpoint, error)
 	// ListEvidence returns evidence matching f, newest first (oldest first with f.Forward).
 	ListEvidence(ctx context.Context, f EvidenceFilter) ([]Evidence, error)
-	// ListWakes returns wakes in the given state, oldest first (FIFO), at most limit.
+	// ListWakes returns wakes in the given state, oldest first (FIFO: CreatedAt, then insertion
+	// order), at most limit.
 	ListWakes(ctx context.Context, state WakeState, limit int) ([]Wake, error)
 }
 

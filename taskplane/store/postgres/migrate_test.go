@@ -2,10 +2,15 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
-	"github.com/channels-dev/channels/taskplane/store/storetest"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // A checkpoint stored while checkpoints were kept per (principal, source) survives migration
@@ -36,4 +41,81 @@ func TestCheckpointsFromBeforeInstancesSurviveTheMigration(t *testing.T) {
 	}
 
 	storetest.CheckCheckpointFromBeforeInstances(t, open(t, u), t0)
+}
+
+// Wakes stored before migration 0007 keep the order they were served in, (created_at, id), and a
+// wake admitted after it comes after them even with the same created_at; the queue's indexes are
+// rebuilt in the new order.
+func TestWakesFromBeforeTheirInsertionOrderKeepTheirOrderThroughTheMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	open(t, u).Close()
+
+	// Back to the schema before 0007, with wakes in it.
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `ALTER TABLE wakes DROP COLUMN seq;
+		CREATE INDEX wakes_state_created ON wakes (state, created_at, id);
+		CREATE INDEX wakes_live ON wakes (created_at, id) WHERE state IN ('pending', 'active');
+		DELETE FROM schema_migrations WHERE version = 7`); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		id, task string
+		created  time.Time
+	}{{"w-b", "t1", t0}, {"w-a", "t2", t0}, {"w-c", "t3", t0.Add(-time.Second)}} {
+		if _, err := conn.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
+			VALUES ('alice', $1, $2, 1, 'pending', $3, $3)`, w.id, w.task, w.created); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s := open(t, u)
+	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertWake(ctx, store.Wake{Principal: "alice", ID: "w-0", TaskID: "t4", Activation: 1,
+			State: store.WakePending, CreatedAt: t0, UpdatedAt: t0})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(ws []store.Wake) []string {
+		var out []string
+		for _, w := range ws {
+			out = append(out, w.ID)
+		}
+		return out
+	}
+	want := []string{"w-c", "w-a", "w-b", "w-0"}
+	ws, err := s.ListWakes(ctx, store.WakePending, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(ws); !slices.Equal(got, want) {
+		t.Errorf("ListWakes after the migration = %v, want %v", got, want)
+	}
+	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		ws, err = tx.ClaimWakes(ctx, store.WakeClaim{Owner: "p1", Now: t0, LeaseUntil: t0.Add(time.Minute), Limit: 10})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(ws); !slices.Equal(got, want) {
+		t.Errorf("ClaimWakes after the migration = %v, want %v", got, want)
+	}
+	for name, def := range map[string]string{
+		"wakes_state_created": "(state, created_at, seq)",
+		"wakes_live":          "(created_at, seq) WHERE",
+	} {
+		var got string
+		if err := conn.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()
+			AND indexname = $1`, name).Scan(&got); err != nil {
+			t.Fatalf("index %s: %v", name, err)
+		}
+		if !strings.Contains(got, def) {
+			t.Errorf("index %s is %q, want it on %s", name, got, def)
+		}
+	}
 }

@@ -326,7 +326,7 @@ func (r reader) evidenceHorizon(ctx context.Context, after int64) (int64, error)
 var errHorizon = errors.New("horizon found")
 
 func (r reader) ListWakes(ctx context.Context, state store.WakeState, limit int) ([]store.Wake, error) {
-	query := `SELECT ` + wakeColumns + ` FROM wakes WHERE state = $1 ORDER BY created_at, id`
+	query := `SELECT ` + wakeColumns + ` FROM wakes WHERE state = $1 ORDER BY created_at, seq`
 	if limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(limit)
 	}

@@ -1,10 +1,8 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -19,19 +17,6 @@ import (
 
 const wakeColumns = `principal, id, task_id, activation, state, attempts, detail, lease_owner, lease_until, due_at,
 	created_at, updated_at`
-
-// wakeColumnsOf is wakeColumns qualified by a table alias, for RETURNING after a join.
-func wakeColumnsOf(alias string) string {
-	out := ""
-	for i, c := range []string{"principal", "id", "task_id", "activation", "state", "attempts", "detail",
-		"lease_owner", "lease_until", "due_at", "created_at", "updated_at"} {
-		if i > 0 {
-			out += ", "
-		}
-		out += alias + "." + c
-	}
-	return out
-}
 
 func scanWake(row pgx.CollectableRow) (store.Wake, error) {
 	var w store.Wake
@@ -64,7 +49,7 @@ func (t *tx) GetWake(ctx context.Context, principal, id string) (store.Wake, err
 
 func (r reader) ListTaskWakes(ctx context.Context, principal, taskID string) ([]store.Wake, error) {
 	rows, _ := r.q.Query(ctx, `SELECT `+wakeColumns+` FROM wakes WHERE principal = $1 AND task_id = $2
-		ORDER BY created_at, id`, principal, taskID)
+		ORDER BY created_at, seq`, principal, taskID)
 	out, err := pgx.CollectRows(rows, scanWake)
 	if err != nil {
 		return nil, fmt.Errorf("list wakes of task %s: %w", taskID, err)
@@ -126,11 +111,12 @@ func (t *tx) ClaimWakes(ctx context.Context, c store.WakeClaim) ([]store.Wake, e
 	}
 	// heads keeps the oldest due wake of each task (one turn per task); a task with a live turn (an
 	// active wake whose lease holds) has none. The locking select evaluates the due condition again
-	// on the row version it locks, and skips rows other claimers hold.
+	// on the row version it locks, and skips rows other claimers hold. The last select returns the
+	// claimed rows in the order they were claimed in (RETURNING has no order).
 	query := `WITH heads AS (
 			SELECT principal, id FROM (
 				SELECT w.principal, w.id,
-					row_number() OVER (PARTITION BY w.principal, w.task_id ORDER BY w.created_at, w.id) AS rn
+					row_number() OVER (PARTITION BY w.principal, w.task_id ORDER BY w.created_at, w.seq) AS rn
 				FROM wakes w
 				WHERE w.state IN ('pending', 'active') AND ` + wakeDue + principals + `
 				AND NOT EXISTS (SELECT 1 FROM wakes a WHERE a.principal = w.principal AND a.task_id = w.task_id
@@ -139,21 +125,19 @@ func (t *tx) ClaimWakes(ctx context.Context, c store.WakeClaim) ([]store.Wake, e
 		), c AS (
 			SELECT w.principal, w.id FROM wakes w JOIN heads h ON w.principal = h.principal AND w.id = h.id
 			WHERE ` + wakeDue + `
-			ORDER BY w.created_at, w.id
+			ORDER BY w.created_at, w.seq
 			LIMIT $4
-			FOR UPDATE OF w SKIP LOCKED)
-		UPDATE wakes w SET lease_owner = $2, lease_until = $3
-		FROM c WHERE w.principal = c.principal AND w.id = c.id
-		RETURNING ` + wakeColumnsOf("w")
+			FOR UPDATE OF w SKIP LOCKED
+		), u AS (
+			UPDATE wakes w SET lease_owner = $2, lease_until = $3
+			FROM c WHERE w.principal = c.principal AND w.id = c.id
+			RETURNING w.*)
+		SELECT ` + wakeColumns + ` FROM u ORDER BY created_at, seq`
 	rows, _ := t.q.Query(ctx, query, args...)
 	out, err := pgx.CollectRows(rows, scanWake)
 	if err != nil {
 		return nil, fmt.Errorf("claim wakes: %w", err)
 	}
-	// RETURNING has no order.
-	slices.SortFunc(out, func(a, b store.Wake) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
 	return out, nil
 }
 

@@ -26,6 +26,7 @@ func wakeQueueCases() []testCase {
 		{"InsertStoresALeaseThatHoldsTheTaskOff", testWakeInsertLeased},
 		{"SaveOrGetOfMissingWakeIsNotFound", testWakeMissing},
 		{"ListTaskWakesIsOldestFirstAndScoped", testWakeListTask},
+		{"WakesOfOneCreatedAtAreListedAndClaimedInAdmissionOrder", testWakeAdmissionOrder},
 		{"CountStopsAtUpTo", testWakeCount},
 		{"CountFollowsChanges", testWakeCountFollowsChanges},
 		{"ListStaleTasksFiltersByStateAndAge", testStaleTasks},
@@ -202,6 +203,34 @@ func testWakeListTask(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "ListTaskWakes(alice, t1)", []string{"w1", "w2"}, wakeIDs(got))
+}
+
+// Wakes admitted in one microsecond (or stamped by one clock reading) keep the order they were
+// admitted in: the lists and the claims serve them first in, first out, whatever their ids.
+func testWakeAdmissionOrder(t *testing.T, s store.Store) {
+	// Each id sorts before the ids admitted earlier.
+	insertWakes(t, s, taskWake("alice", "w-d", "t1", t0), taskWake("alice", "w-c", "t2", t0))
+	insertWakes(t, s, taskWake("alice", "w-b", "t1", t0))
+	insertWakes(t, s, taskWake("alice", "w-a", "t2", t0), taskWake("alice", "w-0", "t3", t0))
+	ctx := context.Background()
+	all, err := s.ListWakes(ctx, store.WakePending, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ListWakes(pending)", []string{"w-d", "w-c", "w-b", "w-a", "w-0"}, wakeIDs(all))
+	first, err := s.ListWakes(ctx, store.WakePending, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ListWakes(pending, 2)", []string{"w-d", "w-c"}, wakeIDs(first))
+	t1, err := s.ListTaskWakes(ctx, "alice", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ListTaskWakes(alice, t1)", []string{"w-d", "w-b"}, wakeIDs(t1))
+	// Each task's first wake is its head, and the two heads admitted first are claimed, in order.
+	diff(t, "claim of 2", []string{"w-d", "w-c"}, wakeIDs(claimWakes(t, s, claim("p1", time.Second, 2))))
+	diff(t, "claim of the rest", []string{"w-0"}, wakeIDs(claimWakes(t, s, claim("p2", time.Second, 5))))
 }
 
 func testWakeCount(t *testing.T, s store.Store) {
