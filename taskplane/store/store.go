@@ -167,7 +167,10 @@ type Tx interface {
 	// transaction. On drivers with Listen it also notifies other processes at commit.
 	AppendTaskEvent(ctx context.Context, principal, taskID string, seq int64, kind string, payload []byte, at time.Time) error
 
-	// PutAnchor inserts or replaces the anchor (Principal, Source, ProviderID).
+	// PutAnchor inserts or replaces the anchor (Principal, Source, ProviderID). Its task
+	// (Principal, TaskID) must exist, else it is ErrNotFound and writes nothing: retention deletes
+	// anchors only with their tasks. The transaction holds the task against a concurrent Prune
+	// until it ends.
 	PutAnchor(ctx context.Context, a Anchor) error
 
 	InsertEvidence(ctx context.Context, e Evidence) error

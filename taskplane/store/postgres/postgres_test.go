@@ -507,6 +507,99 @@ func TestAContextReadInATransactionWaitsForItsPrune(t *testing.T) {
 	}
 }
 
+// The delivery engine records a reply anchor for a task it read in the same transaction
+// (taskplane.RecordAnchorTx), and another process's retention may prune the task meanwhile. The
+// anchor must never outlive its task, since retention deletes anchors only with their tasks: a
+// prune that committed after the read makes the put fail as not found, and a prune that comes
+// after the put skips the task until the putting transaction ends.
+func TestAnAnchorPutInATransactionHoldsItsTaskAgainstAPrune(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	old := t0.Add(-48 * time.Hour)
+	setup := func(t *testing.T) (a, b *postgres.Store) {
+		u := newSchema(t)
+		a, b = open(t, u), open(t, u)
+		if err := a.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			if err := tx.InsertContext(ctx, store.Context{Principal: "alice", ID: "c1", CreatedAt: old, LastEventAt: old}); err != nil {
+				return err
+			}
+			return tx.InsertTask(ctx, store.Task{Principal: "alice", ID: "t1", ContextID: "c1", State: "completed",
+				StatusTime: old, Version: 1, CreatedAt: old, UpdatedAt: old})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+	prune := func(t *testing.T, s *postgres.Store) store.PruneResult {
+		var r store.PruneResult
+		if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			r, err = tx.Prune(ctx, t0, []string{"completed"}, 100)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	anchor := store.Anchor{Principal: "alice", Source: "slack", ProviderID: "m1", TaskID: "t1", CreatedAt: t0}
+	// put runs read and then put in one transaction of a, and between them what the test says.
+	put := func(a *postgres.Store, between, after func()) chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- a.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				if _, err := tx.GetTask(ctx, "alice", "t1"); err != nil {
+					return err
+				}
+				between()
+				if err := tx.PutAnchor(ctx, anchor); err != nil {
+					return err
+				}
+				after()
+				return nil
+			})
+		}()
+		return done
+	}
+
+	t.Run("PrunedAfterTheRead", func(t *testing.T) {
+		a, b := setup(t)
+		read, pruned := make(chan struct{}), make(chan struct{})
+		done := put(a, func() { close(read); <-pruned }, func() {})
+		<-read
+		if r := prune(t, b); r.Tasks != 1 {
+			t.Fatalf("prune = %+v, want the task deleted", r)
+		}
+		close(pruned)
+		if err := <-done; !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the anchor of a task pruned after it was read was put: %v, want not found", err)
+		}
+		if an, err := a.GetAnchor(ctx, "alice", "slack", "m1"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("anchor %+v (err %v) of the pruned task stays, and no prune will delete it", an, err)
+		}
+	})
+
+	t.Run("PrunedAfterThePut", func(t *testing.T) {
+		a, b := setup(t)
+		put1, release := make(chan struct{}), make(chan struct{})
+		done := put(a, func() {}, func() { close(put1); <-release })
+		<-put1
+		if r := prune(t, b); r.Tasks != 0 || r.Anchors != 0 {
+			t.Errorf("prune while the anchor's transaction is open = %+v, want the task skipped", r)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.GetAnchor(ctx, "alice", "slack", "m1"); err != nil {
+			t.Fatalf("anchor: %v", err)
+		}
+		// Once the transaction ended, the task goes, and its anchor with it.
+		if r := prune(t, b); r.Tasks != 1 || r.Anchors != 1 {
+			t.Errorf("prune after the anchor's transaction = %+v, want the task and its anchor deleted", r)
+		}
+	})
+}
+
 // Two processes claim one event at once: exactly one inserts, the other waits for it and gets its
 // claim back.
 func TestInsertClaimAcrossStores(t *testing.T) {

@@ -187,14 +187,22 @@ func takenFirst(err error) error {
 	return err
 }
 
+// PutAnchor writes the anchor only if its task exists, and holds the task FOR KEY SHARE until the
+// transaction ends: retention deletes anchors only with their tasks, so an anchor written for a
+// task that a concurrent Prune deletes would stay for good. A Prune that deleted the task and has
+// not committed makes the read wait and find nothing (not found); one that comes later skips the
+// task (SKIP LOCKED) until this transaction ends.
 func (t *tx) PutAnchor(ctx context.Context, a store.Anchor) error {
-	_, err := t.q.Exec(ctx, `INSERT INTO anchors (principal, source, provider_id, task_id, input_seq, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	rows, _ := t.q.Query(ctx, `WITH task AS (
+			SELECT principal, id FROM tasks WHERE principal = $1 AND id = $4 FOR KEY SHARE)
+		INSERT INTO anchors (principal, source, provider_id, task_id, input_seq, created_at)
+		SELECT principal, $2, $3, id, $5, $6 FROM task
 		ON CONFLICT (principal, source, provider_id) DO UPDATE
-		SET task_id = excluded.task_id, input_seq = excluded.input_seq, created_at = excluded.created_at`,
+		SET task_id = excluded.task_id, input_seq = excluded.input_seq, created_at = excluded.created_at
+		RETURNING 1`,
 		a.Principal, a.Source, a.ProviderID, a.TaskID, a.InputSeq, a.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("put anchor: %w", err)
+	if _, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32]); err != nil {
+		return fmt.Errorf("put anchor: task %s: %w", a.TaskID, notFound(err))
 	}
 	return nil
 }

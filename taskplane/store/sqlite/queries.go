@@ -395,13 +395,23 @@ func getAnchor(ctx context.Context, q querier, principal, source, providerID str
 	return a, nil
 }
 
+// putAnchor writes the anchor only if its task exists (retention deletes anchors only with their
+// tasks). The WHERE of the SELECT keeps SQLite from reading ON CONFLICT as a join's.
 func putAnchor(ctx context.Context, q querier, a store.Anchor) error {
-	if _, err := q.ExecContext(ctx, `INSERT INTO anchors (principal, source, provider_id, task_id, input_seq, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)
+	res, err := q.ExecContext(ctx, `INSERT INTO anchors (principal, source, provider_id, task_id, input_seq, created_at)
+		SELECT principal, ?, ?, id, ?, ? FROM tasks WHERE principal = ? AND id = ?
 		ON CONFLICT (principal, source, provider_id) DO UPDATE SET
 			task_id = excluded.task_id, input_seq = excluded.input_seq, created_at = excluded.created_at`,
-		a.Principal, a.Source, a.ProviderID, a.TaskID, a.InputSeq, micros(a.CreatedAt)); err != nil {
+		a.Source, a.ProviderID, a.InputSeq, micros(a.CreatedAt), a.Principal, a.TaskID)
+	if err != nil {
 		return fmt.Errorf("put anchor %s/%s: %w", a.Source, a.ProviderID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("put anchor %s/%s: %w", a.Source, a.ProviderID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("put anchor %s/%s: %w", a.Source, a.ProviderID, notFound("task", a.TaskID))
 	}
 	return nil
 }

@@ -102,6 +102,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		}},
 		{"Anchors", []testCase{
 			{"PutGetAndReplace", testAnchors},
+			{"PutForAMissingTaskIsNotFoundAndStoresNothing", testAnchorOfMissingTask},
 		}},
 		{"Checkpoints", []testCase{
 			{"NeverRegressAndVersionCountsAdvances", testCheckpoints},
@@ -1178,6 +1179,8 @@ func testScopingIndependentKeys(t *testing.T, s store.Store) {
 // ---- anchors ----
 
 func testAnchors(t *testing.T, s store.Store) {
+	insertContexts(t, s, newContext("alice", "c1", t0))
+	insertTasks(t, s, newTask("alice", "task-1", "c1", "working", t0), newTask("alice", "task-2", "c1", "working", t0))
 	a := store.Anchor{Principal: "alice", Source: "slack", ProviderID: "1700000000.000200", TaskID: "task-1", InputSeq: 3, CreatedAt: t0}
 	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.PutAnchor(ctx, a) })
 	got, err := s.GetAnchor(context.Background(), "alice", "slack", a.ProviderID)
@@ -1207,6 +1210,23 @@ func testAnchors(t *testing.T, s store.Store) {
 
 	_, err = s.GetAnchor(context.Background(), "alice", "github", a.ProviderID)
 	wantNotFound(t, "anchor under another source", err)
+}
+
+// An anchor names a task that exists: one for a missing task, or for another principal's, is
+// refused and leaves no anchor behind (retention deletes anchors with their tasks, so one put for
+// a task already gone would never be deleted).
+func testAnchorOfMissingTask(t *testing.T, s store.Store) {
+	insertContexts(t, s, newContext("bob", "c1", t0))
+	insertTasks(t, s, newTask("bob", "task-1", "c1", "working", t0))
+	for _, a := range []store.Anchor{
+		{Principal: "alice", Source: "slack", ProviderID: "m1", TaskID: "task-9", CreatedAt: t0},
+		{Principal: "alice", Source: "slack", ProviderID: "m1", TaskID: "task-1", CreatedAt: t0},
+	} {
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error { return tx.PutAnchor(ctx, a) })
+		wantNotFound(t, "PutAnchor for task "+a.TaskID+" of "+a.Principal, err)
+		_, err = s.GetAnchor(context.Background(), a.Principal, a.Source, a.ProviderID)
+		wantNotFound(t, "the anchor of a missing task", err)
+	}
 }
 
 // ---- checkpoints ----
