@@ -136,7 +136,8 @@ type Tx interface {
 	// EnsureContext returns the context id for (principal, source, conversationKey), creating it
 	// with candidateID if none exists (atomic upsert: concurrent callers get one id). It records
 	// activity at now in a context that already existed, as TouchContext does, so the caller
-	// need not touch it again.
+	// need not touch it again. An empty conversationKey is an error: a context without a key is
+	// InsertContext's to make.
 	EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (contextID string, err error)
 	// InsertContext inserts a context with no conversation key (e.g. an A2A context). A context
 	// of the same principal and id that exists already (another writer inserted it first) is

@@ -68,13 +68,8 @@ func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool,
 
 func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (string, error) {
 	if conversationKey == "" {
-		// No conversation to share: every call is a new context.
-		err := t.InsertContext(ctx, store.Context{Principal: principal, ID: candidateID, Source: source,
-			CreatedAt: now, LastEventAt: now})
-		if err != nil {
-			return "", fmt.Errorf("ensure context: %w", err)
-		}
-		return candidateID, nil
+		// Every keyless call would create a context; that is InsertContext's job, said explicitly.
+		return "", errors.New("ensure context: empty conversation key")
 	}
 	for range maxLookups {
 		// Same shape as InsertClaim: a concurrent creator of the same conversation makes the insert

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"EnsureDistinctKeysGetDistinctIDs", testEnsureContextDistinctKeys},
 			{"Ensure50ConcurrentUpdatesAgreeOnOneID", testEnsureContextConcurrent},
 			{"EnsureOfAnExistingKeyRecordsActivityNeverBackwards", testEnsureContextTouches},
+			{"EnsureWithoutAConversationKeyFailsAndCreatesNothing", testEnsureContextNoKey},
 			{"InsertThenGetRoundTrips", testContextInsertGet},
 			{"InsertOfAnExistingIDIsConcurrentModificationAndChangesNothing", testContextInsertTaken},
 			{"TouchAdvancesLastEventAtNeverBackwards", testContextTouch},
@@ -455,6 +456,22 @@ func testEnsureContextTouches(t *testing.T, s store.Store) {
 				step.ensure, got.LastEventAt, got.CreatedAt, step.want, t0)
 		}
 	}
+}
+
+// A context without a conversation key is InsertContext's to make: EnsureContext refuses an empty
+// key rather than making a new context at every call.
+func testEnsureContextNoKey(t *testing.T, s store.Store) {
+	var id string
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		var err error
+		id, err = tx.EnsureContext(ctx, "alice", "slack", "", "ctx-a", t0)
+		return err
+	})
+	if err == nil {
+		t.Errorf("EnsureContext with an empty key = %q, want an error", id)
+	}
+	_, err = s.GetContext(context.Background(), "alice", "ctx-a")
+	wantNotFound(t, "the candidate context", err)
 }
 
 func testContextInsertGet(t *testing.T, s store.Store) {
