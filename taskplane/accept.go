@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -128,13 +129,35 @@ func (ev *Event) validate() error {
 	return nil
 }
 
-// digest is the SHA-256 of the event's normalized payload. It leaves out everything the server
-// mints (task and context ids), the direct reply (the executor's output), and transport details
-// (locator, checkpoint), so a provider's redelivery of the same event digests the same. The
-// event's Metadata is payload (it becomes the task's metadata, and settlements read their links
-// from it); it is left out of the encoding when empty, so an event without it digests as it did
-// before Metadata was covered.
-func (ev *Event) digest() (string, error) { return ev.digestOf(true) }
+// digest is the SHA-256 of the event's normalized payload, marked with digestMark. It leaves out
+// everything the server mints (task and context ids), the direct reply (the executor's output),
+// and transport details (locator, checkpoint), so a provider's redelivery of the same event
+// digests the same. The event's Metadata is payload (it becomes the task's metadata, and
+// settlements read their links from it).
+func (ev *Event) digest() (string, error) {
+	d, err := ev.digestOf(true)
+	return digestMark + d, err
+}
+
+// digestMark starts every digest that covers the event's Metadata. Claims recorded by older
+// releases hold a bare hex digest: some of those covered Metadata (left out of the encoding when
+// empty), and earlier ones never did (legacyDigest).
+const digestMark = "v2:"
+
+// matchesDigest reports whether stored, a claim's digest, is ev's, whose digest is dg. A marked
+// digest must be equal. A bare one, recorded by an older release, matches ev's under either older
+// formula: with Metadata covered, or without it, so redeliveries of an event those releases
+// accepted still deduplicate (a retry that only adds Metadata to such an event cannot be told
+// from a redelivery).
+func (ev *Event) matchesDigest(stored, dg string) bool {
+	if stored == dg {
+		return true
+	}
+	if strings.HasPrefix(stored, digestMark) {
+		return false
+	}
+	return stored == strings.TrimPrefix(dg, digestMark) || ev.legacyMatch(stored)
+}
 
 // legacyDigest is the digest of releases that did not cover the event's Metadata: a claim they
 // recorded for an event with Metadata still deduplicates its redeliveries.
@@ -328,7 +351,7 @@ func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg 
 		}
 		prior = t
 	}
-	if claim.Digest != dg && !ev.legacyMatch(claim.Digest) {
+	if !ev.matchesDigest(claim.Digest, dg) {
 		*conflict = true
 		return evidence(ctx, tx, ev.Principal, ev.Source, EvidenceDuplicateConflict, claim.TaskID,
 			map[string]any{"identity": ev.Identity}, now)

@@ -1137,5 +1137,16 @@ func TestDifferentMetadataUnderTheSameIdentityConflicts(t *testing.T) {
 		if _, err := p.Accept(context.Background(), ev); !errors.Is(err, taskplane.ErrDuplicateConflict) {
 			t.Fatalf("other metadata under the same identity: err = %v, want a conflict", err)
 		}
+		// Metadata added, or taken away, on a retry is another payload too.
+		bare := taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "m-2", Message: textMsg("m-2", "hello")}
+		mustAccept(t, p, bare)
+		bare.Metadata = map[string]any{"k": "v"}
+		if _, err := p.Accept(context.Background(), bare); !errors.Is(err, taskplane.ErrDuplicateConflict) {
+			t.Fatalf("metadata added on a retry: err = %v, want a conflict", err)
+		}
+		ev.Metadata = nil
+		if _, err := p.Accept(context.Background(), ev); !errors.Is(err, taskplane.ErrDuplicateConflict) {
+			t.Fatalf("metadata dropped on a retry: err = %v, want a conflict", err)
+		}
 	})
 }
