@@ -263,6 +263,9 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	// task it is (settleUnrecorded). Our task finished (a cancel, a timeout): that task is
 	// canceled. Our task goes on (a shutdown gives the turn back): it is recorded, so the resumed
 	// turn follows it rather than sending again, and canceled if it cannot be.
+	if err := ctx.Err(); err != nil {
+		return err // the turn ended before the send (a cancel, a shutdown): nothing went out
+	}
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSend()
 	var named atomic.Bool // the downstream task of this send is recorded on ours

@@ -693,3 +693,52 @@ func TestATurnEndingWhileItRecordsTheDownstreamTaskStillSettlesIt(t *testing.T) 
 		})
 	}
 }
+
+// TestATurnEndedBeforeItsSendSendsNothing: a turn whose context ended before it sent (a cancel
+// remembered for a turn granted but not yet started, a shutdown) makes no call to the downstream
+// agent: the send outlives the turn only once it has gone out.
+func TestATurnEndedBeforeItsSendSendsNothing(t *testing.T) {
+	ag, srv := startAgent(t, a2a.TransportProtocolJSONRPC, true)
+	exec, err := a2aagent.New(a2aagent.Config{AgentURL: srv.URL, Token: agentToken, AllowPrivate: true, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := taskplane.New(storetest.OpenSQLite(t))
+	turnOf := func(id, msg string) (*taskplane.Turn, string) {
+		acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A,
+			Identity: id, Message: taskplane.Message{ID: id, Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart(msg)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: "o-" + id, Lease: time.Minute})
+		if err != nil || g == nil {
+			t.Fatalf("claim: %v %v", g, err)
+		}
+		return p.NewTurn(g), acc.Task.ID
+	}
+	// One task first, so the agent's card and client are in hand and the next turn goes
+	// straight to its send.
+	warm, _ := turnOf("m-warm", "hello")
+	if err := exec.Execute(context.Background(), warm); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() int {
+		ag.mu.Lock()
+		defer ag.mu.Unlock()
+		return len(ag.tokens)
+	}
+	turn, id := turnOf("m-late", "wait")
+	if _, _, err := p.Cancel(context.Background(), "alice", id, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := calls()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := exec.Execute(ctx, turn); !errors.Is(err, context.Canceled) {
+		t.Errorf("Execute on an ended turn: %v, want context.Canceled", err)
+	}
+	time.Sleep(200 * time.Millisecond) // a send that went out would have reached the agent by now
+	if n := calls() - before; n != 0 {
+		t.Fatalf("a turn whose context had ended made %d calls to the downstream agent, want none", n)
+	}
+}
