@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/checkpoint"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -118,5 +119,65 @@ func TestASinkRecordsOnlyForItsInstancesPrincipal(t *testing.T) {
 	ev.Principal = "alice"
 	if acc, err := sink.Accept(ctx, ev); err != nil || acc.Outcome != taskplane.Created {
 		t.Fatalf("Accept for the sink's principal: %v %v", acc.Outcome, err)
+	}
+}
+
+// A Sink fixed to an instance's principal does not reach another principal's intake state
+// either: it neither reads nor resyncs their checkpoint (nor writes its evidence) and records no
+// reply anchor on their task.
+func TestAFixedPrincipalSinkRefusesResyncAnchorsAndCheckpointsOfOthers(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	ctx := context.Background()
+	// mallory's own state, written through a Sink fixed to mallory: a task waiting for an
+	// answer and a checkpoint.
+	theirs, err := sources.NewSink(plane, "webhook", sources.ForPrincipal("mallory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := theirs.Accept(ctx, sources.Event{Principal: "mallory", Identity: "ev-1", ConversationKey: "c1",
+		Message: taskplane.Message{ID: "m-1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &taskplane.Message{ID: "q-1", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("which one?")}}
+	if _, err := plane.Apply(ctx, "mallory", acc.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateInputRequired, Message: q}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := theirs.Resync(ctx, "mallory", checkpoint.Position{Instance: "box", Seq: 7}, "uidvalidity changed"); err != nil {
+		t.Fatal(err)
+	}
+	evidence := func() int {
+		ev, err := plane.Store().ListEvidence(ctx, store.EvidenceFilter{Principal: "mallory"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ev)
+	}
+	before := evidence()
+
+	sink, err := sources.NewSink(plane, "webhook", sources.ForPrincipal("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := sink.Checkpoint(ctx, "mallory", "box"); !errors.Is(err, sources.ErrForeignPrincipal) {
+		t.Errorf("Checkpoint of mallory through alice's sink: %+v, %v", c, err)
+	}
+	if _, err := sink.Resync(ctx, "mallory", checkpoint.Position{Instance: "box", Seq: 1 << 32}, "uidvalidity changed"); !errors.Is(err, sources.ErrForeignPrincipal) {
+		t.Errorf("Resync of mallory through alice's sink: %v", err)
+	}
+	if err := sink.RecordAnchor(ctx, "mallory", "q-anchor", acc.Task.ID); !errors.Is(err, sources.ErrForeignPrincipal) {
+		t.Errorf("RecordAnchor on mallory's task through alice's sink: %v", err)
+	}
+	if c, err := theirs.Checkpoint(ctx, "mallory", "box"); err != nil || c.Position.Seq != 7 {
+		t.Errorf("mallory's checkpoint: %+v, %v, want seq 7", c, err)
+	}
+	if n := evidence(); n != before {
+		t.Errorf("mallory's evidence went from %d to %d rows", before, n)
+	}
+	if a, err := plane.Store().GetAnchor(ctx, "mallory", "webhook", "q-anchor"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an anchor on mallory's task: %+v, %v", a, err)
+	}
+	if _, err := sink.Resync(ctx, "alice", checkpoint.Position{Instance: "box", Seq: 3}, "uidvalidity changed"); err != nil {
+		t.Errorf("Resync of the sink's own principal: %v", err)
 	}
 }

@@ -45,13 +45,14 @@ func WithClock(now func() time.Time) SinkOption { return func(s *Sink) { s.now =
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) SinkOption { return func(s *Sink) { s.log = l } }
 
-// ForPrincipal fixes the Sink to one principal: an event or evidence for another is refused
-// (Rejected counts under this one), so a source that took a principal from what its provider
-// sent cannot record anything for someone else.
+// ForPrincipal fixes the Sink to one principal: an event, evidence, a checkpoint (read or
+// resync) or a reply anchor of another is refused (Rejected counts under this one), so a source
+// that took a principal from what its provider sent cannot record or read anything of someone
+// else.
 func ForPrincipal(principal string) SinkOption { return func(s *Sink) { s.principal = principal } }
 
-// ErrForeignPrincipal is returned for an event or evidence of a principal the Sink is not fixed
-// to (a source's bug). It is not Permanent: nothing is recorded, and the source does not settle.
+// ErrForeignPrincipal is returned for an event, evidence, checkpoint or anchor of a principal the
+// Sink is not fixed to (a source's bug). It is not Permanent: nothing is recorded, and the source does not settle.
 var ErrForeignPrincipal = errors.New("principal is not the one of this source instance")
 
 // checkPrincipal refuses principal unless the Sink records for it.
@@ -59,7 +60,7 @@ func (s *Sink) checkPrincipal(principal string) error {
 	if s.principal == "" || principal == s.principal {
 		return nil
 	}
-	s.log.Error("a source handed its sink another principal's event; nothing was recorded", "source", s.row.Source)
+	s.log.Error("a source asked its sink to act for another principal; nothing was recorded or read", "source", s.row.Source)
 	return fmt.Errorf("%s sink: %w", s.row.Source, ErrForeignPrincipal)
 }
 
@@ -232,12 +233,18 @@ func (s *Sink) classify(ctx context.Context, principal, kind, reason string, pos
 // configured (sources.Config.Instance): where the instance resumes. See checkpoint.Get, also for
 // a position stored before positions were kept per instance.
 func (s *Sink) Checkpoint(ctx context.Context, principal, instance string) (checkpoint.Checkpoint, error) {
+	if err := s.checkPrincipal(principal); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
 	return checkpoint.Get(ctx, s.plane.Store(), principal, s.row.Source, instance)
 }
 
 // Resync moves the position of principal's instance pos.Instance to pos after a discontinuity (a
 // changed UIDVALIDITY) and records checkpoint-resync evidence; see checkpoint.Resync.
 func (s *Sink) Resync(ctx context.Context, principal string, pos checkpoint.Position, reason string) (checkpoint.Checkpoint, error) {
+	if err := s.checkPrincipal(principal); err != nil {
+		return checkpoint.Checkpoint{}, err
+	}
 	return checkpoint.Resync(ctx, s.plane.Store(), principal, s.row.Source, pos, reason, s.clock())
 }
 
@@ -246,6 +253,9 @@ func (s *Sink) Resync(ctx context.Context, principal string, pos checkpoint.Posi
 // taskplane.ErrContinuationNotAllowed: an anchor it recorded would let a reply select a Task on a
 // provider that has no per-message reply relation.
 func (s *Sink) RecordAnchor(ctx context.Context, principal, providerID, taskID string) error {
+	if err := s.checkPrincipal(principal); err != nil {
+		return err
+	}
 	if err := AllowsAnchors(s.row); err != nil {
 		return err
 	}
