@@ -6,9 +6,11 @@ import (
 	"github.com/slack-go/slack"
 )
 
-// In an Enterprise Grid organisation, an event is ours when it happened in the bot's workspace
-// or was delivered for its installation: the workspace's, or an organisation-wide one. Another
-// workspace-level installation in the same organisation is not ours.
+// In an Enterprise Grid organisation, an event is ours when it was delivered for the bot's
+// installation (its authorizations): the workspace's, or an organisation-wide one. Another
+// workspace-level installation in the same organisation is not ours, and neither is an event
+// delivered for another installation whatever workspace (team_id) created its channel. Only an
+// event without authorizations is decided by its team_id.
 func TestAnEventIsOursWhenItWasDeliveredForOurInstallation(t *testing.T) {
 	grid := &botIdentity{Team: "T1", Enterprise: "E1"}
 	for _, tc := range []struct {
@@ -17,7 +19,11 @@ func TestAnEventIsOursWhenItWasDeliveredForOurInstallation(t *testing.T) {
 		auths []slack.EventAuthorization
 		want  bool
 	}{
-		{"the bot's workspace", "T1", nil, true},
+		{"the bot's workspace, no authorizations", "T1", nil, true},
+		{"another workspace, no authorizations", "T2", nil, false},
+		{"the bot's workspace, delivered for our installation", "T1", []slack.EventAuthorization{{TeamID: "T1", EnterpriseID: "E1"}}, true},
+		{"a shared channel our workspace created, delivered for another installation", "T1", []slack.EventAuthorization{{TeamID: "T2", EnterpriseID: "E1"}}, false},
+		{"a shared channel our workspace created, delivered for another organisation's installation", "T1", []slack.EventAuthorization{{TeamID: "T3", EnterpriseID: "E9", IsEnterpriseInstall: true}}, false},
 		{"a shared channel, delivered for our installation", "T2", []slack.EventAuthorization{{TeamID: "T1", EnterpriseID: "E1"}}, true},
 		{"an organisation-wide installation of our organisation", "T2", []slack.EventAuthorization{{EnterpriseID: "E1", IsEnterpriseInstall: true}}, true},
 		{"another workspace-level installation in our organisation", "T2", []slack.EventAuthorization{{TeamID: "T2", EnterpriseID: "E1"}}, false},

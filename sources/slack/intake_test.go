@@ -486,74 +486,192 @@ func TestSlackQuestionWithOnlyASchemaIsAskedWithItsButtons(t *testing.T) {
 	}
 }
 
+// app runs instances of one Slack app (one signing secret, one app token) installed in several
+// workspaces, each for its own principal through a Sink fixed to it, over one task plane. In
+// Events API mode every instance's endpoints are mounted on one server; in Socket Mode each
+// instance connects to its workspace's fake.
+type app struct {
+	t       *testing.T
+	mode    string
+	plane   *taskplane.Plane
+	mux     *http.ServeMux
+	srv     *httptest.Server
+	ctx     context.Context
+	runs    *sync.WaitGroup
+	srcs    map[string]sources.Source // by principal
+	settled sync.Map                  // principal/envelope id → chan bool (Socket Mode)
+}
+
+func newApp(t *testing.T, mode string) *app {
+	a := &app{t: t, mode: mode, plane: taskplane.New(storetest.OpenSQLite(t)), mux: http.NewServeMux(),
+		runs: &sync.WaitGroup{}, srcs: map[string]sources.Source{}}
+	a.srv = httptest.NewServer(a.mux)
+	ctx, cancel := context.WithCancel(context.Background())
+	a.ctx = ctx
+	t.Cleanup(func() { cancel(); a.runs.Wait(); a.srv.Close() })
+	return a
+}
+
+func (a *app) settledCh(principal, id string) chan bool {
+	ch, _ := a.settled.LoadOrStore(principal+"/"+id, make(chan bool, 1))
+	return ch.(chan bool)
+}
+
+// start runs an instance against w for principal; it does not wait for it to be healthy.
+func (a *app) start(w *workspace, instance, principal string) sources.Source {
+	a.t.Helper()
+	src, err := sources.New(slacksrc.Name, sources.Config{Instance: instance, Principal: principal, Options: options(a.t, w, a.mode)})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	sink, err := sources.NewSink(a.plane, slacksrc.Name, sources.ForPrincipal(principal))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if ep, ok := src.(sources.Endpoint); ok {
+		a.mux.Handle(ep.Pattern(), ep)
+	} else {
+		slacksrc.OnSettle(src, func(id string, acked bool) { a.settledCh(principal, id) <- acked })
+	}
+	a.runs.Go(func() { _ = sources.Run(a.ctx, src, sink) })
+	a.srcs[principal] = src
+	return src
+}
+
+// healthy waits until principal's instance is healthy.
+func (a *app) healthy(principal string) { (&harness{t: a.t, src: a.srcs[principal]}).waitHealthy() }
+
+// deliver hands ev to the instance of principal the way Slack does in the app's mode: a signed
+// POST to its events URL, or an envelope over its workspace w's connection.
+func (a *app) deliver(w *workspace, principal string, ev obj) sourcetest.Ack {
+	a.t.Helper()
+	if a.mode == slacksrc.ModeEvents {
+		path := "/sources/slack/events"
+		if principal != "alice" {
+			path = "/sources/slack/second/events"
+		}
+		b, now := body("events", ev), time.Now()
+		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+path, bytes.NewReader(b))
+		req.Header.Set("X-Slack-Request-Timestamp", itoa(now))
+		req.Header.Set("X-Slack-Signature", sign(signing, now, b))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		resp.Body.Close()
+		switch resp.StatusCode / 100 {
+		case 2:
+			return sourcetest.Acked
+		case 4:
+			return sourcetest.Refused
+		}
+		return sourcetest.Unacked
+	}
+	id, acked := w.ws.send("events_api", ev, 0)
+	select {
+	case <-acked:
+		return sourcetest.Acked
+	case ok := <-a.settledCh(principal, id):
+		if ok {
+			select {
+			case <-acked:
+				return sourcetest.Acked
+			case <-time.After(10 * time.Second):
+				a.t.Fatalf("envelope %s was settled but never acknowledged", id)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		a.t.Fatalf("envelope %s was not handled within 10s", id)
+	}
+	select {
+	case <-acked:
+		a.t.Errorf("envelope %s was acked although the source did not settle it", id)
+	case <-time.After(100 * time.Millisecond):
+	}
+	return sourcetest.Unacked
+}
+
+func (a *app) tasks(principal string) int {
+	a.t.Helper()
+	tasks, _, err := a.plane.Store().ListTasks(context.Background(), principal, store.TaskFilter{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return len(tasks)
+}
+
+// second is another workspace, with its own installation (bot) of the app.
+func second(t *testing.T) *workspace {
+	w := newWorkspace(t)
+	w.teamID, w.userID, w.botIDv = "T0SECOND", "U0BOT2", "B0BOT2"
+	return w
+}
+
 // Two instances of one Slack app (one signing secret, one app token), installed in two
 // workspaces for two principals: the envelope of the second workspace that reaches the first
 // instance — Slack's one request URL, or the Socket Mode connection it picked — is the second
 // instance's work, under its principal, and is acknowledged; the first principal gets nothing.
 func TestAnotherInstanceOfTheAppGetsItsWorkspacesEnvelopes(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode string) {
-		w1, w2 := newWorkspace(t), newWorkspace(t)
-		w2.teamID, w2.userID, w2.botIDv = "T0SECOND", "U0BOT2", "B0BOT2"
-		plane := taskplane.New(storetest.OpenSQLite(t))
-		mux := http.NewServeMux()
-		ctx, cancel := context.WithCancel(context.Background())
-		var runs sync.WaitGroup
-		t.Cleanup(func() { cancel(); runs.Wait() })
-		start := func(w *workspace, instance, principal string) sources.Source {
-			src, err := sources.New(slacksrc.Name, sources.Config{Instance: instance, Principal: principal, Options: options(t, w, mode)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sink, err := sources.NewSink(plane, slacksrc.Name, sources.ForPrincipal(principal))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ep, ok := src.(sources.Endpoint); ok {
-				mux.Handle(ep.Pattern(), ep)
-			}
-			runs.Go(func() { _ = sources.Run(ctx, src, sink) })
-			(&harness{t: t, src: src}).waitHealthy()
-			return src
-		}
-		start(w1, "default", "alice")
-		start(w2, "second", "bob")
+		w1, w2 := newWorkspace(t), second(t)
+		a := newApp(t, mode)
+		a.start(w1, "default", "alice")
+		a.start(w2, "second", "bob")
+		a.healthy("alice")
+		a.healthy("bob")
 		ev := callback("Ev-second", mention("ops", "Ev-second", "deploy"))
 		ev["team_id"] = "T0SECOND"
 		ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
-		if mode == slacksrc.ModeSocket {
-			_, acked := w1.ws.send("events_api", ev, 0)
-			select {
-			case <-acked:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the envelope was never acknowledged")
-			}
-		} else {
-			srv := httptest.NewServer(mux)
-			defer srv.Close()
-			b, now := body("events", ev), time.Now()
-			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/sources/slack/events", bytes.NewReader(b))
-			req.Header.Set("X-Slack-Request-Timestamp", itoa(now))
-			req.Header.Set("X-Slack-Signature", sign(signing, now, b))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("the second workspace's event at the first instance's URL: %d", resp.StatusCode)
-			}
+		if got := a.deliver(w1, "alice", ev); got != sourcetest.Acked {
+			t.Fatalf("the second workspace's event at the first instance: %s", got)
 		}
-		for _, want := range []struct {
-			principal string
-			tasks     int
-		}{{"bob", 1}, {"alice", 0}} {
-			tasks, _, err := plane.Store().ListTasks(context.Background(), want.principal, store.TaskFilter{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(tasks) != want.tasks {
-				t.Errorf("%s has %d tasks, want %d", want.principal, len(tasks), want.tasks)
-			}
+		if b, al := a.tasks("bob"), a.tasks("alice"); b != 1 || al != 0 {
+			t.Errorf("bob has %d tasks, alice %d; want 1 and 0", b, al)
 		}
 	})
+}
+
+// In a shared channel Slack's team_id is the workspace that created the channel; the
+// installation an event was delivered for is its authorization. An event delivered for another
+// installation of the app, in a channel our workspace created, is not our principal's work.
+func TestAnEventDeliveredForAnotherInstallationIsNotOursWhateverItsTeamID(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		h := newHarness(t, mode, nil)
+		ev := callback("Ev-theirs", mention("ops", "Ev-theirs", "leak me"))
+		ev["team_id"] = team // the channel was created in our workspace
+		ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+		before := h.counted(sources.EvidenceNonWork)["foreign-workspace"]
+		h.deliver("events", ev, sourcetest.Acked, nil)
+		if n := len(h.tasks()); n != 0 {
+			t.Fatalf("an event delivered for another installation made %d task(s) of principal %q", n, principal)
+		}
+		if got := h.counted(sources.EvidenceNonWork)["foreign-workspace"]; got != before+1 {
+			t.Errorf("non-work foreign-workspace = %d, want %d", got, before+1)
+		}
+	})
+}
+
+// One event of a channel both installations of the app are in (team_id of the first workspace,
+// delivered for the second installation) may reach the app over either Socket Mode connection,
+// and again over the other: it is the second installation's task, once, whichever instance
+// receives it first.
+func TestASharedChannelEventIsAcceptedOnceWhicheverConnectionCarriesIt(t *testing.T) {
+	w1, w2 := newWorkspace(t), second(t)
+	a := newApp(t, slacksrc.ModeSocket)
+	a.start(w1, "default", "alice")
+	a.start(w2, "second", "bob")
+	a.healthy("alice")
+	a.healthy("bob")
+	ev := callback("Ev-shared2", mention("ops", "Ev-shared2", "deploy"))
+	ev["team_id"] = team // the first installation's workspace created the channel
+	ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+	if got := a.deliver(w1, "alice", ev); got != sourcetest.Acked {
+		t.Fatalf("over the first instance's connection: %s", got)
+	}
+	if got := a.deliver(w2, "bob", ev); got != sourcetest.Acked {
+		t.Fatalf("again over the second instance's connection: %s", got)
+	}
+	if al, b := a.tasks("alice"), a.tasks("bob"); al != 0 || b != 1 {
+		t.Fatalf("one event delivered over both connections: alice has %d tasks, bob %d; want 0 and 1", al, b)
+	}
 }

@@ -71,14 +71,21 @@ func identityOf(r *slack.AuthTestResponse) *botIdentity {
 // meant for this bot's installation. One Slack app has one Events request URL and spreads Socket
 // Mode envelopes over all its connections, so an app installed in several workspaces hands every
 // instance the others' events too; they are not this instance's principal's work. An event is
-// ours when it happened in the bot's workspace, or was delivered for its installation: the
-// workspace's (an event of a shared channel names the other workspace, and ours among its
-// authorizations), or an organisation-wide one of the bot's Enterprise Grid organisation (a
-// workspace-level installation elsewhere in the organisation is another installation). Before
-// auth.test has named the workspace, everything is ours.
+// ours when it was delivered for the bot's installation: the workspace's, or an
+// organisation-wide one of the bot's Enterprise Grid organisation (a workspace-level
+// installation elsewhere in the organisation is another installation). The installation is the
+// one auths names (Slack sends one authorization, the installation the event was delivered for;
+// Bolt dispatches by it). team is not: in a shared channel it is the workspace that created the
+// channel, whichever installation the event was delivered for, so an event delivered for another
+// installation in a channel our workspace created is not ours, and an event of our installation
+// in a channel another workspace created is. Only an event without authorizations is decided by
+// team. Before auth.test has named the workspace, everything is ours.
 func (b *botIdentity) ours(team string, auths []slack.EventAuthorization) bool {
-	if b.Team == "" || team == b.Team {
+	if b.Team == "" {
 		return true
+	}
+	if len(auths) == 0 {
+		return team == b.Team
 	}
 	for _, a := range auths {
 		if a.TeamID == b.Team || (a.IsEnterpriseInstall && b.Enterprise != "" && a.EnterpriseID == b.Enterprise) {
