@@ -31,21 +31,22 @@ func (s *EventsSource) basePath() string {
 }
 
 // Run implements sources.Source: it learns the bot's identity, then the endpoint accepts
-// requests until ctx ends.
+// requests until ctx ends. The instance is among its app's running instances from the start, so
+// while it learns who it is the other instances leave the envelopes that may be its installation's
+// unacknowledged (see routeForeign).
 func (s *EventsSource) Run(ctx context.Context, sink *sources.Sink) error {
 	defer s.setProblem("not running")
+	s.sink.Store(sink)
+	defer s.sink.Store(nil)
+	defer s.joinApp()()
 	if err := s.identify(ctx); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
-	s.sink.Store(sink)
-	leave := s.joinApp()
 	s.setProblem("")
 	<-ctx.Done()
-	leave()
-	s.sink.Store(nil)
 	return nil
 }
 

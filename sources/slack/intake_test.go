@@ -675,3 +675,43 @@ func TestASharedChannelEventIsAcceptedOnceWhicheverConnectionCarriesIt(t *testin
 		t.Fatalf("one event delivered over both connections: alice has %d tasks, bob %d; want 0 and 1", al, b)
 	}
 }
+
+// While the second installation's instance is still learning who it is (auth.test failing for a
+// while), its workspace's envelope reaching the first instance is not acknowledged as no one's:
+// it may be the starting instance's, and Slack would not deliver an acknowledged one again. Left
+// unacknowledged (a 5xx, no Socket Mode ack), its redelivery once that instance is identified is
+// the second principal's task.
+func TestAnEnvelopeOfAnInstanceStillStartingIsNotAcknowledged(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode string) {
+		w1, w2 := newWorkspace(t), second(t)
+		w2.authFail.Store(true)
+		a := newApp(t, mode)
+		a.start(w1, "default", "alice")
+		a.healthy("alice")
+		bob := a.start(w2, "second", "bob")
+		// It is listed among the app's instances before it first asks auth.test.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			err := bob.(sources.HealthChecker).Health(context.Background())
+			if err != nil && strings.Contains(err.Error(), "auth.test failed") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the second instance never tried auth.test: %v", err)
+			}
+		}
+		ev := callback("Ev-early", mention("ops", "Ev-early", "deploy"))
+		ev["team_id"] = "T0SECOND"
+		ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+		if got := a.deliver(w1, "alice", ev); got != sourcetest.Unacked {
+			t.Fatalf("the second workspace's event while its instance was starting: %s, want %s", got, sourcetest.Unacked)
+		}
+		w2.authFail.Store(false)
+		a.healthy("bob")
+		if got := a.deliver(w1, "alice", ev); got != sourcetest.Acked {
+			t.Fatalf("its redelivery once the second instance is identified: %s", got)
+		}
+		if b, al := a.tasks("bob"), a.tasks("alice"); b != 1 || al != 0 {
+			t.Errorf("bob has %d tasks, alice %d; want 1 and 0", b, al)
+		}
+	})
+}

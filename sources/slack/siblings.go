@@ -15,7 +15,10 @@ import (
 // the installation they belong to runs as another instance of the same app in this process, the
 // envelope is handed to that instance — its classification, its principal's Sink — and
 // acknowledged through the connection it came by; only an envelope no instance here owns is
-// counted as foreign non-work.
+// counted as foreign non-work. An instance is listed from the start of its Run: while one is
+// still learning who it is (auth.test), an envelope no identified instance owns may be its
+// installation's, and is left unacknowledged so Slack delivers it again, instead of being
+// counted and acknowledged as no one's (and lost).
 
 // reasonForeign is the non-work reason of another installation's envelope.
 const reasonForeign = "foreign-workspace"
@@ -37,8 +40,8 @@ func (s *Source) appKey() string {
 	return kind + hex.EncodeToString(sum[:])
 }
 
-// joinApp lists s among its app's running instances (once it knows its bot and holds its Sink)
-// until leave is called.
+// joinApp lists s among its app's running instances until leave is called. Run joins before s
+// knows its bot: the others then know an instance of the app is starting (see routeForeign).
 func (s *Source) joinApp() (leave func()) {
 	key := s.appKey()
 	apps.Lock()
@@ -77,14 +80,22 @@ func (s *Source) settleEnvelope(ctx context.Context, sink *sources.Sink, v verdi
 
 // routeForeign hands raw, an envelope s classified as another installation's, to the instance of
 // the same app in this process that owns it, if one does: classify is how s read it. taken
-// reports that one did; settled, that it accepted, counted or recorded it (so the envelope may be
-// acknowledged).
+// reports that one did, or may (an instance still learning who it is); settled, that it
+// accepted, counted or recorded it (so the envelope may be acknowledged). An envelope no
+// identified instance owns while another is still starting is taken and not settled: the Events
+// request is answered 503 and a Socket Mode envelope is not acked, so Slack delivers it again,
+// by when the starting instance may know it is its own.
 func (s *Source) routeForeign(ctx context.Context, raw []byte, classify func(*Source, []byte) verdict) (taken, settled bool) {
 	apps.Lock()
 	siblings := append([]*Source(nil), apps.m[s.appKey()]...)
 	apps.Unlock()
+	starting := false
 	for _, o := range siblings {
-		if o == s || o.bot.Load() == nil {
+		if o == s {
+			continue
+		}
+		if o.bot.Load() == nil {
+			starting = true // not identified: nothing of it (classify, Sink) is used yet
 			continue
 		}
 		v := classify(o, raw)
@@ -97,5 +108,5 @@ func (s *Source) routeForeign(ctx context.Context, raw []byte, classify func(*So
 		}
 		return true, o.settle(ctx, sink, v)
 	}
-	return false, false
+	return starting, false
 }

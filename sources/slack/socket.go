@@ -29,18 +29,20 @@ type SocketSource struct {
 }
 
 // Run implements sources.Source: it learns the bot's identity, then receives envelopes until ctx
-// ends. It returns an error only when Slack refuses the tokens.
+// ends. It returns an error only when Slack refuses the tokens. The instance is among its app's
+// running instances from the start, so while it learns who it is the other instances leave the
+// envelopes that may be its installation's unacknowledged (see routeForeign).
 func (s *SocketSource) Run(ctx context.Context, sink *sources.Sink) error {
 	defer s.setProblem("not running")
+	s.sink.Store(sink)
+	defer s.sink.Store(nil)
+	defer s.joinApp()()
 	if err := s.identify(ctx); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
-	s.sink.Store(sink)
-	defer s.sink.Store(nil)
-	defer s.joinApp()()
 	s.setProblem("connecting")
 
 	smc := socketmode.New(s.api, socketmode.OptionLog(slogOutput{s.log}))

@@ -73,6 +73,8 @@ type workspace struct {
 	repliesCalls int
 	// refuseApp makes apps.connections.open refuse the app token from now on.
 	refuseApp atomic.Bool
+	// authFail makes auth.test fail (a transient error) while set.
+	authFail atomic.Bool
 	// teamID, userID and botIDv are who auth.test says the bot is (default team, botUser, botID).
 	teamID, userID, botIDv string
 }
@@ -107,6 +109,10 @@ func form(r *http.Request) url.Values {
 }
 
 func (w *workspace) authTest(rw http.ResponseWriter, r *http.Request) {
+	if w.authFail.Load() {
+		reply(rw, map[string]any{"ok": false, "error": "internal_error"})
+		return
+	}
 	if form(r).Get("token") != botToken && r.Header.Get("Authorization") != "Bearer "+botToken {
 		reply(rw, map[string]any{"ok": false, "error": "invalid_auth"})
 		return
