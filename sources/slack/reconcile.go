@@ -30,7 +30,8 @@ func (s *Source) Lookup(ctx context.Context, d sources.Delivery) (sources.Receip
 	}
 	bot, err := s.identity(ctx)
 	if err != nil {
-		return sources.Receipt{}, false, fmt.Errorf("slack lookup %s: %w", d.ID, err)
+		// A 429 from auth.test waits as Slack asks, as the reads below do.
+		return sources.Receipt{}, false, readFailure(fmt.Errorf("slack lookup %s: %w", d.ID, err))
 	}
 	if d.Operation == OpHandled {
 		item, err := s.api.GetReactionsContext(ctx, slack.NewRefToMessage(loc.Channel, loc.TS), slack.GetReactionsParameters{Full: true})
