@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/slack-go/slack"
 
@@ -67,15 +69,28 @@ func (s *Source) findParts(ctx context.Context, loc Locator, id string) (map[int
 
 // scanThread pages the whole thread and returns the ts of each part of delivery id posted by our
 // bot, and the number of parts the delivery has (0 if none was found).
+//
+// A scan Slack rate-limits on a later page does not start again at page 1: how far it got (the
+// next page's cursor and the parts found so far) is kept in memory, and the delivery's next scan
+// — after the engine waited out Retry-After — goes on from there. With a strict
+// conversations.replies limit (one call a minute, 15 messages a page) every try then reads one
+// more page instead of the first one again. Messages posted since are later in the thread, so
+// the pages already read need no second read.
 func (s *Source) scanThread(ctx context.Context, loc Locator, bot *botIdentity, id string) (map[int]string, int, error) {
-	parts, total := map[int]string{}, 0
-	cursor := ""
-	for page := 1; ; page++ {
+	key := id + "\x00" + loc.Channel + "\x00" + loc.ThreadTS
+	sc, resumed := s.scans.take(key, s.now())
+	if !resumed {
+		sc = &scan{parts: map[int]string{}, page: 1}
+	}
+	for ; ; sc.page++ {
 		msgs, hasMore, next, err := s.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
-			ChannelID: loc.Channel, Timestamp: loc.ThreadTS, Cursor: cursor, Limit: repliesPage, IncludeAllMetadata: true,
+			ChannelID: loc.Channel, Timestamp: loc.ThreadTS, Cursor: sc.cursor, Limit: repliesPage, IncludeAllMetadata: true,
 		})
 		if err != nil {
-			return nil, 0, fmt.Errorf("conversations.replies page %d: %w", page, err)
+			if _, limited := errors.AsType[*slack.RateLimitedError](err); limited {
+				s.scans.keep(key, sc, s.now())
+			}
+			return nil, 0, fmt.Errorf("conversations.replies page %d: %w", sc.page, err)
 		}
 		for _, m := range msgs {
 			ours := (bot.BotID != "" && m.BotID == bot.BotID) || (m.User != "" && m.User == bot.UserID)
@@ -83,14 +98,67 @@ func (s *Source) scanThread(ctx context.Context, loc Locator, bot *botIdentity, 
 				continue
 			}
 			part, n := number(m.Metadata.EventPayload["part"]), number(m.Metadata.EventPayload["parts"])
-			parts[max(part, 1)] = m.Timestamp
-			total = max(total, n, 1)
+			sc.parts[max(part, 1)] = m.Timestamp
+			sc.total = max(sc.total, n, 1)
 		}
 		if !hasMore || next == "" {
-			return parts, total, nil
+			return sc.parts, sc.total, nil
 		}
-		cursor = next
+		sc.cursor = next
 	}
+}
+
+// scan is how far a thread scan got: the cursor of the next page to read (its number is page)
+// and the parts found on the pages before it.
+type scan struct {
+	cursor string
+	page   int
+	parts  map[int]string
+	total  int
+	at     time.Time // when it was kept
+}
+
+// scanProgress keeps the progress of rate-limited scans, by delivery, thread, for scanKeep; at
+// most maxKeptScans of them (beyond that a scan starts again at page 1, as without it).
+type scanProgress struct {
+	mu sync.Mutex
+	m  map[string]*scan
+}
+
+const (
+	scanKeep     = time.Hour // the longest Retry-After the delivery engine waits by default
+	maxKeptScans = 1024
+)
+
+// take removes and returns the kept progress of key, if there is one still fresh.
+func (p *scanProgress) take(key string, now time.Time) (*scan, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sc, ok := p.m[key]
+	delete(p.m, key)
+	if !ok || now.Sub(sc.at) > scanKeep {
+		return nil, false
+	}
+	return sc, true
+}
+
+// keep stores the progress of key's scan, dropping what has gone stale.
+func (p *scanProgress) keep(key string, sc *scan, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]*scan{}
+	}
+	for k, old := range p.m {
+		if now.Sub(old.at) > scanKeep {
+			delete(p.m, k)
+		}
+	}
+	if len(p.m) >= maxKeptScans {
+		return
+	}
+	sc.at = now
+	p.m[key] = sc
 }
 
 // number reads a metadata number (JSON numbers decode as float64; Slack may return strings).

@@ -52,6 +52,7 @@ type Source struct {
 	sink    atomic.Pointer[sources.Sink]
 	bot     atomic.Pointer[botIdentity]
 	problem atomic.Pointer[string] // why the source is not healthy; nil when it is
+	scans   scanProgress           // how far rate-limited thread scans got, by delivery
 }
 
 // botIdentity is who the app is in the workspace (auth.test): how our own messages are told.

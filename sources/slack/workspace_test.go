@@ -71,6 +71,8 @@ type workspace struct {
 	afterPost func(w http.ResponseWriter, m message) bool
 	// repliesCalls counts conversations.replies calls.
 	repliesCalls int
+	// beforeReplies, if set, may answer a conversations.replies call itself (a rate limit).
+	beforeReplies func(w http.ResponseWriter, form url.Values) bool
 	// refuseApp makes apps.connections.open refuse the app token from now on.
 	refuseApp atomic.Bool
 	// authFail makes auth.test fail (a transient error) while set.
@@ -169,6 +171,9 @@ func (w *workspace) replies(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.repliesCalls++
+	if w.beforeReplies != nil && w.beforeReplies(rw, f) {
+		return
+	}
 	var thread []message
 	for _, m := range w.msgs {
 		if m.channel == ch && (m.TS == root || m.ThreadTS == root) {
