@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/channels-dev/channels/sources"
 	slacksrc "github.com/channels-dev/channels/sources/slack"
@@ -483,6 +484,53 @@ func TestSlackQuestionWithOnlyASchemaIsAskedWithItsButtons(t *testing.T) {
 	}
 	if b := buttonsOf(t, posted); len(b) != 3 || b[0].Text.Text != "staging" || b[1].Text.Text != "prod" || b[2].ActionID != "channels_answer" {
 		t.Errorf("buttons %+v, want staging, prod, Answer", b)
+	}
+}
+
+// Slack refuses a button whose text is empty or longer than 75 characters (the workspace fake
+// answers invalid_blocks, as Slack does): an empty enum value gets a visible label, a long one a
+// shortened label, and each button still carries its exact value.
+func TestChoiceButtonsKeepSlacksLimitsAndTheirExactValues(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, nil)
+	acc := h.work("events", callback("Ev-e", mention("ops", "Ev-e", "deploy")))
+	long := strings.Repeat("z", 100)
+	enum := []any{"", "v1", long, " "}
+	q := taskplane.Message{ID: "q-e", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("Which tag?")},
+		Metadata: map[string]any{"x": map[string]any{"requestedSchema": map[string]any{"type": "string", "enum": enum}}}}
+	_, posted := h.ask(acc.Task.ID, q) // fails the test if Slack refused the blocks
+	b := buttonsOf(t, posted)
+	if len(b) != len(enum)+1 {
+		t.Fatalf("%d buttons, want one per value and Answer", len(b))
+	}
+	if b[0].Text.Text != `""` || b[1].Text.Text != "v1" || b[3].Text.Text != `" "` {
+		t.Errorf("labels %q, %q, %q, want \"\", v1, \" \"", b[0].Text.Text, b[1].Text.Text, b[3].Text.Text)
+	}
+	if n := utf8.RuneCountInString(b[2].Text.Text); n != 75 || !strings.HasSuffix(b[2].Text.Text, "…") {
+		t.Errorf("a 100-character value is labelled %q (%d characters), want 75 ending in …", b[2].Text.Text, n)
+	}
+	for i, v := range enum {
+		var got struct {
+			V any `json:"v"`
+		}
+		mustUnmarshal(t, json.RawMessage(b[i].Value), &got)
+		if got.V != v {
+			t.Errorf("button %d carries %q, want %q", i, got.V, v)
+		}
+	}
+}
+
+// A button's value holds at most 2000 characters: a question with an enum value longer than a
+// button carries is posted with the Answer button alone, not refused by Slack (it would wait
+// forever), so the answer is typed into the dialog.
+func TestAValueTooLongForAButtonLeavesTheAnswerDialogAlone(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, nil)
+	acc := h.work("events", callback("Ev-e", mention("ops", "Ev-e", "deploy")))
+	q := taskplane.Message{ID: "q-e", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("Which tag?")},
+		Metadata: map[string]any{"x": map[string]any{"requestedSchema": map[string]any{"type": "string",
+			"enum": []any{"v1", strings.Repeat("z", 2100)}}}}}
+	_, posted := h.ask(acc.Task.ID, q) // fails the test if Slack refused the blocks
+	if b := buttonsOf(t, posted); len(b) != 1 || b[0].ActionID != "channels_answer" {
+		t.Errorf("buttons %+v, want the Answer button alone", b)
 	}
 }
 

@@ -141,14 +141,36 @@ func questionBlocks(text string, msg taskplane.Message) []slack.Block {
 	prop, choices := enumChoices(requestedSchema(msg))
 	for i, c := range choices {
 		v, _ := json.Marshal(choiceValue{Value: c.value, Property: prop})
+		if len(v) > maxButtonValue { // bytes: at least as many as characters
+			// Slack refuses the whole message for one such button: no choice buttons, the
+			// answer is typed into the dialog.
+			buttons = nil
+			break
+		}
 		b := slack.NewButtonBlockElement(actionChoice+":"+strconv.Itoa(i), string(v),
-			slack.NewTextBlockObject(slack.PlainTextType, truncate(c.label, 75), false, false))
+			slack.NewTextBlockObject(slack.PlainTextType, buttonLabel(c), false, false))
 		buttons = append(buttons, b)
 	}
 	answer := slack.NewButtonBlockElement(actionAnswer, "answer", slack.NewTextBlockObject(slack.PlainTextType, "Answer", false, false))
 	answer.Style = slack.StylePrimary
 	buttons = append(buttons, answer)
 	return append(blocks, slack.NewActionBlock("channels_question", buttons...))
+}
+
+// Slack's limits on a button: its text holds 1 to 75 characters, its value at most 2000.
+const (
+	maxButtonText  = 75
+	maxButtonValue = 2000
+)
+
+// buttonLabel is the text of a choice's button: its label, shortened to what a button shows; a
+// blank one (the value "" or " ") is shown quoted, so the button can be seen and told apart.
+func buttonLabel(c choice) string {
+	label := c.label
+	if strings.TrimSpace(label) == "" {
+		label = strconv.Quote(label)
+	}
+	return truncate(label, maxButtonText)
 }
 
 // maxChoices is how many choice buttons fit beside the Answer button (an actions block holds 25).

@@ -11,9 +11,11 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack/slacktest"
 )
@@ -141,6 +143,10 @@ func (w *workspace) postMessage(rw http.ResponseWriter, r *http.Request) {
 	}
 	if f.Get("channel") == "" || (f.Get("text") == "" && f.Get("blocks") == "") {
 		reply(rw, map[string]any{"ok": false, "error": "no_text"})
+		return
+	}
+	if !validButtons(f.Get("blocks")) {
+		reply(rw, map[string]any{"ok": false, "error": "invalid_blocks"})
 		return
 	}
 	w.mu.Lock()
@@ -300,4 +306,34 @@ func firstOf(vs ...string) string {
 		}
 	}
 	return ""
+}
+
+// validButtons reports whether every button of an actions block keeps Slack's limits: a text of
+// 1 to 75 characters (not only spaces) and a value of at most 2000 characters. Slack refuses a
+// message with any other (invalid_blocks).
+func validButtons(blocks string) bool {
+	if blocks == "" {
+		return true
+	}
+	var bs []struct {
+		Elements []struct {
+			Type  string `json:"type"`
+			Value string `json:"value"`
+			Text  struct {
+				Text string `json:"text"`
+			} `json:"text"`
+		} `json:"elements"`
+	}
+	if json.Unmarshal([]byte(blocks), &bs) != nil {
+		return false
+	}
+	for _, b := range bs {
+		for _, e := range b.Elements {
+			n := utf8.RuneCountInString(e.Text.Text)
+			if e.Type == "button" && (strings.TrimSpace(e.Text.Text) == "" || n > 75 || utf8.RuneCountInString(e.Value) > 2000) {
+				return false
+			}
+		}
+	}
+	return true
 }
