@@ -253,16 +253,54 @@ func Split(text string, limit int) []string {
 }
 
 // cutPoint finds where to cut s to at most room bytes: the last paragraph break in the second
-// half, else the last line break, else the last space, else the last rune boundary.
+// half, else the last line break, else the last space, else the last rune boundary — never inside
+// an HTML entity (&lt;) or a Slack token (<@U123>, <https://…|label>), which a cut would break
+// into text; a cut that would be is moved before the entity or token (unless it starts the text:
+// a token longer than a whole part is cut as before).
 func cutPoint(s string, room int) int {
 	head := s[:room]
 	for _, sep := range []string{"\n\n", "\n", " "} {
-		if i := strings.LastIndex(head, sep); i > room/2 {
-			return i + len(sep)
+		for i := strings.LastIndex(head, sep); i > room/2; i = strings.LastIndex(head[:i], sep) {
+			if _, inside := enclosing(s, i+len(sep)); !inside {
+				return i + len(sep)
+			}
 		}
 	}
-	for room > 0 && !utf8.RuneStart(s[room]) {
-		room--
+	cut := room
+	if start, inside := enclosing(s, cut); inside && start > 0 {
+		cut = start
 	}
-	return room
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return cut
+}
+
+// enclosing reports whether a cut of s at i falls inside a Slack token or an HTML entity, and
+// where that starts. Rendered text has a raw "<" only at a token's start and a raw "&" only at an
+// entity's start or inside a token (a link's URL).
+func enclosing(s string, i int) (start int, inside bool) {
+	if lt := strings.LastIndexByte(s[:i], '<'); lt >= 0 && !strings.Contains(s[lt:i], ">") {
+		if gt := strings.IndexAny(s[i:], "<>"); gt >= 0 && s[i+gt] == '>' {
+			return lt, true
+		}
+	}
+	if amp := strings.LastIndexByte(s[:i], '&'); amp >= 0 && i-amp <= maxEntity {
+		if semi := strings.IndexByte(s[amp:], ';'); semi > 1 && semi <= maxEntity && amp+semi >= i && entityName(s[amp+1:amp+semi]) {
+			return amp, true
+		}
+	}
+	return 0, false
+}
+
+// maxEntity is the longest entity's length without its ";" (&#x1F600;).
+const maxEntity = 8
+
+func entityName(n string) bool {
+	for _, r := range n {
+		if !(r == '#' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

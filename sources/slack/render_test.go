@@ -1,6 +1,7 @@
 package slack_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -98,5 +99,34 @@ func TestSlackSplitKeepsPartsWithinTheLimit(t *testing.T) {
 	}
 	if strings.Join(got, "") != word {
 		t.Fatal("a long word lost characters")
+	}
+}
+
+// A part of a split answer never ends or starts inside an HTML entity (&lt;) or a Slack token
+// (<@U…>, <https://…|label>): Slack would show the pieces as text, or a broken link.
+func TestSplitNeverCutsAnEntityOrASlackToken(t *testing.T) {
+	token := regexp.MustCompile(`<[^<>]*>`)
+	entity := regexp.MustCompile(`&(amp|lt|gt);`)
+	for _, md := range []string{
+		strings.Repeat("a<b ", 3) + strings.Repeat("<", 400),
+		strings.Repeat("&", 300),
+		strings.Repeat("x", 150) + " [see the full deployment log here](https://example.com/logs/12345?a=1&b=2) and more text after it",
+		strings.Repeat("y", 190) + "<@U0HUMAN> " + strings.Repeat("z ", 100),
+		strings.Repeat("w ", 80) + "<https://example.com/a|a link with many words in its label> tail " + strings.Repeat("v", 300),
+	} {
+		text := slacksrc.Mrkdwn(md)
+		parts := slacksrc.Split(text, 200)
+		for i, p := range parts {
+			if len(p) > 200 {
+				t.Errorf("part %d is %d bytes", i+1, len(p))
+			}
+			rest := entity.ReplaceAllString(token.ReplaceAllString(p, ""), "")
+			if strings.ContainsAny(rest, "<>&;") {
+				t.Errorf("part %d of %q cuts an entity or a token: %q", i+1, md[:20], p)
+			}
+		}
+		if got, want := strings.Join(strings.Fields(strings.Join(parts, " ")), ""), strings.Join(strings.Fields(text), ""); got != want {
+			t.Errorf("the parts of %q lost text", md[:20])
+		}
 	}
 }
