@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -25,24 +26,17 @@ var (
 	// Slack tokens kept as they are: user and channel mentions, and links. Special mentions
 	// (<!channel>, <!here>) are escaped: an answer never pings a whole channel.
 	reToken = regexp.MustCompile(`<(?:@[UW][A-Z0-9]+|#C[A-Z0-9]+(?:\|[^<>\n]*)?|https?://[^<>\s|]+(?:\|[^<>\n]*)?)>`)
+	// A bare URL, without the punctuation or emphasis marks that may follow it in a sentence.
+	reBareURL = regexp.MustCompile(`https?://[^\s<>]*[^\s<>*_~.,;:!?)'"]`)
+	// reKept finds what emphasis must not touch: Markdown links, the tokens kept and bare URLs.
+	reKept = regexp.MustCompile(reLink.String() + `|` + reToken.String() + `|` + reBareURL.String())
+	// reHeld finds the placeholders inlineText puts where reKept matched.
+	reHeld = regexp.MustCompile("\x01([0-9]+)\x01")
 )
 
 // escape escapes the three characters Slack requires escaped in message text.
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-// escapeKeepingTokens escapes s but keeps Slack mention and link tokens.
-func escapeKeepingTokens(s string) string {
-	var b strings.Builder
-	last := 0
-	for _, m := range reToken.FindAllStringIndex(s, -1) {
-		b.WriteString(escape(s[last:m[0]]))
-		b.WriteString(s[m[0]:m[1]])
-		last = m[1]
-	}
-	b.WriteString(escape(s[last:]))
-	return b.String()
 }
 
 // Mrkdwn converts Markdown text to Slack mrkdwn: code blocks and inline code are kept verbatim
@@ -90,18 +84,37 @@ func inline(line string) string {
 	return strings.Join(segs, "`")
 }
 
+// inlineText converts text outside code: Markdown links become Slack links, the Slack tokens an
+// answer may carry (reToken) are kept, the rest is escaped, and bold, italic and strike take
+// Slack's syntax. Links, tokens and bare URLs are held aside as placeholders while the emphasis
+// rules run, so the rules never rewrite them (a path such as …/__init__.py is not a bold "init"),
+// while emphasis around them (**see <@U123>**) still applies.
 func inlineText(s string) string {
-	// Links first, so their text and URL are not touched by the other rules.
-	var b strings.Builder
+	s = strings.ReplaceAll(s, "\x01", "") // the placeholder mark; no use in a message
+	var (
+		b    strings.Builder
+		held []string
+	)
 	last := 0
-	for _, m := range reLink.FindAllStringSubmatchIndex(s, -1) {
-		b.WriteString(emphasis(escapeKeepingTokens(s[last:m[0]])))
-		url, text := s[m[4]:m[5]], s[m[2]:m[3]]
-		b.WriteString("<" + linkURL(url) + "|" + strings.ReplaceAll(escape(text), "|", "¦") + ">")
+	for _, m := range reKept.FindAllStringIndex(s, -1) {
+		b.WriteString(escape(s[last:m[0]]))
+		kept := s[m[0]:m[1]]
+		switch {
+		case strings.HasPrefix(kept, "["):
+			l := reLink.FindStringSubmatch(kept)
+			kept = "<" + linkURL(l[2]) + "|" + strings.ReplaceAll(escape(l[1]), "|", "¦") + ">"
+		case !strings.HasPrefix(kept, "<"):
+			kept = escape(kept) // a bare URL
+		}
+		b.WriteString("\x01" + strconv.Itoa(len(held)) + "\x01")
+		held = append(held, kept)
 		last = m[1]
 	}
-	b.WriteString(emphasis(escapeKeepingTokens(s[last:])))
-	return b.String()
+	b.WriteString(escape(s[last:]))
+	return reHeld.ReplaceAllStringFunc(emphasis(b.String()), func(m string) string {
+		n, _ := strconv.Atoi(m[1 : len(m)-1])
+		return held[n]
+	})
 }
 
 // linkable reports whether u may be shown as a Slack link: a web or mail address.

@@ -130,3 +130,21 @@ func TestSplitNeverCutsAnEntityOrASlackToken(t *testing.T) {
 		}
 	}
 }
+
+// Bold, italic and strike apply to the text around Slack tokens and bare URLs, never inside them:
+// a link to …/__init__.py still points there.
+func TestEmphasisLeavesTokensAndBareURLsAlone(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"see <https://github.com/acme/app/blob/main/pkg/__init__.py>", "see <https://github.com/acme/app/blob/main/pkg/__init__.py>"},
+		{"see https://github.com/acme/app/blob/main/pkg/__init__.py", "see https://github.com/acme/app/blob/main/pkg/__init__.py"},
+		{"ping <https://example.com/a*b*c|here **now**>", "ping <https://example.com/a*b*c|here **now**>"},
+		{"see https://x.io/a~~b~~c and **bold**", "see https://x.io/a~~b~~c and *bold*"},
+		{"**see <@U0HUMAN>** and **https://x.io/a**.", "*see <@U0HUMAN>* and *https://x.io/a*."},
+		{"a & https://x.io/?a=1&b=2 <b>", "a &amp; https://x.io/?a=1&amp;b=2 &lt;b&gt;"},
+		{"**[docs](https://x.io/__a__)** __b__", "*<https://x.io/__a__|docs>* *b*"},
+	} {
+		if got := slacksrc.Mrkdwn(tc.in); got != tc.want {
+			t.Errorf("Mrkdwn(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
