@@ -37,7 +37,9 @@
 // An error without a classification is Indeterminate, the reading that never risks a second
 // message. WithStatus attaches the provider's status to the attempt's evidence. Retries use
 // cenkalti/backoff/v4 (capped exponential with jitter) with a bounded number of attempts
-// (Policy); a Retry-After delays the delivery and its lane and gives the attempt back.
+// (Policy); a Retry-After delays the delivery and its lane and gives the attempt back, up to a
+// bounded number of snoozes and a bounded total wait (Policy.MaxRetryAfters,
+// Policy.MaxRetryAfterTotal), past which the delivery settles as if its attempts ran out.
 //
 // # One call per ID, across goroutines and processes
 //

@@ -114,7 +114,7 @@ func New(s store.Store, router Router, opts ...Option) *Engine {
 		now:           store.NowFunc(s),
 		log:           slog.Default(),
 		owner:         "engine-" + uuid.NewString(),
-		policy:        DefaultPolicy,
+		policy:        DefaultPolicy.withDefaults(),
 		lease:         DefaultLease,
 		finishTimeout: finishTimeout,
 		sendTimeout:   DefaultSendTimeout,

@@ -437,6 +437,113 @@ func TestRetryAfterIsHonouredWithoutSpendingAnAttempt(t *testing.T) {
 	})
 }
 
+// A provider that always asks to wait (a 429 forever) does not hold a delivery, nor the lane and
+// the deliveries behind it, forever: the snoozes are bounded in number and in time, and past the
+// bound the delivery settles as if its attempts ran out, failed or (after an unknown outcome)
+// ambiguous. A lookup put off past the bound is ambiguous. An operator's retry starts afresh.
+func TestRetryAfterForeverSettlesOnceItsSnoozesRunOut(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		limited := func(d time.Duration) error {
+			return delivery.WithStatus(delivery.RetryAfter(d, errors.New("ratelimited")), "429")
+		}
+		// drive processes rec as its waits run out until it settles (or max rounds pass).
+		drive := func(t *testing.T, e *delivery.Engine, rec delivery.Record, max int) delivery.Record {
+			t.Helper()
+			for range max {
+				if rec.State.Settled() {
+					break
+				}
+				c.Advance(31 * time.Second)
+				rec = mustProcess(t, e, rec)
+			}
+			return rec
+		}
+
+		t.Run("a bounded number of snoozes, then failed", func(t *testing.T) {
+			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Lookup, Lane: laneOf, LaneInterval: time.Second}, c,
+				delivery.WithPolicy(delivery.Policy{MaxAttempts: 2, MaxRetryAfters: 3}))
+			p.behave = func(int, delivery.Delivery) (bool, error) { return false, limited(30 * time.Second) }
+			defer func() { p.behave = nil }()
+			rec := drive(t, e, mustDeliver(t, e, inChannel(request("t-429", "x"), "C429")), 10)
+			wantState(t, rec, delivery.StateFailed)
+			if p.calls[rec.ID] != 4 {
+				t.Errorf("calls = %d, want 4 (three snoozes, then the answer that settles it)", p.calls[rec.ID])
+			}
+			if got := outcomes(attempts(t, e, rec)); !slices.Equal(got, []string{"send:retry-after", "send:retry-after", "send:retry-after", "send:failed"}) {
+				t.Errorf("attempts = %v", got)
+			}
+			if ev := evidenceOf(t, s, delivery.EvidenceFailed, rec.ID); len(ev) != 1 {
+				t.Errorf("failed evidence = %v", ev)
+			}
+			// The lane still waits as the last answer asked, past its interval.
+			p.behave = nil
+			c.Advance(2 * time.Second)
+			if next := mustDeliver(t, e, inChannel(request("t-429-next", "y"), "C429")); next.State != delivery.StatePrepared {
+				t.Errorf("the next delivery of the lane is %s at once, want prepared until the last Retry-After runs out", next.State)
+			}
+			// An operator's retry gives it a fresh budget of snoozes.
+			p.behave = func(int, delivery.Delivery) (bool, error) { return false, limited(30 * time.Second) }
+			c.Advance(29 * time.Second)
+			got, err := e.Resolve(context.Background(), rec.Principal, rec.ID, delivery.Resolution{Retry: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = mustProcess(t, e, got)
+			wantState(t, got, delivery.StatePrepared)
+		})
+
+		t.Run("a bounded time in snoozes, then failed", func(t *testing.T) {
+			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Lookup}, c,
+				delivery.WithPolicy(delivery.Policy{MaxAttempts: 2, MaxRetryAfterTotal: time.Minute}))
+			p.behave = func(int, delivery.Delivery) (bool, error) { return false, limited(30 * time.Second) }
+			defer func() { p.behave = nil }()
+			rec := drive(t, e, mustDeliver(t, e, inChannel(request("t-429-time", "x"), "C-time")), 10)
+			wantState(t, rec, delivery.StateFailed)
+			if p.calls[rec.ID] != 3 {
+				t.Errorf("calls = %d, want 3 (two snoozes of 30s use the minute)", p.calls[rec.ID])
+			}
+		})
+
+		t.Run("after an unknown outcome, ambiguous", func(t *testing.T) {
+			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c,
+				delivery.WithPolicy(delivery.Policy{MaxAttempts: 4, MaxRetryAfters: 2}))
+			p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+				if call == 1 {
+					return true, delivery.Indeterminate(errTimeout)
+				}
+				return false, limited(30 * time.Second)
+			}
+			defer func() { p.behave = nil }()
+			rec := drive(t, e, mustDeliver(t, e, inChannel(request("t-429-unknown", "x"), "C-unknown")), 10)
+			wantState(t, rec, delivery.StateAmbiguous)
+			if p.calls[rec.ID] != 4 {
+				t.Errorf("calls = %d, want 4", p.calls[rec.ID])
+			}
+		})
+
+		t.Run("a lookup put off past the bound is ambiguous", func(t *testing.T) {
+			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Lookup}, c,
+				delivery.WithPolicy(delivery.Policy{MaxAttempts: 2, MaxRetryAfters: 3}))
+			p.behave = func(int, delivery.Delivery) (bool, error) { return true, delivery.Indeterminate(errTimeout) }
+			rec := mustDeliver(t, e, inChannel(request("t-429-lookup", "x"), "C-lookup"))
+			p.behave = nil
+			p.mu.Lock()
+			p.lookupErr = limited(30 * time.Second)
+			p.mu.Unlock()
+			defer func() { p.mu.Lock(); p.lookupErr = nil; p.mu.Unlock() }()
+			before := p.lookups
+			rec = drive(t, e, rec, 10)
+			wantState(t, rec, delivery.StateAmbiguous)
+			if n := p.lookups - before; n != 4 {
+				t.Errorf("lookups = %d, want 4", n)
+			}
+		})
+	})
+}
+
 func TestRevisedTextIsADistinctDelivery(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		s := open(t)

@@ -28,6 +28,13 @@ type Policy struct {
 	// delivery for a day.
 	MinRetryAfter time.Duration
 	MaxRetryAfter time.Duration
+	// MaxRetryAfters bounds the Retry-After snoozes of one delivery, sends and lookups together
+	// (default 4 × MaxAttempts), and MaxRetryAfterTotal the time they wait in all (default 24h).
+	// A Retry-After that comes when either is used up settles the delivery as attempts running
+	// out do: failed, or ambiguous when an earlier outcome was unknown (or when it was a lookup
+	// that was put off). An operator's retry starts both afresh.
+	MaxRetryAfters     int
+	MaxRetryAfterTotal time.Duration
 }
 
 // DefaultPolicy is the policy of an engine built without WithPolicy: its retries span about 40
@@ -41,6 +48,8 @@ var DefaultPolicy = Policy{
 	RandomizationFactor: 0.5,
 	MinRetryAfter:       time.Second,
 	MaxRetryAfter:       time.Hour,
+	MaxRetryAfterTotal:  24 * time.Hour,
+	// MaxRetryAfters: 0, that is 4 × MaxAttempts.
 }
 
 // withDefaults fills zero fields from DefaultPolicy.
@@ -67,6 +76,13 @@ func (p Policy) withDefaults() Policy {
 	if p.MaxRetryAfter > 0 {
 		d.MaxRetryAfter = p.MaxRetryAfter
 	}
+	d.MaxRetryAfters = 4 * d.MaxAttempts
+	if p.MaxRetryAfters > 0 {
+		d.MaxRetryAfters = p.MaxRetryAfters
+	}
+	if p.MaxRetryAfterTotal > 0 {
+		d.MaxRetryAfterTotal = p.MaxRetryAfterTotal
+	}
 	return d
 }
 
@@ -89,6 +105,12 @@ func (p Policy) next(n int) (time.Duration, bool) {
 		}
 	}
 	return d, true
+}
+
+// snoozesLeft reports whether a delivery that has snoozed n times, waiting waited in all, may
+// snooze once more.
+func (p Policy) snoozesLeft(n int, waited time.Duration) bool {
+	return n < p.MaxRetryAfters && waited < p.MaxRetryAfterTotal
 }
 
 // retryAfter bounds a provider's Retry-After.

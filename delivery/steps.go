@@ -236,6 +236,21 @@ func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, rout
 		return e.settleFailed(ctx, tx, cur, kindSend, serr, now)
 	case KindRetryAfter:
 		wait = e.policy.retryAfter(wait)
+		n, waited, err := e.snoozed(ctx, tx, cur)
+		if err != nil {
+			return err
+		}
+		if !e.policy.snoozesLeft(n, waited) {
+			// A provider that always asks to wait would hold the delivery (and whatever waits
+			// behind it) forever: past the bound it settles as if its attempts ran out. Its
+			// lane still waits as asked.
+			if cur.Lane != "" {
+				if err := tx.DelayLane(ctx, cur.Principal, cur.Lane, now.Add(wait)); err != nil {
+					return err
+				}
+			}
+			return e.exhausted(ctx, tx, cur, fmt.Errorf("asked to wait %d times (%s in all): %w", n+1, waited, serr), now)
+		}
 		cur.Attempts-- // a snooze spends nothing
 		cur.State = store.DeliveryPrepared
 		release(&cur, now.Add(wait), now)
@@ -251,15 +266,7 @@ func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, rout
 	case KindRetryable:
 		delay, ok := e.policy.next(cur.Attempts)
 		if !ok {
-			exhausted := fmt.Errorf("attempts exhausted (%d): %w", cur.Attempts, serr)
-			if unknown, err := e.hadUnknownOutcome(ctx, tx, cur); err != nil {
-				return err
-			} else if unknown {
-				// An earlier call of an idempotent delivery may have landed; the repeats only
-				// failed to get through: "failed" would say it was not delivered.
-				return e.settleAmbiguousErr(ctx, tx, cur, kindSend, "an earlier attempt's outcome is unknown and the repeats failed", exhausted, now)
-			}
-			return e.settleFailed(ctx, tx, cur, kindSend, exhausted, now)
+			return e.exhausted(ctx, tx, cur, fmt.Errorf("attempts exhausted (%d): %w", cur.Attempts, serr), now)
 		}
 		cur.State = store.DeliveryPrepared
 		release(&cur, now.Add(delay), now)
@@ -270,6 +277,18 @@ func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, rout
 	default:
 		return e.unknownOutcome(ctx, tx, cur, route, serr, now)
 	}
+}
+
+// exhausted settles a delivery whose send certainly did not get through and that may not be
+// tried again: failed, or ambiguous when an earlier call of an idempotent delivery may have
+// landed (the repeats only failed to get through: "failed" would say it was not delivered).
+func (e *Engine) exhausted(ctx context.Context, tx store.Tx, cur store.Delivery, cause error, now time.Time) error {
+	if unknown, err := e.hadUnknownOutcome(ctx, tx, cur); err != nil {
+		return err
+	} else if unknown {
+		return e.settleAmbiguousErr(ctx, tx, cur, kindSend, "an earlier attempt's outcome is unknown and the repeats failed", cause, now)
+	}
+	return e.settleFailed(ctx, tx, cur, kindSend, cause, now)
 }
 
 // unknownOutcome handles a send whose outcome is unknown, by recovery class: repeat later
@@ -319,8 +338,17 @@ func (e *Engine) lookup(ctx context.Context, st step) (again bool) {
 			return e.attempt(ctx, tx, cur, kindLookup, "superseded", lerr, now)
 		}
 		if kind, wait, _ := Classify(lerr); lerr != nil && kind == KindRetryAfter {
-			// The provider asks to wait (rate limited): the lookup is put off, not spent.
+			// The provider asks to wait (rate limited): the lookup is put off, not spent, as
+			// long as the snoozes last; then nobody can tell whether the send landed.
 			wait = e.policy.retryAfter(wait)
+			n, waited, err := e.snoozed(ctx, tx, cur)
+			if err != nil {
+				return err
+			}
+			if !e.policy.snoozesLeft(n, waited) {
+				return e.settleAmbiguousErr(ctx, tx, cur, kindLookup,
+					fmt.Sprintf("lookup put off %d times (%s in all)", n+1, waited), lerr, now)
+			}
 			cur.LastError = lerr.Error()
 			release(&cur, now.Add(wait), now)
 			if err := tx.UpdateDelivery(ctx, cur); err != nil {
@@ -483,6 +511,26 @@ func (e *Engine) hadUnknownOutcome(ctx context.Context, tx store.Tx, cur store.D
 		}
 	}
 	return false, nil
+}
+
+// snoozed returns how many times the provider asked the delivery to wait (Retry-After, on a send
+// or a lookup) and how long those waits were in all, since an operator last gave it a fresh
+// budget (a retry resolution).
+func (e *Engine) snoozed(ctx context.Context, tx store.Tx, cur store.Delivery) (n int, waited time.Duration, err error) {
+	attempts, err := tx.ListDeliveryAttempts(ctx, cur.Principal, cur.ID)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, a := range attempts {
+		switch {
+		case a.Kind == kindResolve && a.Outcome == "retry":
+			n, waited = 0, 0
+		case a.Outcome == "retry-after":
+			n++
+			waited += a.RetryAfter
+		}
+	}
+	return n, waited, nil
 }
 
 func (e *Engine) settleFailed(ctx context.Context, tx store.Tx, cur store.Delivery, kind string, cause error, now time.Time) error {

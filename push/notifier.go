@@ -35,9 +35,12 @@ const (
 
 // DefaultPolicy is the retry policy of notifications: at most 15 attempts, waits from 1 s
 // doubling to 1 min with jitter, about 10 minutes in all, so a receiver away for a few minutes
-// (a deploy) misses nothing. A notification whose attempts run out is failed (or ambiguous when
-// the last outcome was unknown) and the config moves on to the next event.
-var DefaultPolicy = delivery.Policy{MaxAttempts: 15, InitialInterval: time.Second, MaxInterval: time.Minute}
+// (a deploy) misses nothing. A receiver's Retry-After spends no attempt, but a notification
+// waits so at most 60 times (4 × 15) and an hour in all. A notification whose attempts or waits
+// run out is failed (or ambiguous when an earlier outcome was unknown) and the config moves on
+// to the next event.
+var DefaultPolicy = delivery.Policy{MaxAttempts: 15, InitialInterval: time.Second, MaxInterval: time.Minute,
+	MaxRetryAfterTotal: time.Hour}
 
 // Options configure a Notifier.
 type Options struct {
@@ -114,6 +117,10 @@ func New(plane *taskplane.Plane, o Options) *Notifier {
 	}
 	pol.Multiplier, pol.RandomizationFactor = o.Policy.Multiplier, o.Policy.RandomizationFactor
 	pol.MinRetryAfter, pol.MaxRetryAfter = o.Policy.MinRetryAfter, o.Policy.MaxRetryAfter
+	pol.MaxRetryAfters = o.Policy.MaxRetryAfters // 0: 4 × MaxAttempts
+	if o.Policy.MaxRetryAfterTotal > 0 {
+		pol.MaxRetryAfterTotal = o.Policy.MaxRetryAfterTotal
+	}
 	st := plane.Store()
 	g := &Guard{AllowPrivateNetworks: o.AllowPrivateNetworks, Resolver: o.Resolver, DialTimeout: o.Timeout}
 	sender := NewSender(st, g, o.Timeout, o.Clock)

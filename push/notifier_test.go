@@ -538,3 +538,62 @@ func TestDeletedConfigStopsItsNotifications(t *testing.T) {
 		}
 	})
 }
+
+// A receiver that always answers 429 does not hold its notification, nor the config's later
+// events, forever: past its bounded snoozes the notification fails and the config moves on.
+func TestAReceiverThatAlwaysAsksToWaitFailsTheNotificationAndTheConfigMovesOn(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		p := taskplane.New(open(t))
+		var first string
+		var mu sync.Mutex
+		rc := newReceiver(t, func(id string, _ int) int {
+			mu.Lock()
+			defer mu.Unlock()
+			if first == "" {
+				first = id
+			}
+			if id == first {
+				return http.StatusTooManyRequests
+			}
+			return 0
+		})
+		o := fastOptions(push.Options{AllowPrivateNetworks: true})
+		o.Policy.MaxAttempts = 3
+		o.Policy.MaxRetryAfters = 4
+		o.Policy.MinRetryAfter, o.Policy.MaxRetryAfter = time.Millisecond, 5*time.Millisecond
+		n := push.New(p, o)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = n.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: rc.srv.URL})
+		n.Registered("alice", task.ID)
+		apply(t, p, "alice", task.ID, working, completed)
+		reqs, effects := rc.waitEffects(t, 2)
+		if got := kind(t, reqs[len(reqs)-1].Body); got != "status:TASK_STATE_COMPLETED" || len(effects) != 2 {
+			t.Fatalf("effects %v, last %s; want the working and completed notifications after the refused one", effects, got)
+		}
+		sent := 0
+		for _, r := range reqs {
+			if r.ID == first {
+				sent++
+			}
+		}
+		if sent != 5 {
+			t.Errorf("the notification the receiver always rate-limits was sent %d times, want 5 (four waits, then it fails)", sent)
+		}
+		recs, err := n.Engine().List(context.Background(), delivery.Filter{Principal: "alice", TaskID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := 0
+		for _, r := range recs {
+			if r.State == delivery.StateFailed {
+				failed++
+			}
+		}
+		if failed != 1 {
+			t.Errorf("deliveries %+v; want exactly one failed", recs)
+		}
+	})
+}
