@@ -24,7 +24,7 @@ const (
 	DefaultPoll = 500 * time.Millisecond
 	// DefaultWorkers bounds the configs advanced at once.
 	DefaultWorkers = 8
-	// pruneEvery is how often configs of vanished tasks are deleted.
+	// pruneEvery is how often configs of vanished tasks are deleted (besides once at start).
 	pruneEvery = 10 * time.Minute
 	// workBatch bounds the configs one pass takes.
 	workBatch = 256
@@ -164,6 +164,9 @@ func (n *Notifier) Run(ctx context.Context) error {
 			n.log.Error("push: delivery engine stopped", "err", err)
 		}
 	})
+	// Retention deletes a task's configs with it; this backstop deletes those an older build left
+	// behind, at start and then now and again.
+	n.prune(ctx)
 	prune := time.NewTicker(pruneEvery)
 	defer prune.Stop()
 	t := time.NewTimer(0)

@@ -3,6 +3,7 @@ package push_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -594,6 +595,31 @@ func TestAReceiverThatAlwaysAsksToWaitFailsTheNotificationAndTheConfigMovesOn(t 
 		}
 		if failed != 1 {
 			t.Errorf("deliveries %+v; want exactly one failed", recs)
+		}
+	})
+}
+
+// Retention deletes a task's push configs with the task: its token and credentials do not
+// outlive it, whether or not a notifier runs.
+func TestRetentionDeletesAPrunedTasksPushConfigsWithTheirSecrets(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		st := open(t)
+		var mu sync.Mutex
+		now := time.Now().UTC()
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		p := taskplane.New(st, taskplane.WithClock(clock), taskplane.WithRetention(time.Hour))
+		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: "https://hook.example/x", Token: "tok-SECRET",
+			Auth: &taskplane.PushAuth{Scheme: "Bearer", Credentials: "cred-SECRET"}})
+		apply(t, p, "alice", task.ID, completed)
+		mu.Lock()
+		now = now.Add(2 * time.Hour)
+		mu.Unlock()
+		r, err := p.Prune(context.Background())
+		if err != nil || r.Tasks != 1 || r.PushConfigs != 1 {
+			t.Fatalf("prune: %+v %v; want the task and its config", r, err)
+		}
+		if c, err := st.GetPushConfig(context.Background(), "alice", task.ID, "h1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("task pruned, but its config is kept (token %q, credentials %q, err %v)", c.Token, c.AuthCredentials, err)
 		}
 	})
 }

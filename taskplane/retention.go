@@ -19,11 +19,12 @@ type PruneResult struct {
 const pruneBatch = 500
 
 // Prune runs one retention pass: it deletes, in batches, the terminal tasks (with their events,
-// anchors, wakes and claims) of conversations whose last event is older than the retention
-// window, and the contexts and claims left behind. It never drops a non-terminal task, a context
-// one references, or a pending claim. Once a task and its claim are gone, the same identity is
-// accepted as new work. Settled deliveries and evidence older than the window go too. Every
-// transaction that deletes anything writes a retention evidence record counting what it deleted.
+// anchors, wakes, push configs and claims) of conversations whose last event is older than the
+// retention window, and the contexts and claims left behind. It never drops a non-terminal task,
+// a context one references, or a pending claim. Once a task and its claim are gone, the same
+// identity is accepted as new work. Settled deliveries and evidence older than the window go too.
+// Every transaction that deletes anything writes a retention evidence record counting what it
+// deleted.
 func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 	var total PruneResult
 	cutoff := p.clock().Add(-p.retention)
@@ -40,7 +41,7 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 			}
 			return evidence(ctx, tx, "", "", EvidenceRetention, "", map[string]any{
 				"tasks": r.Tasks, "events": r.Events, "claims": r.Claims, "contexts": r.Contexts,
-				"anchors": r.Anchors, "wakes": r.Wakes, "cutoff": cutoff,
+				"anchors": r.Anchors, "wakes": r.Wakes, "push_configs": r.PushConfigs, "cutoff": cutoff,
 			}, p.clock())
 		})
 		if err != nil {
@@ -52,6 +53,7 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 		total.Contexts += r.Contexts
 		total.Anchors += r.Anchors
 		total.Wakes += r.Wakes
+		total.PushConfigs += r.PushConfigs
 		if r.Tasks < pruneBatch && r.Claims < pruneBatch && r.Contexts < pruneBatch {
 			break // nothing of any kind was left behind by the bound
 		}

@@ -74,6 +74,7 @@ type PushTx interface {
 	// deleted).
 	AdvancePushConfig(ctx context.Context, c PushConfig, expectCursor int64) (advanced bool, err error)
 	// PrunePushConfigs deletes at most limit (0 = no limit) configs whose task no longer exists
-	// and reports how many went.
+	// and reports how many went. Prune deletes a task's configs with it; this is the backstop for
+	// configs a build before that left behind.
 	PrunePushConfigs(ctx context.Context, limit int) (deleted int, err error)
 }

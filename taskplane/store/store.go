@@ -187,7 +187,8 @@ type Tx interface {
 	AdvanceCheckpoint(ctx context.Context, c Checkpoint) (Checkpoint, error)
 
 	// Prune deletes, for contexts whose LastEventAt is before cutoff: terminal tasks (State in
-	// terminal) last changed (UpdatedAt) before cutoff, with their events, anchors and wakes; done claims older than cutoff whose task
+	// terminal) last changed (UpdatedAt) before cutoff, with their events, anchors, wakes and push
+	// configs (tokens and credentials included); done claims older than cutoff whose task
 	// (if any) no longer exists after this call; and contexts left with no task and no pending
 	// claim. It never deletes a non-terminal task, a context such a task references, a claim whose
 	// task still exists, or a pending claim. It deletes at most limit tasks per call and reports
@@ -373,4 +374,6 @@ type PruneResult struct {
 	Contexts int
 	Anchors  int
 	Wakes    int
+	// PushConfigs counts the push-notification configs deleted with their tasks.
+	PushConfigs int
 }

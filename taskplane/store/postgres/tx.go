@@ -252,7 +252,7 @@ func (t *tx) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.C
 }
 
 // pruneTasksSQL deletes up to $3 terminal tasks unchanged since before $1 in contexts idle since
-// before $1, with their events, anchors and wakes, in one statement. SKIP LOCKED leaves tasks that a live transaction
+// before $1, with their events, anchors, wakes and push configs, in one statement. SKIP LOCKED leaves tasks that a live transaction
 // holds for a later run instead of waiting for it.
 const pruneTasksSQL = `WITH victims AS (
 		SELECT t.principal, t.id FROM tasks t
@@ -269,8 +269,11 @@ const pruneTasksSQL = `WITH victims AS (
 		DELETE FROM anchors a USING dt WHERE a.principal = dt.principal AND a.task_id = dt.id RETURNING 1
 	), dw AS (
 		DELETE FROM wakes w USING dt WHERE w.principal = dt.principal AND w.task_id = dt.id RETURNING 1
+	), dp AS (
+		DELETE FROM push_configs p USING dt WHERE p.principal = dt.principal AND p.task_id = dt.id RETURNING 1
 	)
-	SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM de), (SELECT count(*) FROM da), (SELECT count(*) FROM dw)`
+	SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM de), (SELECT count(*) FROM da), (SELECT count(*) FROM dw),
+		(SELECT count(*) FROM dp)`
 
 // pruneClaimsSQL deletes up to $2 done claims older than $1 whose context (if they name one that
 // exists) is idle since before $1 and whose task (if any) is gone: a claim must outlive its task,
@@ -310,7 +313,7 @@ func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, lim
 		terminal = []string{}
 	}
 	if err := t.q.QueryRow(ctx, pruneTasksSQL, cutoff, terminal, lim).
-		Scan(&res.Tasks, &res.Events, &res.Anchors, &res.Wakes); err != nil {
+		Scan(&res.Tasks, &res.Events, &res.Anchors, &res.Wakes, &res.PushConfigs); err != nil {
 		return store.PruneResult{}, fmt.Errorf("prune tasks: %w", err)
 	}
 	tag, err := t.q.Exec(ctx, pruneClaimsSQL, cutoff, lim)

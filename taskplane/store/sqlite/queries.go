@@ -581,6 +581,7 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 				{`DELETE FROM task_events WHERE principal = ? AND task_id = ?`, &res.Events},
 				{`DELETE FROM anchors WHERE principal = ? AND task_id = ?`, &res.Anchors},
 				{`DELETE FROM wakes WHERE principal = ? AND task_id = ?`, &res.Wakes},
+				{`DELETE FROM push_configs WHERE principal = ? AND task_id = ?`, &res.PushConfigs},
 				{`DELETE FROM tasks WHERE principal = ? AND id = ?`, &res.Tasks},
 			} {
 				r, err := q.ExecContext(ctx, d.sql, k.principal, k.id)

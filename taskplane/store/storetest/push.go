@@ -16,7 +16,7 @@ import (
 // pushConfigCases prove store.PushReader and store.PushTx: configs scoped to (principal, task),
 // the bound per task (also under concurrent puts), the cursor that only the registration holding
 // it advances, the work listing that waits for a config's last delivery to settle, and the prune
-// of configs whose task is gone.
+// of a task's configs with the task.
 func pushConfigCases() []testCase {
 	return []testCase{
 		{"PutThenGetRoundTripsAllFields", testPushPutGet},
@@ -28,7 +28,7 @@ func pushConfigCases() []testCase {
 		{"GetAndDeleteAreScopedAndDeleteReportsExistence", testPushScopedDelete},
 		{"AdvanceNeedsTheRegistrationAndTheExpectedCursor", testPushAdvance},
 		{"WorkListsSnapshotsAndUnreadEventsOnceTheLastDeliverySettled", testPushWork},
-		{"PruneDeletesConfigsWhoseTaskIsGone", testPushPrune},
+		{"TaskPruneDeletesTheTasksConfigsAndLeavesTheBackstopNothing", testPushPrune},
 	}
 }
 
@@ -405,27 +405,32 @@ func testPushPrune(t *testing.T, s store.Store) {
 	insertTasks(t, s, newTask("p1", "old", "c1", "completed", at(0)), newTask("p1", "live", "c1", "working", at(0)))
 	mustPutPush(t, s, newPushConfig("p1", "old", "a", at(0)), newPushConfig("p1", "old", "b", at(0)),
 		newPushConfig("p1", "live", "a", at(0)))
+	var r store.PruneResult
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		_, err := tx.Prune(ctx, at(time.Hour), []string{"completed"}, 0)
+		var err error
+		r, err = tx.Prune(ctx, at(time.Hour), []string{"completed"}, 0)
 		return err
 	})
-	prune := func(limit int) int {
-		var n int
-		update(t, s, func(ctx context.Context, tx store.Tx) error {
-			var err error
-			n, err = tx.PrunePushConfigs(ctx, limit)
-			return err
-		})
-		return n
+	if r.Tasks != 1 || r.PushConfigs != 2 {
+		t.Fatalf("Prune = %+v, want 1 task and its 2 push configs", r)
 	}
-	if n := prune(1); n != 1 {
-		t.Fatalf("first prune deleted %d, want 1 (the limit)", n)
+	// The pruned task's configs, with their tokens and credentials, went with it.
+	for _, id := range []string{"a", "b"} {
+		_, err := s.GetPushConfig(ctx, "p1", "old", id)
+		wantNotFound(t, "config "+id+" of the pruned task", err)
 	}
-	if n := prune(0); n != 1 {
-		t.Fatalf("second prune deleted %d, want 1", n)
+	if _, err := s.GetPushConfig(ctx, "p1", "live", "a"); err != nil {
+		t.Fatalf("the live task's config went: %v", err)
 	}
-	if n := prune(0); n != 0 {
-		t.Fatalf("third prune deleted %d, want 0", n)
+	// The backstop for configs an older build left behind finds none.
+	var n int
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = tx.PrunePushConfigs(ctx, 0)
+		return err
+	})
+	if n != 0 {
+		t.Fatalf("PrunePushConfigs deleted %d after the task prune, want 0", n)
 	}
 	if _, err := s.GetPushConfig(ctx, "p1", "live", "a"); err != nil {
 		t.Fatalf("the live task's config went: %v", err)
