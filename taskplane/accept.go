@@ -126,6 +126,13 @@ func (ev *Event) validate() error {
 	case ev.Checkpoint != nil && ev.Checkpoint.Instance == "":
 		return invalidf("event checkpoint names no source instance")
 	}
+	for _, f := range []struct{ name, v string }{{"principal", ev.Principal}, {"source", ev.Source},
+		{"identity", ev.Identity}, {"conversation key", ev.ConversationKey}, {"context id", ev.ContextID},
+		{"task id", ev.TaskID}, {"reply-to id", ev.ReplyTo}} {
+		if !storableKey(f.v) {
+			return invalidf("event %s must be valid UTF-8 without control characters", f.name)
+		}
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -140,8 +141,28 @@ func encodeTask(t *Task) (store.Task, error) {
 	}, nil
 }
 
-// getTask reads and decodes a task; a missing or foreign task is ErrTaskNotFound.
+// storableKey reports whether s can be a key the store holds: valid UTF-8 without control
+// characters. Postgres text refuses NUL and invalid UTF-8 (SQLSTATE 22021), so a client's id that
+// is not storable is refused (or not found) before it reaches a query, on every driver alike,
+// instead of failing as an internal error.
+func storableKey(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < ' ' || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// getTask reads and decodes a task; a missing or foreign task is ErrTaskNotFound, as is an id
+// (or principal) no store can hold.
 func getTask(ctx context.Context, r store.Reader, principal, id string) (*Task, error) {
+	if !storableKey(principal) || !storableKey(id) {
+		return nil, ErrTaskNotFound
+	}
 	row, err := r.GetTask(ctx, principal, id)
 	if err != nil {
 		if isNotFound(err) {

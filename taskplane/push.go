@@ -68,6 +68,8 @@ func (c *PushConfig) validate() error {
 		return invalidf("push config id longer than %d bytes", MaxPushConfigIDLen)
 	case strings.ContainsAny(c.ID, "/?#%") || strings.TrimSpace(c.ID) != c.ID:
 		return invalidf("push config id must not contain '/', '?', '#' or '%%', nor start or end with space")
+	case !storableKey(c.ID):
+		return invalidf("push config id must be valid UTF-8 without control characters")
 	case c.URL == "":
 		return invalidf("push config has no url")
 	case len(c.URL) > MaxPushURLLen:
@@ -217,6 +219,9 @@ func (p *Plane) GetPushConfig(ctx context.Context, principal, taskID, id string)
 	if _, err := getTask(ctx, p.store, principal, taskID); err != nil {
 		return PushConfig{}, err
 	}
+	if !storableKey(id) {
+		return PushConfig{}, ErrPushConfigNotFound // no config has such an id
+	}
 	row, err := p.store.GetPushConfig(ctx, principal, taskID, id)
 	if isNotFound(err) {
 		return PushConfig{}, ErrPushConfigNotFound
@@ -243,7 +248,7 @@ func (p *Plane) ListPushConfigs(ctx context.Context, principal, taskID string, p
 	}
 	after := ""
 	if pageToken != "" {
-		if err := decodeToken(pageToken, &after); err != nil || after == "" {
+		if err := decodeToken(pageToken, &after); err != nil || after == "" || !storableKey(after) {
 			return PushConfigPage{}, invalidf("malformed pageToken")
 		}
 	}
@@ -276,6 +281,9 @@ func (p *Plane) DeletePushConfig(ctx context.Context, principal, taskID, id stri
 	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		if _, err := getTask(ctx, tx, principal, taskID); err != nil {
 			return err
+		}
+		if !storableKey(id) {
+			return nil // no config has such an id: deleting it succeeds, as for any missing one
 		}
 		_, err := tx.DeletePushConfig(ctx, principal, taskID, id)
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 func pushEvent(principal, msgID string, push ...taskplane.PushConfig) taskplane.Event {
@@ -257,6 +258,54 @@ func TestPushConfigValidation(t *testing.T) {
 		}
 		if _, err := p.SetPushConfig(ctx, "alice", task.ID, taskplane.PushConfig{ID: "urn:hook:1", URL: "https://hooks.example.com/"}); err != nil {
 			t.Errorf("an id with colons: %v", err)
+		}
+	})
+}
+
+// An id no store can hold (NUL, another control character, invalid UTF-8: Postgres text refuses
+// NUL and invalid UTF-8) is a clean answer on every driver, never an internal error: a push
+// config id is invalid at create and not found at get; deleting it succeeds as for a missing one;
+// a task or context id is not found (or lists nothing); a message id, context id or task id of an
+// event is invalid.
+func TestIDsNoStoreCanHoldAreInvalidOrNotFoundNotInternal(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		p := taskplane.New(open(t))
+		acc, err := p.Accept(ctx, pushEvent("alice", "m1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"a\x00b", "a\x01b", "a\xffb"} {
+			if _, err := p.SetPushConfig(ctx, "alice", acc.Task.ID, taskplane.PushConfig{ID: bad, URL: "https://hook.example/x"}); !errors.Is(err, taskplane.ErrInvalid) {
+				t.Errorf("set config %q: %v, want invalid", bad, err)
+			}
+			if _, err := p.GetPushConfig(ctx, "alice", acc.Task.ID, bad); !errors.Is(err, taskplane.ErrPushConfigNotFound) {
+				t.Errorf("get config %q: %v, want not found", bad, err)
+			}
+			if err := p.DeletePushConfig(ctx, "alice", acc.Task.ID, bad); err != nil {
+				t.Errorf("delete config %q: %v, want success", bad, err)
+			}
+			if _, err := p.GetTask(ctx, "alice", bad); !errors.Is(err, taskplane.ErrTaskNotFound) {
+				t.Errorf("get task %q: %v, want not found", bad, err)
+			}
+			if _, _, err := p.Cancel(ctx, "alice", bad, nil); !errors.Is(err, taskplane.ErrTaskNotFound) {
+				t.Errorf("cancel task %q: %v, want not found", bad, err)
+			}
+			if _, err := p.ListPushConfigs(ctx, "alice", bad, 0, ""); !errors.Is(err, taskplane.ErrTaskNotFound) {
+				t.Errorf("list configs of task %q: %v, want not found", bad, err)
+			}
+			if page, err := p.ListTasks(ctx, "alice", taskplane.ListQuery{ContextID: bad}); err != nil || len(page.Tasks) != 0 {
+				t.Errorf("list tasks of context %q: %+v, %v; want none", bad, page, err)
+			}
+			for name, ev := range map[string]taskplane.Event{
+				"message id": pushEvent("alice", bad),
+				"context id": func() taskplane.Event { e := pushEvent("alice", "m-ctx"); e.ContextID = bad; return e }(),
+				"task id":    func() taskplane.Event { e := pushEvent("alice", "m-task"); e.TaskID = bad; return e }(),
+			} {
+				if _, err := p.Accept(ctx, ev); !errors.Is(err, taskplane.ErrInvalid) {
+					t.Errorf("accept with %s %q: %v, want invalid", name, bad, err)
+				}
+			}
 		}
 	})
 }

@@ -317,10 +317,14 @@ func (p *Plane) ListTasks(ctx context.Context, principal string, q ListQuery) (T
 	if q.State != "" && !q.State.Valid() {
 		return TaskPage{}, invalidf("unknown state %q", q.State)
 	}
+	if !storableKey(q.ContextID) {
+		// No context has such an id.
+		return TaskPage{PageSize: size}, nil
+	}
 	f := store.TaskFilter{ContextID: q.ContextID, State: string(q.State), StatusAfter: q.StatusAfter, Limit: size + 1}
 	if q.PageToken != "" {
 		var tok pageToken
-		if err := decodeToken(q.PageToken, &tok); err != nil || tok.ID == "" || tok.T.IsZero() {
+		if err := decodeToken(q.PageToken, &tok); err != nil || tok.ID == "" || tok.T.IsZero() || !storableKey(tok.ID) {
 			return TaskPage{}, invalidf("malformed pageToken")
 		}
 		f.CursorTime, f.CursorID = tok.T, tok.ID

@@ -19,6 +19,7 @@ import (
 	"github.com/channels-dev/channels/push"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // Secrets the push tests register; no response may ever contain them.
@@ -381,4 +382,70 @@ func TestSSRFArmsAreRefusedWithoutTheOptIn(t *testing.T) {
 			t.Fatalf("https to a public name: %v", err)
 		}
 	})
+}
+
+// On Postgres, whose text refuses NUL and invalid UTF-8, an id holding one is a clean answer on
+// both bindings — not found, an empty list, INVALID_PARAMS, or a delete's success — never a 500 /
+// -32603 with an error logged per request: task ids (get, cancel, subscribe, push configs),
+// context ids (list filter, send), message ids, and push config ids.
+func TestIDsNoStoreCanHoldAreCleanAnswersOnBothBindings(t *testing.T) {
+	late := &lateNotifier{}
+	e := newEnvOn(t, storetest.OpenPostgres(t), nil, func(c *a2aConfig) { c.Push = late })
+	late.n = push.New(e.plane, push.Options{AllowPrivateNetworks: true})
+	task := send(t, e.client(a2awire.BindingHTTPJSON, tokenAlice), userMessage("input"), nil)
+	id := string(task.ID)
+	const nul = "a\x00b"
+	msg := func(f map[string]any) map[string]any {
+		m := map[string]any{"messageId": "m-nul", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}}
+		for k, v := range f {
+			m[k] = v
+		}
+		return map[string]any{"message": m}
+	}
+	for _, c := range []struct {
+		method string
+		params map[string]any
+		code   int // 0: success
+	}{
+		{"GetTask", map[string]any{"id": nul}, -32001},
+		{"CancelTask", map[string]any{"id": nul}, -32001},
+		{"ListTasks", map[string]any{"contextId": nul}, 0},
+		{"SendMessage", msg(map[string]any{"messageId": nul}), -32602},
+		{"SendMessage", msg(map[string]any{"contextId": nul}), -32602},
+		{"SendMessage", msg(map[string]any{"taskId": nul}), -32602},
+		{"CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "url": "http://127.0.0.1:9/x", "id": nul}, -32602},
+		{"GetTaskPushNotificationConfig", map[string]any{"taskId": id, "id": nul}, -32001},
+		{"GetTaskPushNotificationConfig", map[string]any{"taskId": nul, "id": "x"}, -32001},
+		{"ListTaskPushNotificationConfigs", map[string]any{"taskId": nul}, -32001},
+		{"DeleteTaskPushNotificationConfig", map[string]any{"taskId": id, "id": nul}, 0},
+	} {
+		r := e.rpc(tokenAlice, c.method, c.params, nil)
+		switch {
+		case c.code == 0 && r.Error != nil:
+			t.Errorf("JSON-RPC %s %v: error %d %s, want success", c.method, c.params, r.Error.Code, r.Error.Message)
+		case c.code != 0 && (r.Error == nil || r.Error.Code != c.code):
+			t.Errorf("JSON-RPC %s %v: %+v, want error %d", c.method, c.params, r.Error, c.code)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"url": "http://127.0.0.1:9/x", "id": nul})
+	for _, c := range []struct {
+		method, path string
+		body         []byte
+		status       int
+	}{
+		{http.MethodGet, "/tasks/a%00b", nil, http.StatusNotFound},
+		{http.MethodGet, "/tasks/%FF", nil, http.StatusNotFound},
+		{http.MethodPost, "/tasks/a%00b:cancel", nil, http.StatusNotFound},
+		{http.MethodGet, "/tasks/a%00b:subscribe", nil, http.StatusNotFound},
+		{http.MethodGet, "/tasks?contextId=a%00b", nil, http.StatusOK},
+		{http.MethodGet, "/tasks?contextId=%FF", nil, http.StatusOK},
+		{http.MethodGet, "/tasks/a%00b/pushNotificationConfigs", nil, http.StatusNotFound},
+		{http.MethodPost, "/tasks/" + id + "/pushNotificationConfigs", b, http.StatusBadRequest},
+		{http.MethodGet, "/tasks/" + id + "/pushNotificationConfigs/a%00b", nil, http.StatusNotFound},
+		{http.MethodDelete, "/tasks/" + id + "/pushNotificationConfigs/a%00b", nil, http.StatusOK},
+	} {
+		if status, _, body := e.raw(c.method, c.path, tokenAlice, c.body, nil); status != c.status {
+			t.Errorf("REST %s %s: %d %s, want %d", c.method, c.path, status, body, c.status)
+		}
+	}
 }
