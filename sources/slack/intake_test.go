@@ -648,6 +648,24 @@ func (a *app) tasks(principal string) int {
 	return len(tasks)
 }
 
+// twoInstallations runs w1's installation for alice and w2's for bob as two instances of one
+// app, both identified.
+func twoInstallations(t *testing.T, mode string, w1, w2 *workspace) *app {
+	a := newApp(t, mode)
+	a.start(w1, "default", "alice")
+	a.start(w2, "second", "bob")
+	a.healthy("alice")
+	a.healthy("bob")
+	return a
+}
+
+// forSecond makes ev an event of workspace teamID delivered for the second installation.
+func forSecond(ev obj, teamID string) obj {
+	ev["team_id"] = teamID
+	ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+	return ev
+}
+
 // second is another workspace, with its own installation (bot) of the app.
 func second(t *testing.T) *workspace {
 	w := newWorkspace(t)
@@ -662,14 +680,8 @@ func second(t *testing.T) *workspace {
 func TestAnotherInstanceOfTheAppGetsItsWorkspacesEnvelopes(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode string) {
 		w1, w2 := newWorkspace(t), second(t)
-		a := newApp(t, mode)
-		a.start(w1, "default", "alice")
-		a.start(w2, "second", "bob")
-		a.healthy("alice")
-		a.healthy("bob")
-		ev := callback("Ev-second", mention("ops", "Ev-second", "deploy"))
-		ev["team_id"] = "T0SECOND"
-		ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+		a := twoInstallations(t, mode, w1, w2)
+		ev := forSecond(callback("Ev-second", mention("ops", "Ev-second", "deploy")), "T0SECOND")
 		if got := a.deliver(w1, "alice", ev); got != sourcetest.Acked {
 			t.Fatalf("the second workspace's event at the first instance: %s", got)
 		}
@@ -685,9 +697,8 @@ func TestAnotherInstanceOfTheAppGetsItsWorkspacesEnvelopes(t *testing.T) {
 func TestAnEventDeliveredForAnotherInstallationIsNotOursWhateverItsTeamID(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode string) {
 		h := newHarness(t, mode, nil)
-		ev := callback("Ev-theirs", mention("ops", "Ev-theirs", "leak me"))
-		ev["team_id"] = team // the channel was created in our workspace
-		ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+		// The channel was created in our workspace.
+		ev := forSecond(callback("Ev-theirs", mention("ops", "Ev-theirs", "leak me")), team)
 		before := h.counted(sources.EvidenceNonWork)["foreign-workspace"]
 		h.deliver("events", ev, sourcetest.Acked, nil)
 		if n := len(h.tasks()); n != 0 {
@@ -705,14 +716,9 @@ func TestAnEventDeliveredForAnotherInstallationIsNotOursWhateverItsTeamID(t *tes
 // receives it first.
 func TestASharedChannelEventIsAcceptedOnceWhicheverConnectionCarriesIt(t *testing.T) {
 	w1, w2 := newWorkspace(t), second(t)
-	a := newApp(t, slacksrc.ModeSocket)
-	a.start(w1, "default", "alice")
-	a.start(w2, "second", "bob")
-	a.healthy("alice")
-	a.healthy("bob")
-	ev := callback("Ev-shared2", mention("ops", "Ev-shared2", "deploy"))
-	ev["team_id"] = team // the first installation's workspace created the channel
-	ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+	a := twoInstallations(t, slacksrc.ModeSocket, w1, w2)
+	// The first installation's workspace created the channel.
+	ev := forSecond(callback("Ev-shared2", mention("ops", "Ev-shared2", "deploy")), team)
 	if got := a.deliver(w1, "alice", ev); got != sourcetest.Acked {
 		t.Fatalf("over the first instance's connection: %s", got)
 	}
@@ -747,9 +753,7 @@ func TestAnEnvelopeOfAnInstanceStillStartingIsNotAcknowledged(t *testing.T) {
 				t.Fatalf("the second instance never tried auth.test: %v", err)
 			}
 		}
-		ev := callback("Ev-early", mention("ops", "Ev-early", "deploy"))
-		ev["team_id"] = "T0SECOND"
-		ev["authorizations"] = []obj{{"team_id": "T0SECOND", "user_id": "U0BOT2", "is_bot": true}}
+		ev := forSecond(callback("Ev-early", mention("ops", "Ev-early", "deploy")), "T0SECOND")
 		if got := a.deliver(w1, "alice", ev); got != sourcetest.Unacked {
 			t.Fatalf("the second workspace's event while its instance was starting: %s, want %s", got, sourcetest.Unacked)
 		}

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -20,21 +21,11 @@ import (
 func TestCheckpointsFromBeforeInstancesSurviveTheMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u := newSchema(t)
-	open(t, u).Close()
-
 	// Back to the schema before 0006, with a checkpoint in it.
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `ALTER TABLE checkpoints DROP CONSTRAINT checkpoints_pkey;
+	u, conn := beforeMigration(t, `ALTER TABLE checkpoints DROP CONSTRAINT checkpoints_pkey;
 		ALTER TABLE checkpoints DROP COLUMN instance;
 		ALTER TABLE checkpoints ADD PRIMARY KEY (principal, source);
-		DELETE FROM schema_migrations WHERE version = 6`); err != nil {
-		t.Fatal(err)
-	}
+		DELETE FROM schema_migrations WHERE version = 6`)
 	if _, err := conn.Exec(ctx, `INSERT INTO checkpoints (principal, source, position, seq, version, updated_at)
 		VALUES ('alice', 'email', 'uid:40', 40, 2, $1)`, t0); err != nil {
 		t.Fatal(err)
@@ -49,21 +40,11 @@ func TestCheckpointsFromBeforeInstancesSurviveTheMigration(t *testing.T) {
 func TestWakesFromBeforeTheirInsertionOrderKeepTheirOrderThroughTheMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u := newSchema(t)
-	open(t, u).Close()
-
 	// Back to the schema before 0007, with wakes in it.
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `ALTER TABLE wakes DROP COLUMN seq;
+	u, conn := beforeMigration(t, `ALTER TABLE wakes DROP COLUMN seq;
 		CREATE INDEX wakes_state_created ON wakes (state, created_at, id);
 		CREATE INDEX wakes_live ON wakes (created_at, id) WHERE state IN ('pending', 'active');
-		DELETE FROM schema_migrations WHERE version = 7`); err != nil {
-		t.Fatal(err)
-	}
+		DELETE FROM schema_migrations WHERE version = 7`)
 	for _, w := range []struct {
 		id, task string
 		created  time.Time
@@ -118,4 +99,23 @@ func TestWakesFromBeforeTheirInsertionOrderKeepTheirOrderThroughTheMigration(t *
 			t.Errorf("index %s is %q, want it on %s", name, got, def)
 		}
 	}
+}
+
+// beforeMigration makes a schema with every migration applied, then runs undo on it (SQL that
+// takes it back to before a migration), and returns its URL and a connection for seeding it,
+// closed when the test ends.
+func beforeMigration(t *testing.T, undo string) (*url.URL, *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	u := newSchema(t)
+	open(t, u).Close()
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	if _, err := conn.Exec(ctx, undo); err != nil {
+		t.Fatal(err)
+	}
+	return u, conn
 }
