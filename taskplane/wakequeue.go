@@ -510,23 +510,56 @@ func (p *Plane) sendHomeHeld(ctx context.Context, t *Task, held store.Wake) {
 }
 
 // releaseHeld retires a wake held for its task's result, or, when the hand-off failed, makes it
-// due again a little later.
+// due again a little later. w is the wake as this claimer held it; a wake that has changed since
+// (claimed again after its lease ran out, perhaps by the same owner for a turn of the continued
+// task, or already released) is left alone. A wake of the task it held back that is due now is
+// announced.
 func (p *Plane) releaseHeld(ctx context.Context, w store.Wake, handedOff bool) {
+	due := false
 	err := p.store.Update(context.WithoutCancel(ctx), func(ctx context.Context, tx store.Tx) error {
+		due = false
 		cur, err := tx.GetWake(ctx, w.Principal, w.ID)
-		if err != nil || cur.LeaseOwner != w.LeaseOwner {
-			return err // someone else holds it now
+		if err != nil || !sameHold(cur, w) {
+			return err // someone else holds it now, or it was released
 		}
 		now := p.clock()
 		if handedOff {
-			return retire(ctx, tx, cur, store.WakeDone, w.Detail, now)
+			err = retire(ctx, tx, cur, store.WakeDone, w.Detail, now)
+		} else {
+			cur.DueAt = now.Add(p.queue.delay(1))
+			err = retire(ctx, tx, cur, store.WakePending, "result hand-off failed; retrying", now)
 		}
-		cur.DueAt = now.Add(p.queue.delay(1))
-		return retire(ctx, tx, cur, store.WakePending, "result hand-off failed; retrying", now)
+		if err != nil {
+			return err
+		}
+		others, err := tx.ListTaskWakes(ctx, w.Principal, w.TaskID)
+		for _, o := range others {
+			due = due || (o.ID != w.ID && o.State == store.WakePending && !o.DueAt.After(now) && !o.LeaseUntil.After(now))
+		}
+		return err
 	})
 	if err != nil {
 		p.log.Error("release wake", "wake", w.ID, "task", w.TaskID, "err", err)
+		return
 	}
+	if due {
+		p.pokeWakes()
+	}
+}
+
+// sameHold reports whether cur, a wake as stored now, is still the one held as w: in the same
+// state, on the same offer, leased to the same owner until the same instant and due at the same
+// time. A claim leases only a wake whose lease has run out and leases it until later, so two
+// claims of one wake, even by the same owner, never hold the same lease. Instants are compared
+// to the microsecond the stores keep.
+func sameHold(cur, w store.Wake) bool {
+	return cur.State == w.State && cur.Attempts == w.Attempts && cur.LeaseOwner == w.LeaseOwner &&
+		sameInstant(cur.LeaseUntil, w.LeaseUntil) && sameInstant(cur.DueAt, w.DueAt)
+}
+
+func sameInstant(a, b time.Time) bool {
+	d := a.Sub(b)
+	return d > -time.Microsecond && d < time.Microsecond
 }
 
 // giveUp fails a wake that ran out of re-offers, and its task.

@@ -273,6 +273,148 @@ func TestAnExpiredTurnHasNoAuthorityWhenItsOwnerGetsTheNextOffer(t *testing.T) {
 	}, taskplane.WithClock(c.Now))
 }
 
+// gatedResults is a flakyResults whose next hand-off, once gate is called, waits until released.
+type gatedResults struct {
+	flakyResults
+	block   chan struct{}
+	entered chan struct{}
+}
+
+// gate makes the next hand-off wait: entered is closed when it starts, and it goes on once
+// release is closed.
+func (g *gatedResults) gate() (entered chan struct{}, release chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.block, g.entered = make(chan struct{}), make(chan struct{})
+	return g.entered, g.block
+}
+
+func (g *gatedResults) Settled(ctx context.Context, t *taskplane.Task) error {
+	g.mu.Lock()
+	b, e := g.block, g.entered
+	g.block = nil
+	g.mu.Unlock()
+	if b != nil {
+		close(e)
+		<-b
+	}
+	return g.flakyResults.Settled(ctx, t)
+}
+
+// slowQuestionHandOff leaves a provider task waiting for an answer whose question hand-off failed,
+// and starts a claim, as owner, that hands the question off again and stalls in that hand-off
+// (res.gate). It returns the task, the release of the stalled hand-off and the claim's end.
+func slowQuestionHandOff(t *testing.T, p *taskplane.Plane, c *fakeClock, res *gatedResults, owner string) (task *taskplane.Task, release, done chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	task = mustAccept(t, p, nativeEvent("alice", "e1", "conv", "book")).Task
+	g := claimAs(t, p, owner)
+	if err := p.NewTurn(g).RequireInput(ctx, taskplane.Question{Text: "for how many?"}); err != nil {
+		t.Fatal(err)
+	}
+	res.mu.Lock()
+	res.fail[taskplane.StateInputRequired] = 1
+	res.mu.Unlock()
+	endTurn(t, p, g) // the question's hand-off fails: the wake waits to hand it off again
+	c.Advance(time.Second)
+	entered, release := res.gate()
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := p.ClaimTurn(ctx, taskplane.ClaimRequest{Owner: owner, Lease: time.Minute}); err != nil {
+			t.Errorf("claim: %v", err)
+		}
+	}()
+	<-entered
+	return task, release, done
+}
+
+// continueTask answers the task's question: a reply to the message its question went out as.
+func continueTask(t *testing.T, p *taskplane.Plane, taskID, identity string) {
+	t.Helper()
+	if err := p.RecordAnchor(context.Background(), "alice", "webhook", "prov-"+taskID, taskID); err != nil {
+		t.Fatal(err)
+	}
+	ev := nativeEvent("alice", identity, "conv", "four")
+	ev.ReplyTo = "prov-" + taskID
+	if a := mustAccept(t, p, ev); a.Outcome != taskplane.Continued {
+		t.Fatalf("reply: %s (%s)", a.Outcome, a.AnchorMiss)
+	}
+}
+
+// A claim that hands a settled task's result off again holds the task's wake while it does. When
+// that hand-off outlasts the lease and, meanwhile, the task is continued and the same owner (a
+// Dispatcher's claimers share one) claims the wake for the new turn, the late release leaves that
+// turn's wake alone, whether the hand-off succeeded (it would retire the live turn's wake) or
+// failed (it would put it back in the queue while the turn runs): the turn keeps its authority
+// and the task finishes.
+func TestAHeldResultWakeReleasedLateLeavesTheSameOwnersLiveTurnAlone(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("handOffFails=%v", fails), func(t *testing.T) {
+			c := newFakeClock()
+			res := &gatedResults{flakyResults: flakyResults{fail: map[taskplane.State]int{}}}
+			eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+				ctx := context.Background()
+				task, release, done := slowQuestionHandOff(t, p, c, res, "d")
+				if fails {
+					res.mu.Lock()
+					res.fail[taskplane.StateInputRequired] = 1
+					res.mu.Unlock()
+				}
+				c.Advance(2 * time.Minute) // the stalled claim's lease runs out
+				continueTask(t, p, task.ID, "e2")
+				g2 := claimAs(t, p, "d")
+				if g2 == nil || g2.TaskID != task.ID {
+					t.Fatalf("the continued task was not offered: %+v", g2)
+				}
+				close(release)
+				<-done
+				if err := p.NewTurn(g2).Complete(ctx, nil); err != nil {
+					t.Fatalf("the live turn lost its authority (task %s): %v", taskState(t, p, task.ID).Status.State, err)
+				}
+				endTurn(t, p, g2)
+				if st := taskState(t, p, task.ID).Status.State; st != taskplane.StateCompleted {
+					t.Fatalf("task %s, want COMPLETED", st)
+				}
+				ws, err := p.Store().ListTaskWakes(ctx, "alice", task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range ws {
+					if w.State != store.WakeDone {
+						t.Errorf("wake %s left %s (%s)", w.ID, w.State, w.Detail)
+					}
+				}
+			}, taskplane.WithClock(c.Now), taskplane.WithReofferDelay(time.Millisecond), taskplane.WithResults(res))
+		})
+	}
+}
+
+// A continuation accepted while a claim holds its task's wake to hand a result off waits for that
+// wake; releasing it tells the claimers (as a turn's end does), so the continuation is not left
+// for the next poll when the releasing claim goes on to older work.
+func TestReleasingAHeldResultWakeAnnouncesTheContinuationItHeldBack(t *testing.T) {
+	c := newFakeClock()
+	res := &gatedResults{flakyResults: flakyResults{fail: map[taskplane.State]int{}}}
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		task, release, done := slowQuestionHandOff(t, p, c, res, "d")
+		other := mustAccept(t, p, nativeEvent("alice", "e-other", "conv-other", "hello")).Task
+		continueTask(t, p, task.ID, "e2")
+		changed := p.WakesChanged()
+		close(release)
+		<-done
+		select {
+		case <-changed:
+		default:
+			t.Fatal("the continuation's wake became due when the held wake was released, and no claimer was told")
+		}
+		// The stalled claim went on to the older wake; the continuation is the next.
+		if g := claimAs(t, p, "d"); g == nil || g.TaskID != task.ID {
+			t.Fatalf("next claim: %+v, want the continued task %s (the other, %s, is taken)", g, task.ID, other.ID)
+		}
+	}, taskplane.WithClock(c.Now), taskplane.WithReofferDelay(time.Millisecond), taskplane.WithResults(res))
+}
+
 // The same, through a Dispatcher: when its turn's lease runs out (a stall) and one of its own
 // claimers takes the next offer, the expired turn is stopped at its next heartbeat, and that
 // stops it alone: the current turn runs on.
