@@ -134,6 +134,49 @@ func TestAnOverflowNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 	}, taskplane.WithClock(c.Now), taskplane.WithResults(res), taskplane.WithMaxWaiting(1))
 }
 
+// The same for the failure notice of a task failed by the re-offer cap, when its last offer ends
+// unsettled (EndTurn gives up) and when its last holder died (the claim that finds its lease run
+// out gives up): a wake held in the transaction that failed it hands it off again.
+func TestAReofferCapNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
+	for _, holderDies := range []bool{false, true} {
+		t.Run(fmt.Sprintf("holderDies=%v", holderDies), func(t *testing.T) {
+			c := newFakeClock()
+			res := &flakyResults{fail: map[taskplane.State]int{}}
+			eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+				res.calls = nil
+				res.fail[taskplane.StateFailed] = 1
+				task := mustAccept(t, p, nativeEvent("alice", "e1", "conv", "hi")).Task
+				for i := 0; i < 1+taskplane.MaxReoffers; i++ {
+					c.Advance(2 * time.Minute) // the re-offer falls due; a dead holder's lease runs out
+					g := claimAs(t, p, "w")
+					if g == nil {
+						t.Fatalf("offer %d: nothing to claim", i+1)
+					}
+					if !holderDies {
+						endTurn(t, p, g) // unsettled
+					}
+				}
+				if holderDies {
+					c.Advance(2 * time.Minute)
+					if g := claimAs(t, p, "w"); g != nil {
+						t.Fatalf("a seventh offer: %+v", g)
+					}
+				}
+				if got := taskState(t, p, task.ID); got.Status.State != taskplane.StateFailed || reasonOf(got) != taskplane.ReasonReofferCap {
+					t.Fatalf("task %s (%s), want FAILED by the re-offer cap", got.Status.State, reasonOf(got))
+				}
+				for i := 0; i < 5; i++ {
+					c.Advance(10 * time.Minute)
+					_ = claimAs(t, p, "later")
+				}
+				if got := res.count(taskplane.StateFailed); got != 2 {
+					t.Fatalf("the FAILED (re-offer cap) notice was handed to delivery %d time(s), want 2: one that failed, one again", got)
+				}
+			}, taskplane.WithClock(c.Now), taskplane.WithResults(res), taskplane.WithReofferDelay(time.Millisecond))
+		})
+	}
+}
+
 // lostStore is a store this process has lost while others still reach it: while down is set its
 // Updates fail, or, with hang, wait until the test ends (a black-holed connection).
 type lostStore struct {

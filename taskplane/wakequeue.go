@@ -341,7 +341,7 @@ func (p *Plane) ClaimTurn(ctx context.Context, req ClaimRequest) (*Grant, error)
 			return g, nil
 		case claimFailed:
 			p.broker.publish(settled.Origin.Principal, settled.ID)
-			p.sendHome(ctx, settled)
+			p.sendHomeHeld(ctx, settled, held)
 		case claimSettled:
 			// The result goes home before the wake is retired: a crash in between leaves the wake
 			// leased, it falls due again, and the (idempotent) hand-off is repeated.
@@ -376,8 +376,8 @@ func (p *Plane) claimTx(ctx context.Context, tx store.Tx, req ClaimRequest) (*Gr
 	}
 	if w.Attempts > MaxReoffers {
 		// Its last offer ended unsettled too (the holder died, or shut down): give up.
-		ft, err := p.giveUp(ctx, tx, w, t, now)
-		return nil, claimFailed, ft, w, err
+		ft, held, err := p.giveUp(ctx, tx, w, t, now)
+		return nil, claimFailed, ft, held, err
 	}
 	// Retire the task's other due wakes: this turn reads the whole task, so it serves them.
 	others, err := tx.ListTaskWakes(ctx, w.Principal, w.TaskID)
@@ -482,11 +482,11 @@ func retire(ctx context.Context, tx store.Tx, w store.Wake, state store.WakeStat
 const resultHoldDelay = time.Minute
 
 // holdResultTx inserts, for a native task this transaction settled outside any turn (a cancel, a
-// timeout, the admission bound's refusal), a wake held for its result: the hand-off right after the commit releases it
-// (sendHomeHeld); if that hand-off fails, or the process dies first, the wake falls due, a
-// claimer finds the task settled and hands the result off again (it is idempotent), as it does
-// for a turn's own result. It returns the wake, or a zero one when the task's result does not go
-// home.
+// timeout, the admission bound's refusal, the re-offer cap), a wake held for its result: the
+// hand-off right after the commit releases it (sendHomeHeld); if that hand-off fails, or the
+// process dies first, the wake falls due, a claimer finds the task settled and hands the result
+// off again (it is idempotent), as it does for a turn's own result. It returns the wake, or a
+// zero one when the task's result does not go home.
 func (p *Plane) holdResultTx(ctx context.Context, tx store.Tx, t *Task, now time.Time) (store.Wake, error) {
 	if p.queue.results == nil || !native(t) || !settledState(t) {
 		return store.Wake{}, nil
@@ -562,20 +562,26 @@ func sameInstant(a, b time.Time) bool {
 	return d > -time.Microsecond && d < time.Microsecond
 }
 
-// giveUp fails a wake that ran out of re-offers, and its task.
-func (p *Plane) giveUp(ctx context.Context, tx store.Tx, w store.Wake, t *Task, now time.Time) (*Task, error) {
+// giveUp fails a wake that ran out of re-offers, and its task, holding a wake for the failure
+// notice of a native task (holdResultTx): the caller hands it home with sendHomeHeld.
+func (p *Plane) giveUp(ctx context.Context, tx store.Tx, w store.Wake, t *Task, now time.Time) (*Task, store.Wake, error) {
 	if err := retire(ctx, tx, w, store.WakeFailed, fmt.Sprintf("unsettled after %d offers", w.Attempts), now); err != nil {
-		return nil, err
+		return nil, store.Wake{}, err
 	}
 	detail := map[string]any{"reason": ReasonReofferCap, "wake": w.ID, "offers": w.Attempts}
 	if err := evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceWakeFailed, t.ID, detail, now); err != nil {
-		return nil, err
+		return nil, store.Wake{}, err
 	}
 	if err := evidence(ctx, tx, t.Origin.Principal, t.Origin.Source, EvidenceUnhealthy, t.ID, detail, now); err != nil {
-		return nil, err
+		return nil, store.Wake{}, err
 	}
-	return applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonReofferCap,
+	ft, err := applyTx(ctx, tx, t.Origin.Principal, t.ID, AnyVersion, now, failStatus(ReasonReofferCap,
 		fmt.Sprintf("the executor left the task unfinished %d times", w.Attempts), p.newID()))
+	if err != nil {
+		return nil, store.Wake{}, err
+	}
+	held, err := p.holdResultTx(ctx, tx, ft, now)
+	return ft, held, err
 }
 
 // RenewTurn extends the grant's lease by lease and returns the task as it is now. It returns
@@ -648,17 +654,18 @@ func (p *Plane) EndTurn(ctx context.Context, g *Grant, end TurnEnd) error {
 		}
 	}
 	var (
-		failed *Task
-		due    bool // a wake of the task is due now: the turn's own (shutdown) or one it held back
+		failed *Task      // failed by the re-offer cap
+		held   store.Wake // the wake held for its failure notice
+		due    bool       // a wake of the task is due now: the turn's own (shutdown) or one it held back
 	)
 	err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-		failed, due = nil, false
+		failed, held, due = nil, store.Wake{}, false
 		now := p.clock()
 		w, err := p.checkGrant(ctx, tx, g, now)
 		if err != nil {
 			return err
 		}
-		if err := p.endTurnTx(ctx, tx, g, w, end, handedOff, now, &failed); err != nil {
+		if err := p.endTurnTx(ctx, tx, g, w, end, handedOff, now, &failed, &held); err != nil {
 			return err
 		}
 		// A wake accepted for the task during the turn (a continuation) was held back by it and
@@ -677,14 +684,15 @@ func (p *Plane) EndTurn(ctx context.Context, g *Grant, end TurnEnd) error {
 	}
 	if failed != nil {
 		p.broker.publish(g.Principal, g.TaskID)
-		p.sendHome(ctx, failed)
+		p.sendHomeHeld(ctx, failed, held)
 	}
 	return nil
 }
 
-// endTurnTx retires w, the wake of the turn g that ended as end says.
+// endTurnTx retires w, the wake of the turn g that ended as end says. A task it fails (the re-offer
+// cap) is set in failed, and the wake held for its notice in held.
 func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wake, end TurnEnd, handedOff bool,
-	now time.Time, failed **Task) error {
+	now time.Time, failed **Task, held *store.Wake) error {
 	cur, err := getTask(ctx, tx, g.Principal, g.TaskID)
 	switch {
 	case errors.Is(err, ErrTaskNotFound):
@@ -700,7 +708,7 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 		w.DueAt = now.Add(p.queue.delay(1))
 		return retire(ctx, tx, w, store.WakePending, "result hand-off failed; retrying", now)
 	case w.Attempts > MaxReoffers:
-		*failed, err = p.giveUp(ctx, tx, w, cur, now)
+		*failed, *held, err = p.giveUp(ctx, tx, w, cur, now)
 		return err
 	default:
 		w.DueAt = now.Add(p.queue.delay(w.Attempts))
