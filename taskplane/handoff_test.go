@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,6 +176,93 @@ func TestAReofferCapNoticeWhoseHandOffFailedIsHandedOffAgain(t *testing.T) {
 			}, taskplane.WithClock(c.Now), taskplane.WithResults(res), taskplane.WithReofferDelay(time.Millisecond))
 		})
 	}
+}
+
+// timedResults records when each hand-off was made and refuses them while refuse is set.
+type timedResults struct {
+	mu     sync.Mutex
+	clock  func() time.Time
+	refuse bool
+	at     []time.Time
+}
+
+func (r *timedResults) Settled(context.Context, *taskplane.Task) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at = append(r.at, r.clock())
+	if r.refuse {
+		return errors.New("delivery store unavailable")
+	}
+	return nil
+}
+
+func (r *timedResults) times() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.at)
+}
+
+// A result whose hand-off keeps failing is tried again with backoff, not every second: the waits
+// double from the first re-offer delay (1 s) up to a minute and stay there, and the hand-off is
+// never given up: once delivery takes it, it is handed off once more and the wake is retired.
+func TestAFailingResultHandOffIsRetriedWithBackoffUpToAMinute(t *testing.T) {
+	c := newFakeClock()
+	const step = 500 * time.Millisecond // how often claimers look (the poll)
+	res := &timedResults{clock: c.Now}
+	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		res.mu.Lock()
+		res.at, res.refuse = nil, true
+		res.mu.Unlock()
+		turn := grantTask(t, p, nativeEvent("alice", "e1", "conv", "hi"))
+		if err := turn.Complete(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		endTurn(t, p, turn.Grant()) // the first hand-off fails
+		for range int(5 * time.Minute / step) {
+			c.Advance(step)
+			if g := claimAs(t, p, "d"); g != nil {
+				t.Fatalf("a settled task was offered a turn: %+v", g)
+			}
+		}
+		at := res.times()
+		// Each wait is as long as the task has been settled: 1 s, then about 1.5, 3, 6, 12, 24 and
+		// 48 s (the poll's step adds to a wait, and the next one doubles it), then a minute each.
+		if len(at) < 9 || len(at) > 12 {
+			t.Fatalf("%d hand-offs in 5 minutes, want about 11 (doubling waits, up to a minute)", len(at))
+		}
+		var prev time.Duration
+		for i := 1; i < len(at); i++ {
+			gap := at[i].Sub(at[i-1])
+			if gap < prev-2*step || gap > time.Minute+2*step {
+				t.Fatalf("hand-off %d came %s after the one before (that one's wait: %s): want the waits doubling up to a minute", i+1, gap, prev)
+			}
+			prev = gap
+		}
+		if prev < time.Minute-2*step {
+			t.Fatalf("the last wait was %s, want the cap of a minute by now", prev)
+		}
+		res.mu.Lock()
+		res.refuse = false
+		res.mu.Unlock()
+		n := len(at)
+		for range 6 {
+			c.Advance(30 * time.Second)
+			_ = claimAs(t, p, "d")
+		}
+		if got := len(res.times()); got != n+1 {
+			t.Fatalf("%d hand-offs after delivery came back, want 1", got-n)
+		}
+		ws, err := p.Store().ListTaskWakes(ctx, "alice", turn.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			if w.State != store.WakeDone {
+				t.Errorf("wake %s left %s (%s)", w.ID, w.State, w.Detail)
+			}
+		}
+	}, taskplane.WithClock(c.Now), taskplane.WithResults(res))
 }
 
 // lostStore is a store this process has lost while others still reach it: while down is set its

@@ -46,6 +46,8 @@ const (
 	DefaultReofferDelay = time.Second
 	// maxClaimRounds bounds how many settled tasks' wakes one ClaimTurn retires before it returns.
 	maxClaimRounds = 64
+	// maxHandOffRetryDelay bounds the wait before a failed result hand-off is tried again.
+	maxHandOffRetryDelay = time.Minute
 )
 
 // Evidence kinds of the wake queue and the executors.
@@ -178,6 +180,14 @@ func (q *queueConfig) delay(offer int) time.Duration {
 		d *= 2
 	}
 	return min(d, time.Minute)
+}
+
+// handOffRetryDelay is how long a wake whose result hand-off failed at now waits before it is
+// tried again: as long as the task has been settled (its status time), at least the first
+// re-offer delay and at most maxHandOffRetryDelay. While delivery keeps refusing, the waits
+// double up to the cap; the hand-off is never given up.
+func (q *queueConfig) handOffRetryDelay(t *Task, now time.Time) time.Duration {
+	return min(max(now.Sub(t.Status.Timestamp), q.delay(1)), maxHandOffRetryDelay)
 }
 
 // WakesChanged returns a channel closed the next time this process enqueues or releases a wake.
@@ -346,7 +356,7 @@ func (p *Plane) ClaimTurn(ctx context.Context, req ClaimRequest) (*Grant, error)
 			// The result goes home before the wake is retired: a crash in between leaves the wake
 			// leased, it falls due again, and the (idempotent) hand-off is repeated.
 			done := p.sendHome(ctx, settled)
-			p.releaseHeld(ctx, held, done)
+			p.releaseHeld(ctx, held, settled, done)
 		}
 	}
 	return nil, nil
@@ -505,16 +515,16 @@ func (p *Plane) holdResultTx(ctx context.Context, tx store.Tx, t *Task, now time
 func (p *Plane) sendHomeHeld(ctx context.Context, t *Task, held store.Wake) {
 	done := p.sendHome(ctx, t)
 	if held.ID != "" {
-		p.releaseHeld(ctx, held, done)
+		p.releaseHeld(ctx, held, t, done)
 	}
 }
 
-// releaseHeld retires a wake held for its task's result, or, when the hand-off failed, makes it
-// due again a little later. w is the wake as this claimer held it; a wake that has changed since
+// releaseHeld retires a wake held for the result of t, or, when the hand-off failed, makes it
+// due again a little later (handOffRetryDelay). w is the wake as this claimer held it; a wake that has changed since
 // (claimed again after its lease ran out, perhaps by the same owner for a turn of the continued
 // task, or already released) is left alone. A wake of the task it held back that is due now is
 // announced.
-func (p *Plane) releaseHeld(ctx context.Context, w store.Wake, handedOff bool) {
+func (p *Plane) releaseHeld(ctx context.Context, w store.Wake, t *Task, handedOff bool) {
 	due := false
 	err := p.store.Update(context.WithoutCancel(ctx), func(ctx context.Context, tx store.Tx) error {
 		due = false
@@ -526,7 +536,7 @@ func (p *Plane) releaseHeld(ctx context.Context, w store.Wake, handedOff bool) {
 		if handedOff {
 			err = retire(ctx, tx, cur, store.WakeDone, w.Detail, now)
 		} else {
-			cur.DueAt = now.Add(p.queue.delay(1))
+			cur.DueAt = now.Add(p.queue.handOffRetryDelay(t, now))
 			err = retire(ctx, tx, cur, store.WakePending, "result hand-off failed; retrying", now)
 		}
 		if err != nil {
@@ -705,7 +715,7 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 	case settledState(cur) && handedOff:
 		return retire(ctx, tx, w, store.WakeDone, "settled: "+string(cur.Status.State), now)
 	case settledState(cur):
-		w.DueAt = now.Add(p.queue.delay(1))
+		w.DueAt = now.Add(p.queue.handOffRetryDelay(cur, now))
 		return retire(ctx, tx, w, store.WakePending, "result hand-off failed; retrying", now)
 	case w.Attempts > MaxReoffers:
 		*failed, *held, err = p.giveUp(ctx, tx, w, cur, now)
