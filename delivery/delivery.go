@@ -276,8 +276,9 @@ var (
 	ErrNoRoute = errors.New("no delivery route for source")
 	// ErrNotFound: no such delivery for the principal.
 	ErrNotFound = errors.New("delivery not found")
-	// ErrNotResolvable: an operator resolution of a delivery that is not ambiguous or failed.
-	ErrNotResolvable = errors.New("delivery is not ambiguous or failed")
+	// ErrNotResolvable: an operator resolution of a delivery that is not ambiguous, failed or
+	// stuck in sending (in sending with its lease run out).
+	ErrNotResolvable = errors.New("delivery is not ambiguous, failed or stuck in sending")
 	// ErrClosed: the engine was closed.
 	ErrClosed = errors.New("delivery engine closed")
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -822,6 +823,103 @@ func TestOperatorResolveMovesAnAmbiguousDeliveryAndLeavesEvidence(t *testing.T) 
 				t.Errorf("two resolutions at once: %v", err)
 			}
 		})
+	})
+}
+
+// A delivery left in sending by an engine that died mid-send, which no engine routing its source
+// recovers, is resolvable once its lease has run out on the store's clock (the dashboard offers
+// --delivered, --retry and --abandon for it), and refused while the lease is live: an engine is
+// sending it.
+func TestOperatorResolvesADeliveryStuckInSendingOnceItsLeaseRanOut(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		route := delivery.Route{Sender: p, Recovery: delivery.Ambiguous}
+		crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
+		// The operator's engine routes nothing, as the CLI's does.
+		op := delivery.New(s, nil, delivery.WithLogger(quiet), delivery.WithClock(c.Now))
+		t.Cleanup(func() { op.Close() })
+		ctx := context.Background()
+		stuck := func(task string) delivery.Record {
+			t.Helper()
+			rec, err := crashed.Prepare(ctx, request(task, "the answer"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The provider takes the message, then the process dies before it writes the outcome.
+			p.afterPost = runtime.Goexit
+			defer func() { p.afterPost = nil }()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				crashed.Process(ctx, rec.Principal, rec.ID)
+			}()
+			<-done
+			left, err := op.Get(ctx, rec.Principal, rec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, left, delivery.StateSending)
+			return left
+		}
+		recs := map[string]delivery.Record{"delivered": stuck("t-1"), "retry": stuck("t-2"), "abandon": stuck("t-3")}
+		choices := map[string]delivery.Resolution{"delivered": {Delivered: "msg-seen"}, "retry": {Retry: true}, "abandon": {Abandon: true}}
+
+		// Under a live lease every choice is refused, naming the engine sending it.
+		for name, rec := range recs {
+			_, err := op.Resolve(ctx, rec.Principal, rec.ID, choices[name])
+			if !errors.Is(err, delivery.ErrNotResolvable) || !strings.Contains(err.Error(), "engine crashed is sending it") {
+				t.Errorf("%s under a live lease: %v", name, err)
+			}
+			if got, _ := op.Get(ctx, rec.Principal, rec.ID); got.State != delivery.StateSending || got.LeaseOwner != "crashed" {
+				t.Errorf("%s under a live lease moved it: %+v", name, got)
+			}
+		}
+
+		c.Advance(delivery.DefaultLease + time.Second)
+		for _, name := range []string{"delivered", "retry", "abandon"} {
+			t.Run(name, func(t *testing.T) {
+				rec := recs[name]
+				res := choices[name]
+				res.By = "ops@example"
+				got, err := op.Resolve(ctx, rec.Principal, rec.ID, res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.LeaseOwner != "" || !got.LeaseUntil.IsZero() {
+					t.Errorf("lease kept after the resolution: %s until %s", got.LeaseOwner, got.LeaseUntil)
+				}
+				ev := evidenceOf(t, s, delivery.EvidenceResolved, rec.ID)
+				if len(ev) != 1 || ev[0]["from"] != "sending" || ev[0]["by"] != "ops@example" {
+					t.Errorf("resolved evidence = %v", ev)
+				}
+				switch name {
+				case "delivered":
+					wantState(t, got, delivery.StateDelivered)
+					if got.ProviderID != "msg-seen" {
+						t.Errorf("provider id = %q", got.ProviderID)
+					}
+				case "retry":
+					// As for an ambiguous delivery: a fresh budget, and sent again (the first
+					// call had landed, so the provider now has it twice: the operator's call).
+					wantState(t, got, delivery.StatePrepared)
+					if got.Attempts != 0 {
+						t.Errorf("attempts after retry = %d, want a fresh budget", got.Attempts)
+					}
+					got = mustProcess(t, crashed, got)
+					wantState(t, got, delivery.StateDelivered)
+					if n := len(p.postsOf(rec.ID)); n != 2 {
+						t.Errorf("posts = %d, want 2", n)
+					}
+				case "abandon":
+					wantState(t, got, delivery.StateFailed)
+					if got.LastError != "abandoned by ops@example" {
+						t.Errorf("last error = %q", got.LastError)
+					}
+				}
+			})
+		}
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -51,14 +52,15 @@ func (e *Engine) Find(ctx context.Context, id string) (Record, error) {
 	}
 }
 
-// Resolution is an operator's decision about an ambiguous (or failed) delivery. Exactly one of
-// Delivered, Retry and Abandon is set.
+// Resolution is an operator's decision about an ambiguous or failed delivery, or one stuck in
+// sending (see Resolve). Exactly one of Delivered, Retry and Abandon is set.
 type Resolution struct {
 	// Delivered is the provider ID the operator found at the provider: the delivery happened.
 	// A question's reply anchor is recorded with it.
 	Delivered string
 	// Retry: the operator checked that the provider does not have it; send it again, with a
-	// fresh attempt budget.
+	// fresh attempt budget. For an ambiguous delivery, and one stuck in sending, an earlier call
+	// may have landed: retrying one the provider has sends it twice.
 	Retry bool
 	// Abandon: do not deliver it; it becomes failed.
 	Abandon bool
@@ -84,9 +86,12 @@ func (r Resolution) validate() error {
 	return nil
 }
 
-// Resolve applies an operator's resolution to an ambiguous or failed delivery in one transaction,
-// with per-attempt and source evidence naming the operator. Any other state is ErrNotResolvable:
-// a delivery in flight belongs to the engine.
+// Resolve applies an operator's resolution to an ambiguous or failed delivery, or to one stuck in
+// sending (no engine holds a lease on it: the process that sent it died mid-send, and no engine
+// routing its source recovered it), in one transaction, with per-attempt and source evidence
+// naming the operator. The lease is checked inside the transaction, on the store's clock, so a
+// resolution cannot race an engine: a delivery in sending under a lease that has not run out is
+// being sent, and belongs to that engine. It, and any other state, is ErrNotResolvable.
 func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution) (Record, error) {
 	if err := r.validate(); err != nil {
 		return Record{}, err
@@ -103,10 +108,19 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 		if err != nil {
 			return err
 		}
-		if cur.State != store.DeliveryAmbiguous && cur.State != store.DeliveryFailed {
+		now := e.clock()
+		switch {
+		case cur.State == store.DeliveryAmbiguous || cur.State == store.DeliveryFailed:
+		case cur.State == store.DeliverySending && cur.LeaseUntil.After(now):
+			return fmt.Errorf("%w: %s: engine %s is sending it (its lease runs until %s); "+
+				"if that engine died, resolve it once the lease has run out", ErrNotResolvable, id,
+				cur.LeaseOwner, cur.LeaseUntil.UTC().Format(time.RFC3339))
+		case cur.State == store.DeliverySending:
+			// Stuck: its lease ran out and no engine took it again. Taking the row here, under its
+			// lock, keeps any engine from claiming it meanwhile.
+		default:
 			return fmt.Errorf("%w: %s is %s", ErrNotResolvable, id, cur.State)
 		}
-		now := e.clock()
 		from := cur.State
 		if r.Delivered != "" {
 			if err := e.markDelivered(ctx, tx, cur, r.Delivered, kindResolve, r.By, r.Note, now); err != nil {

@@ -22,7 +22,8 @@ func (a *app) deliveriesCmd() *cobra.Command {
 		Short: "List outbound deliveries and resolve the ambiguous ones",
 		Long: `Outbound deliveries are the answers, questions and handled markers Channels sends to
 providers, one provider mutation per delivery ID. "list" shows them; "resolve" settles one whose
-outcome the engine could not know (ambiguous) or that failed.
+outcome the engine could not know (ambiguous), that failed, or that is stuck in sending (the
+process sending it died, and no engine routing its source recovered it).
 
 With the SQLite store these commands need the store to themselves: stop "channels serve" first
 (a second process is refused). With Postgres they run beside the servers.`,
@@ -104,16 +105,21 @@ func (a *app) deliveriesResolveCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "resolve ID (--delivered PROVIDER_ID | --retry | --abandon)",
-		Short: "Settle an ambiguous or failed delivery",
-		Long: `Settle an ambiguous or failed delivery, after checking the provider by hand:
+		Short: "Settle an ambiguous, failed or stuck delivery",
+		Long: `Settle an ambiguous or failed delivery, or one stuck in sending (its lease has run out: the
+process sending it died, and no engine routing its source recovered it), after checking the
+provider by hand:
 
   --delivered PROVIDER_ID  it reached the provider as PROVIDER_ID (a question's reply anchor is
                            recorded with it)
-  --retry                  it did not reach the provider: send it again, with fresh attempts
+  --retry                  it did not reach the provider: send it again, with fresh attempts (an
+                           ambiguous or stuck delivery's first call may have landed: retrying one
+                           the provider has sends it twice)
   --abandon                do not send it: it becomes failed
 
 The resolution, the operator (--by, default $USER) and --note are kept as evidence on the
-delivery and in "channels evidence". A delivery in any other state is refused.`,
+delivery and in "channels evidence". A delivery in sending under a live lease (an engine is
+sending it), and one in any other state, is refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res := delivery.Resolution{Delivered: deliveredID, Retry: retry, Abandon: abandon, By: by, Note: note}

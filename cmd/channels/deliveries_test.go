@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/operator"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -142,5 +144,63 @@ func TestBenchDeliveriesPrintsOneJSONLine(t *testing.T) {
 		if gap, ok := r["min_lane_gap_ms"].(float64); ok && gap < 50 {
 			t.Errorf("min lane gap %vms < 50ms", gap)
 		}
+	}
+}
+
+// A delivery left in sending by an engine that died mid-send is listed by `evidence --summary`
+// as stuck in sending, with a resolve command; that command works once the lease has run out,
+// and is refused (an engine is sending it) while the lease is live.
+func TestTheResolveCommandTheSummaryPrintsForADeliveryStuckInSendingWorks(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "d.db")
+	rec := ambiguousDelivery(t, url)
+	ctx := context.Background()
+	lease := func(until time.Time) {
+		t.Helper()
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			d, err := tx.GetDelivery(ctx, "alice", rec.ID)
+			if err != nil {
+				return err
+			}
+			d.State, d.LeaseOwner, d.LeaseUntil = store.DeliverySending, "dead-engine", until
+			return tx.UpdateDelivery(ctx, d)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	lease(time.Now().Add(time.Hour))
+	c := newCLI(t, nil)
+	if code := c.run(ctx, "deliveries", "resolve", rec.ID, "--principal", "alice", "--retry", "--store", url); code != 1 ||
+		!strings.Contains(c.stderr.String(), "engine dead-engine is sending it") {
+		t.Errorf("resolve under a live lease: exit %d, %s", code, c.stderr.String())
+	}
+
+	lease(time.Now().Add(-10 * time.Minute))
+	c = newCLI(t, nil)
+	if code := c.run(ctx, "evidence", "--summary", "--store", url, "--json"); code != 0 {
+		t.Fatalf("summary: exit %d: %s", code, c.stderr.String())
+	}
+	var sum operator.Summary
+	if err := json.Unmarshal([]byte(c.stdout.String()), &sum); err != nil || len(sum.Attention) != 1 || sum.Attention[0].Why != "stuck in sending" {
+		t.Fatalf("summary %s (%v)", c.stdout.String(), err)
+	}
+	const choices = " --delivered PROVIDER_ID | --retry | --abandon"
+	printed, ok := strings.CutSuffix(sum.Attention[0].Resolve, choices)
+	if !ok {
+		t.Fatalf("resolve command %q does not offer%s", sum.Attention[0].Resolve, choices)
+	}
+	args := append(strings.Fields(strings.TrimPrefix(printed, "channels ")), "--retry", "--store", url, "--json")
+	c = newCLI(t, map[string]string{"USER": "ops"})
+	if code := c.run(ctx, args...); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, c.stderr.String())
+	}
+	var got delivery.Record
+	if err := json.Unmarshal([]byte(c.stdout.String()), &got); err != nil || got.State != delivery.StatePrepared || got.Attempts != 0 {
+		t.Errorf("after --retry: %s (%v)", c.stdout.String(), err)
 	}
 }
