@@ -367,8 +367,13 @@ func Attention(ctx context.Context, r store.Reader, now time.Time, stuckAfter ti
 	var out []DeliveryView
 	for _, st := range []store.DeliveryState{store.DeliveryAmbiguous, store.DeliverySending, store.DeliveryFailed} {
 		// The store leaves the abandoned ones out before the limit, so that they cannot crowd
-		// out the failed ones still waiting for an operator.
-		rows, err := r.ListDeliveries(ctx, store.DeliveryFilter{State: st, OmitAbandoned: true, Limit: attentionLimit})
+		// out the failed ones still waiting for an operator; and of the ones in sending it keeps
+		// the stuck ones only, so that deliveries in flight cannot crowd them out.
+		f := store.DeliveryFilter{State: st, OmitAbandoned: true, Limit: attentionLimit}
+		if st == store.DeliverySending {
+			f.LeaseRanOutBefore = now.Add(-stuckAfter).Add(time.Microsecond) // stuck from stuckAfter on
+		}
+		rows, err := r.ListDeliveries(ctx, f)
 		if err != nil {
 			return nil, fmt.Errorf("deliveries needing attention: %w", err)
 		}
@@ -376,9 +381,6 @@ func Attention(ctx context.Context, r store.Reader, now time.Time, stuckAfter ti
 			v := DeliveryView{Record: recordOf(d), Why: string(st)}
 			switch st {
 			case store.DeliverySending:
-				if d.LeaseUntil.IsZero() || now.Sub(d.LeaseUntil) < stuckAfter {
-					continue
-				}
 				v.Why = "stuck in sending"
 				v.Resolve = ResolveCommand(d.Principal, d.ID, "--delivered PROVIDER_ID | --retry | --abandon")
 			case store.DeliveryFailed:

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,4 +117,41 @@ func TestSummaryShowsEachInstancesCheckpoint(t *testing.T) {
 	if len(got) != 2 || got[0].Instance != "home" || got[0].Position != "uid:5" || got[1].Instance != "work" || got[1].Position != "uid:100" {
 		t.Fatalf("email checkpoints = %+v, want home at uid:5 and work at uid:100", got)
 	}
+}
+
+// TestAttentionListsAStuckDeliveryBehindFiftyInFlight: one delivery stuck in sending (its engine
+// died ten minutes ago) is listed however many newer deliveries are in flight under live leases,
+// and none of those is.
+func TestAttentionListsAStuckDeliveryBehindFiftyInFlight(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		st := open(t)
+		now := time.Now().UTC().Truncate(time.Second)
+		sending := func(id string, created, lease time.Time) store.Delivery {
+			return store.Delivery{Principal: "p", ID: id, TaskID: "t", Source: "email", Operation: "reply",
+				Recovery: "ambiguous", PayloadDigest: "sha256:" + id, Payload: []byte("{}"), State: store.DeliverySending,
+				Attempts: 1, LeaseOwner: "o", LeaseUntil: lease, NextAttemptAt: created, CreatedAt: created, UpdatedAt: created}
+		}
+		rows := []store.Delivery{sending("stuck", now.Add(-time.Hour), now.Add(-10*time.Minute))}
+		for n := range 50 {
+			rows = append(rows, sending(fmt.Sprintf("live-%02d", n), now.Add(-time.Duration(50-n)*time.Second), now.Add(time.Minute)))
+		}
+		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			for _, d := range rows {
+				if _, _, err := tx.InsertDelivery(ctx, d); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		att, err := operator.Attention(ctx, st, now, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(att) != 1 || att[0].ID != "stuck" || att[0].Why != "stuck in sending" {
+			t.Fatalf("attention = %+v, want only the delivery stuck in sending", att)
+		}
+	})
 }

@@ -109,7 +109,11 @@ type DeliveryFilter struct {
 	// OmitAbandoned leaves out the deliveries an operator abandoned: those whose latest attempt
 	// is an AttemptResolve with OutcomeAbandoned. The operator has settled them.
 	OmitAbandoned bool
-	Limit         int // 0 = no limit
+	// LeaseRanOutBefore, when set, keeps only the deliveries under a lease (LeaseUntil not zero)
+	// that ran out before it: with State sending, those stuck there (their engine is gone). It
+	// applies before Limit, so rows leased by live engines cannot crowd them out.
+	LeaseRanOutBefore time.Time
+	Limit             int // 0 = no limit
 }
 
 // DeliveryClaim asks ClaimDeliveries for due deliveries.

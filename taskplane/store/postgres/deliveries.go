@@ -94,6 +94,11 @@ func (r reader) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]s
 			AND NOT EXISTS (SELECT 1 FROM delivery_attempts b
 				WHERE b.principal = a.principal AND b.delivery_id = a.delivery_id AND b.seq > a.seq))`)
 	}
+	if !f.LeaseRanOutBefore.IsZero() {
+		// The zero time ('0001-01-01') in lease_until is "not leased".
+		w.add("lease_until > ?", time.Time{})
+		w.add("lease_until < ?", f.LeaseRanOutBefore)
+	}
 	query := `SELECT ` + deliveryColumns + ` FROM deliveries WHERE ` + w.sql() + ` ORDER BY created_at DESC, id DESC`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(f.Limit)

@@ -76,6 +76,11 @@ func listDeliveries(ctx context.Context, q querier, f store.DeliveryFilter) ([]s
 	if f.OmitAbandoned {
 		w.conds = append(w.conds, omitAbandoned)
 	}
+	if !f.LeaseRanOutBefore.IsZero() {
+		// The zero time in lease_until is "not leased".
+		w.add("lease_until > ?", micros(time.Time{}))
+		w.add("lease_until < ?", micros(f.LeaseRanOutBefore))
+	}
 	args := append(w.args, limitArg(f.Limit))
 	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries`+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)

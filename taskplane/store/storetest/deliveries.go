@@ -26,6 +26,7 @@ func deliveryCases() []testCase {
 		{"OtherPrincipalsDeliveryIsNotFound", testDeliveryScoping},
 		{"ListFiltersNewestFirst", testDeliveryList},
 		{"ListOmitsDeliveriesWhoseLatestAttemptAbandonedThem", testDeliveryListOmitAbandoned},
+		{"ListLeaseRanOutBeforeKeepsStuckRowsBeforeTheLimit", testDeliveryListLeaseRanOut},
 		{"AttemptsListInOrderWithAllFields", testDeliveryAttempts},
 		{"ClaimLeasesDueRowsAndLeaseHoldsOthersOff", testDeliveryClaimLease},
 		{"ClaimByIDTakesOnlyThatDueRow", testDeliveryClaimByID},
@@ -254,6 +255,44 @@ func testDeliveryListOmitAbandoned(t *testing.T, s store.Store) {
 	}
 	if got, _ := s.ListDeliveries(context.Background(), store.DeliveryFilter{Principal: "bob", OmitAbandoned: true}); len(got) != 1 {
 		t.Errorf("bob's d-abandoned, which only failed, is left out by alice's resolution: %+v", deliveryIDs(got))
+	}
+}
+
+// testDeliveryListLeaseRanOut: LeaseRanOutBefore keeps only leased rows whose lease ran out
+// before it (not unleased rows, nor ones leased until then or later), and applies before the
+// limit: one old row stuck in sending is listed however many newer rows are leased by live
+// engines.
+func testDeliveryListLeaseRanOut(t *testing.T, s store.Store) {
+	leased := func(id string, created, until time.Time) store.Delivery {
+		d := newDelivery("alice", id, store.DeliverySending, created)
+		d.LeaseOwner, d.LeaseUntil = "engine", until
+		return d
+	}
+	cutoff := at(time.Hour)
+	ds := []store.Delivery{
+		leased("d-stuck", at(1*time.Second), cutoff.Add(-10*time.Minute)),
+		newDelivery("alice", "d-unleased", store.DeliverySending, at(2*time.Second)),
+		leased("d-until-cutoff", at(3*time.Second), cutoff),
+	}
+	for n := range 5 {
+		ds = append(ds, leased(fmt.Sprintf("d-live-%d", n), at(time.Duration(10+n)*time.Second), cutoff.Add(time.Minute)))
+	}
+	insertDeliveries(t, s, ds...)
+	for _, tc := range []struct {
+		f    store.DeliveryFilter
+		want []string
+	}{
+		{store.DeliveryFilter{State: store.DeliverySending, LeaseRanOutBefore: cutoff, Limit: 2}, []string{"d-stuck"}},
+		{store.DeliveryFilter{LeaseRanOutBefore: cutoff.Add(time.Microsecond)}, []string{"d-until-cutoff", "d-stuck"}},
+		{store.DeliveryFilter{State: store.DeliverySending, Limit: 2}, []string{"d-live-4", "d-live-3"}},
+	} {
+		got, err := s.ListDeliveries(context.Background(), tc.f)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.f, err)
+		}
+		if diff := cmp.Diff(tc.want, deliveryIDs(got), cmpOpts); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.f, diff)
+		}
 	}
 }
 
