@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -84,8 +83,8 @@ object per line, with every field of the delivery.`,
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPRINCIPAL\tSOURCE\tOPERATION\tSTATE\tATTEMPTS\tPROVIDER ID\tUPDATED\tLAST ERROR")
 			for _, r := range recs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Principal, r.Source, r.Operation, r.State,
-					r.Attempts, cellOrDash(r.ProviderID), r.UpdatedAt.Format(time.RFC3339), cellOrDash(cellShort(r.LastError, 60)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(r.ID), cell(r.Principal), cell(r.Source), cell(r.Operation),
+					cell(string(r.State)), r.Attempts, cellOrDash(r.ProviderID), r.UpdatedAt.Format(time.RFC3339), cellOrDash(cellShort(r.LastError, 60)))
 			}
 			return tw.Flush()
 		},
@@ -155,7 +154,7 @@ sending it), and one in any other state, is refused.`,
 			if asJSON {
 				return json.NewEncoder(a.stdout).Encode(rec)
 			}
-			_, err = fmt.Fprintf(a.stdout, "delivery %s (%s, %s): %s\n", rec.ID, rec.Source, rec.Operation, rec.State)
+			_, err = fmt.Fprintf(a.stdout, "delivery %s (%s, %s): %s\n", cell(rec.ID), cell(rec.Source), cell(rec.Operation), cell(string(rec.State)))
 			return err
 		},
 	}
@@ -167,20 +166,4 @@ sending it), and one in any other state, is refused.`,
 	cmd.Flags().StringVar(&by, "by", "", "who resolves it, for the evidence (default $USER)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the resolved delivery as JSON")
 	return cmd
-}
-
-func cellOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// cellShort cuts s to n runes on one line.
-func cellShort(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }

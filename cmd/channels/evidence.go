@@ -273,7 +273,7 @@ func (p *evidencePrinter) print(rows []operator.EvidenceView) error {
 		p.header = true
 	}
 	for _, e := range rows {
-		fmt.Fprintf(p.tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.UTC().Format(time.RFC3339), cellOrDash(e.Source), e.Kind,
+		fmt.Fprintf(p.tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.UTC().Format(time.RFC3339), cellOrDash(e.Source), cell(e.Kind),
 			cellOrDash(e.Principal), cellOrDash(e.TaskID), cellOrDash(cellShort(e.DetailText(), 100)))
 	}
 	return nil
@@ -301,7 +301,7 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 		var ds []string
 		for _, st := range operator.DeliveryStates {
 			if n := s.Deliveries[string(st)]; n > 0 {
-				ds = append(ds, fmt.Sprintf("%s=%d", st, n))
+				ds = append(ds, fmt.Sprintf("%s=%d", cell(string(st)), n))
 			}
 		}
 		cp := "-"
@@ -312,7 +312,7 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 				if c.Instance != "" {
 					who += "/" + c.Instance
 				}
-				parts = append(parts, fmt.Sprintf("%s@%s (%s old)", who, cellShort(c.Position, 24),
+				parts = append(parts, fmt.Sprintf("%s@%s (%s old)", cell(who), cellShort(c.Position, 24),
 					time.Duration(c.Age*float64(time.Second)).Round(time.Second)))
 			}
 			cp = strings.Join(parts, "; ")
@@ -321,7 +321,7 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 		if !s.LastEvent.IsZero() {
 			last = s.LastEvent.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", s.Source, cellOrDash(s.Health),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", cell(s.Source), cellOrDash(s.Health),
 			c.Accepted, c.Continued, c.Duplicates, c.NonWork, c.Malformed, c.Conflicts, c.AnchorMisses, c.Woken, c.WakeFailed,
 			cellOrDash(strings.Join(ds, " ")), cp, last)
 	}
@@ -332,7 +332,8 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 	if len(sum.Attention) > 0 {
 		fmt.Fprintf(a.stdout, "\n%d deliveries need attention:\n", len(sum.Attention))
 		for _, d := range sum.Attention {
-			fmt.Fprintf(a.stdout, "  %s %s (%s, task %s): %s\n    %s\n", d.Source, d.ID, d.Why, d.TaskID, cellOrDash(cellShort(d.LastError, 80)), d.Resolve)
+			fmt.Fprintf(a.stdout, "  %s %s (%s, task %s): %s\n    %s\n", cell(d.Source), cell(d.ID), cell(d.Why), cell(d.TaskID),
+				cellOrDash(cellShort(d.LastError, 80)), cell(d.Resolve))
 		}
 	}
 	return nil

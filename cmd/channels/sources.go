@@ -48,7 +48,8 @@ source's whole matrix row.`,
 				if s.Configured {
 					configured += " (" + strings.Join(s.Instances, ", ") + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, status, yesNo(s.Registered), configured, cont, cp, rec)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.Name), cell(status), yesNo(s.Registered), cell(configured),
+					cell(cont), cell(cp), cell(rec))
 			}
 			return tw.Flush()
 		},

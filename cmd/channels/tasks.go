@@ -172,8 +172,8 @@ func (a *app) tasksListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tPRINCIPAL\tSOURCE\tSTATE\tSTATUS TIME\tCONTEXT")
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Principal, cellOrDash(r.Source),
-					r.State, r.StatusTime.UTC().Format(time.RFC3339), r.ContextID)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.ID), cell(r.Principal), cellOrDash(r.Source),
+					cell(string(r.State)), r.StatusTime.UTC().Format(time.RFC3339), cell(r.ContextID))
 			}
 			return tw.Flush()
 		},
@@ -266,11 +266,11 @@ func (a *app) tasksGetCmd() *cobra.Command {
 func (a *app) printTask(d taskDetail, evidence []store.Evidence) error {
 	t := d.Task
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "task\t%s\n", t.ID)
-	fmt.Fprintf(tw, "state\t%s (since %s)\n", t.Status.State, t.Status.Timestamp.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "principal\t%s\n", d.Principal)
+	fmt.Fprintf(tw, "task\t%s\n", cell(t.ID))
+	fmt.Fprintf(tw, "state\t%s (since %s)\n", cell(string(t.Status.State)), t.Status.Timestamp.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "principal\t%s\n", cell(d.Principal))
 	fmt.Fprintf(tw, "source\t%s\n", cellOrDash(d.Source))
-	fmt.Fprintf(tw, "context\t%s\n", t.ContextID)
+	fmt.Fprintf(tw, "context\t%s\n", cell(t.ContextID))
 	fmt.Fprintf(tw, "created\t%s\n", d.CreatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "version\t%d\n", d.Version)
 	if err := tw.Flush(); err != nil {
@@ -278,7 +278,7 @@ func (a *app) printTask(d taskDetail, evidence []store.Evidence) error {
 	}
 	fmt.Fprintf(a.stdout, "\nhistory (%d messages):\n", len(t.History))
 	for _, m := range t.History {
-		fmt.Fprintf(a.stdout, "  %-6s %s\n", strings.TrimPrefix(string(m.Role), "ROLE_"), cellShort(messageText(m), 100))
+		fmt.Fprintf(a.stdout, "  %-6s %s\n", cell(strings.TrimPrefix(string(m.Role), "ROLE_")), cellShort(messageText(m), 100))
 	}
 	if t.Status.Message != nil {
 		fmt.Fprintf(a.stdout, "status message: %s\n", cellShort(messageText(*t.Status.Message), 100))
@@ -288,11 +288,11 @@ func (a *app) printTask(d taskDetail, evidence []store.Evidence) error {
 	}
 	fmt.Fprintf(a.stdout, "\nevents:\n")
 	for _, e := range d.Events {
-		fmt.Fprintf(a.stdout, "  %4d  %s  %s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), e.Kind)
+		fmt.Fprintf(a.stdout, "  %4d  %s  %s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), cell(e.Kind))
 	}
 	fmt.Fprintf(a.stdout, "\nevidence:\n")
 	for _, e := range operator.ViewEvidence(evidence) {
-		fmt.Fprintf(a.stdout, "  %s  %-20s %s\n", e.Time.UTC().Format(time.RFC3339), e.Kind, cellShort(e.DetailText(), 80))
+		fmt.Fprintf(a.stdout, "  %s  %-20s %s\n", e.Time.UTC().Format(time.RFC3339), cell(e.Kind), cellShort(e.DetailText(), 80))
 	}
 	return nil
 }
