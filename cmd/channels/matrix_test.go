@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,23 +37,22 @@ func TestMatrixCheckPassesOnTheCommittedDocAndFailsWhenStale(t *testing.T) {
 	}
 }
 
+// TestSourcesListsRegisteredAndPlannedSources: also, --json prints one object per source per line.
 func TestSourcesListsRegisteredAndPlannedSources(t *testing.T) {
 	ctx := context.Background()
 	c := newCLI(t, nil)
 	if code := c.run(ctx, "sources", "--json"); code != 0 {
 		t.Fatalf("sources --json = %d: %s", code, c.stderr.String())
 	}
-	var list []struct {
+	// One JSON object per source per line, as every reading command's --json prints lists.
+	list := ndjson[struct {
 		Name       string `json:"name"`
 		Registered bool   `json:"registered"`
 		Configured bool   `json:"configured"`
 		Row        *struct {
 			Status string `json:"status"`
 		} `json:"row"`
-	}
-	if err := json.Unmarshal([]byte(c.stdout.String()), &list); err != nil {
-		t.Fatalf("sources --json: %v\n%s", err, c.stdout.String())
-	}
+	}](t, c.stdout.String())
 	got := map[string]string{}
 	for _, s := range list {
 		if s.Row == nil {

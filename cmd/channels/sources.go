@@ -23,8 +23,8 @@ func (a *app) sourcesCmd() *cobra.Command {
 		Use:   "sources",
 		Short: "List the sources: registered in this binary, configured, and their conformance-matrix rows",
 		Long: `List every source that is registered in this binary or has a row in the conformance matrix,
-with whether the configuration runs it and the row's key declarations. --json prints each
-source's whole matrix row.`,
+with whether the configuration runs it and the row's key declarations. --json prints one JSON
+object per line, one per source, with its whole matrix row.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			m, err := matrix.Default()
@@ -34,8 +34,12 @@ source's whole matrix row.`,
 			list := sources.List(m, a.configuredSources())
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
+				for _, s := range list {
+					if err := enc.Encode(s); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SOURCE\tSTATUS\tREGISTERED\tCONFIGURED\tCONTINUATION\tCHECKPOINT\tRECOVERY")
@@ -54,7 +58,7 @@ source's whole matrix row.`,
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, one source per line")
 	return cmd
 }
 
