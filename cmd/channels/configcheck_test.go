@@ -198,3 +198,43 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		startServe(t, s, "--config", path)
 	}
 }
+
+// TestReadingCommandsNeedNotHoldTheSourcesSecrets: a config file whose source names a secret
+// variable the operator's shell does not hold (a systemd unit keeps it in /etc/channels/env)
+// stops only the commands that run the sources: every reading command works with it, serve
+// refuses to start, and config check reports it.
+func TestReadingCommandsNeedNotHoldTheSourcesSecrets(t *testing.T) {
+	dir := t.TempDir()
+	storeURL := "sqlite://" + filepath.Join(dir, "c.db")
+	yaml := "store: " + storeURL + "\n" + strings.Replace(webhookSource, "TEST_WEBHOOK_SECRET", "SECRET_ONLY_THE_SERVICE_HOLDS", 1)
+	path := filepath.Join(dir, "channels.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// A server of its own store, for evidence --server.
+	base, _ := startServe(t, newCLI(t, map[string]string{"CHANNELS_STORE": "sqlite://" + filepath.Join(dir, "served.db")}))
+
+	const unset = "SECRET_ONLY_THE_SERVICE_HOLDS, which is unset or empty"
+	for _, args := range [][]string{
+		{"tasks", "list"},
+		{"deliveries", "list"},
+		{"evidence"},
+		{"evidence", "--summary"},
+		{"evidence", "--server", base},
+		{"sources"},
+	} {
+		c := newCLI(t, nil)
+		if code := c.run(ctx, append(args, "--config", path)...); code != 0 {
+			t.Errorf("%v with the source's secret unset: exit %d: %s", args, code, c.stderr.String())
+		}
+	}
+	c := newCLI(t, nil)
+	if code := c.run(ctx, "serve", "--listen", "127.0.0.1:0", "--config", path); code != 1 || !strings.Contains(c.stderr.String(), unset) {
+		t.Errorf("serve with the source's secret unset: exit %d: %s", code, c.stderr.String())
+	}
+	c = newCLI(t, nil)
+	if code := c.run(ctx, "config", "check", "--config", path); code != 1 || !strings.Contains(c.stdout.String(), unset) {
+		t.Errorf("config check with the source's secret unset: exit %d: %s%s", code, c.stdout.String(), c.stderr.String())
+	}
+}

@@ -59,6 +59,11 @@ func run(ctx context.Context, args []string, e env) int {
 // file must not stop "channels version").
 const noConfig = "channels/no-config"
 
+// runsSources, as a command annotation, marks a command that runs the configured sources ("channels
+// serve"): it loads the configuration with the secrets of the sources' options resolved. Every
+// other command leaves them unresolved, so it works from a shell that does not hold them.
+const runsSources = "channels/runs-sources"
+
 // usageError is a mistake on the command line (exit code 2).
 type usageError struct{ error }
 
@@ -180,7 +185,11 @@ func (a *app) load(cmd *cobra.Command) error {
 	if path == "" {
 		path = config.DefaultPath()
 	}
-	cfg, err := config.Load(path, cmd.Flags(), a.getenv, a.environ)
+	load := config.LoadWithoutSourceSecrets
+	if cmd.Annotations[runsSources] != "" {
+		load = config.Load
+	}
+	cfg, err := load(path, cmd.Flags(), a.getenv, a.environ)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,8 @@ every configured source is connected and not failing for longer than source_fail
 the server is not shutting down. /metrics serves Prometheus metrics; /admin is the operator
 dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains in-flight requests
 (closing streams), stops the executor and closes the store.`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{runsSources: "its sources read their secrets"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.serve(cmd.Context())
 		},

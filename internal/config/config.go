@@ -345,14 +345,31 @@ type Loaded struct {
 	// envRefs are the environment variables the file names by reference (KEY_env), which are
 	// not unknown settings even when their names start with CHANNELS_.
 	envRefs map[string]bool
+	// skipSourceSecrets: the …_env and …_file references of the sources' options are not
+	// resolved (LoadWithoutSourceSecrets).
+	skipSourceSecrets bool
 }
 
 // Load builds the configuration: defaults, then the file at path ("" for none), then the
 // environment (getenv, usually os.Getenv; environ, usually os.Environ, to spot unknown CHANNELS_
 // variables), then the flags of fs that were set on the command line (fs may be nil). The result
-// is validated.
+// is validated, and every secret the file references is read, those of the sources' options
+// included: what a command that runs the sources needs ("channels serve").
 func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string) (*Loaded, error) {
-	l, err := LoadAll(path, fs, getenv, environ)
+	l, err := loadAll(path, fs, getenv, environ, false)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// LoadWithoutSourceSecrets is Load for a command that runs no source (reading the store or a
+// server): the …_env and …_file references in the sources' options are not resolved, so the
+// operator's shell need not hold the sources' secrets (a systemd unit keeps them in its own
+// environment file). The rest of the sources list is checked as Load checks it, a plain secret
+// among its options included.
+func LoadWithoutSourceSecrets(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string) (*Loaded, error) {
+	l, err := loadAll(path, fs, getenv, environ, true)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +381,12 @@ func Load(path string, fs *pflag.FlagSet, getenv func(string) string, environ []
 // the checks that need a loaded configuration can still run. It returns nil with the error only
 // when the environment or the flags could not be read.
 func LoadAll(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string) (*Loaded, error) {
-	l := &Loaded{Config: Default(), Path: path, Origin: map[string]Source{}, envRefs: map[string]bool{}}
+	return loadAll(path, fs, getenv, environ, false)
+}
+
+func loadAll(path string, fs *pflag.FlagSet, getenv func(string) string, environ []string, skipSourceSecrets bool) (*Loaded, error) {
+	l := &Loaded{Config: Default(), Path: path, Origin: map[string]Source{}, envRefs: map[string]bool{},
+		skipSourceSecrets: skipSourceSecrets}
 	for _, f := range fields {
 		l.Origin[f.key] = FromDefault
 	}

@@ -386,3 +386,32 @@ func TestREADMENamesEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// LoadWithoutSourceSecrets (every command but serve and config check) leaves the references of
+// the sources' options unresolved, so a shell without the sources' secrets can read; Load and
+// LoadAll resolve them; all three refuse a plain secret in the options.
+func TestOnlyLoadResolvesTheSourcesSecrets(t *testing.T) {
+	getenv, environ := envOf(nil)
+	source := func(options string) string {
+		return writeFile(t, "c.yaml", "sources:\n  - type: webhook\n    name: ci\n    principal: ci-team\n    options:\n"+options)
+	}
+	unresolved := source("      secret_env: NOT_IN_THIS_SHELL\n      key_file: /no/such/secret\n")
+	l, err := LoadWithoutSourceSecrets(unresolved, nil, getenv, environ)
+	if err != nil || len(l.Sources) != 1 || l.Sources[0].Options["secret_env"] != "NOT_IN_THIS_SHELL" {
+		t.Fatalf("LoadWithoutSourceSecrets = %+v, %v", l, err)
+	}
+	for name, load := range map[string]func(string, *pflag.FlagSet, func(string) string, []string) (*Loaded, error){"Load": Load, "LoadAll": LoadAll} {
+		_, err := load(unresolved, nil, getenv, environ)
+		if err == nil || !strings.Contains(err.Error(), "NOT_IN_THIS_SHELL, which is unset or empty") || !strings.Contains(err.Error(), "cannot read /no/such/secret") {
+			t.Errorf("%s with the sources' secrets unresolvable: %v", name, err)
+		}
+	}
+	plain := source("      secret: hunter2hunter2hunter2\n")
+	if _, err := LoadWithoutSourceSecrets(plain, nil, getenv, environ); err == nil || !strings.Contains(err.Error(), "option secret is a secret") {
+		t.Errorf("LoadWithoutSourceSecrets with a plain secret: %v", err)
+	}
+	empty := source("      secret_env: \"\"\n")
+	if _, err := LoadWithoutSourceSecrets(empty, nil, getenv, environ); err == nil || !strings.Contains(err.Error(), "want the name of an environment variable") {
+		t.Errorf("LoadWithoutSourceSecrets with an empty reference: %v", err)
+	}
+}

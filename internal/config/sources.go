@@ -27,7 +27,8 @@ const SourcesKey = "sources"
 //	      identity: event.id
 //
 // Secrets in options follow the rule of the whole file: a plain value is refused, a reference
-// (…_env naming an environment variable, …_file naming a file) is checked when the file loads.
+// (…_env naming an environment variable, …_file naming a file) is checked when the file loads —
+// except by LoadWithoutSourceSecrets, for the commands that run no source.
 type SourceConfig struct {
 	Type      string         `yaml:"type" json:"type"`
 	Name      string         `yaml:"name" json:"name"`
@@ -68,7 +69,7 @@ func (l *Loaded) loadSources(path string, node *yaml.Node, getenv func(string) s
 	}
 	var errs []error
 	for i, s := range list {
-		errs = append(errs, checkSourceSecrets(i, s, getenv)...)
+		errs = append(errs, checkSourceSecrets(i, s, getenv, !l.skipSourceSecrets)...)
 	}
 	// Kept even with errors, so Validate reports the list's other problems too.
 	l.Sources = list
@@ -111,9 +112,9 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// checkSourceSecrets refuses plain secrets in an instance's options and checks that every
-// …_env and …_file reference resolves.
-func checkSourceSecrets(i int, s SourceConfig, getenv func(string) string) []error {
+// checkSourceSecrets refuses plain secrets in an instance's options and references that name
+// nothing, and, with resolve, checks that every …_env and …_file reference resolves.
+func checkSourceSecrets(i int, s SourceConfig, getenv func(string) string, resolve bool) []error {
 	var errs []error
 	keys := make([]string, 0, len(s.Options))
 	for k := range s.Options {
@@ -127,16 +128,18 @@ func checkSourceSecrets(i int, s SourceConfig, getenv func(string) string) []err
 		case strings.HasSuffix(k, "_env"):
 			if !isString || v == "" {
 				errs = append(errs, fmt.Errorf("%s: option %s: want the name of an environment variable", where, k))
-			} else if getenv(v) == "" {
+			} else if resolve && getenv(v) == "" {
 				errs = append(errs, fmt.Errorf("%s: option %s names the environment variable %s, which is unset or empty: export it before starting channels", where, k, v))
 			}
 		case strings.HasSuffix(k, "_file"):
 			if !isString || v == "" {
 				errs = append(errs, fmt.Errorf("%s: option %s: want the path of a file", where, k))
-			} else if b, err := os.ReadFile(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: option %s: cannot read %s: %w", where, k, v, errors.Unwrap(err)))
-			} else if len(bytes.TrimSpace(b)) == 0 {
-				errs = append(errs, fmt.Errorf("%s: option %s: the file %s is empty", where, k, v))
+			} else if resolve {
+				if b, err := os.ReadFile(v); err != nil {
+					errs = append(errs, fmt.Errorf("%s: option %s: cannot read %s: %w", where, k, v, errors.Unwrap(err)))
+				} else if len(bytes.TrimSpace(b)) == 0 {
+					errs = append(errs, fmt.Errorf("%s: option %s: the file %s is empty", where, k, v))
+				}
 			}
 		case secretOption(k) && s.Options[k] != nil && s.Options[k] != "":
 			errs = append(errs, fmt.Errorf("%s: option %s is a secret: give it as %s_env (an environment variable) or %s_file (a file), not as a plain value", where, k, k, k))
