@@ -49,6 +49,16 @@ func unsafeRune(r rune) bool {
 	return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == utf8.RuneError
 }
 
+// terminalLines is s through cell line by line: an error message keeps its lines, and text in it
+// from a provider, a client or a server's answer cannot act on the terminal.
+func terminalLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = cell(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // cellOrDash is cell(s), or "-" for an empty s.
 func cellOrDash(s string) string {
 	if s == "" {

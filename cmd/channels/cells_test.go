@@ -104,7 +104,16 @@ func TestTablesPrintProviderControlCharactersAsEscapes(t *testing.T) {
 		}
 	}
 
+	// An error naming what the operator typed (or a server answered) goes to the terminal too.
 	c := newCLI(t, nil)
+	if code := c.run(ctx, "tasks", "get", "abc\x1b[2Jdef", "--store", url); code == 0 {
+		t.Fatal("tasks get of a missing task: exit 0")
+	}
+	if errOut := c.stderr.String(); len(terminalUnsafe(strings.TrimSuffix(errOut, "\n"))) > 0 || !strings.Contains(errOut, `abc\x1b[2Jdef`) {
+		t.Errorf("the error line prints control characters to the terminal: %q", errOut)
+	}
+
+	c = newCLI(t, nil)
 	if code := c.run(ctx, "deliveries", "list", "--store", url, "--json"); code != 0 {
 		t.Fatalf("deliveries list --json: exit %d: %s", code, c.stderr.String())
 	}

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, e env) int {
 	if err := root.ExecuteContext(ctx); err != nil {
 		var se silentError
 		if !errors.As(err, &se) {
-			fmt.Fprintln(e.stderr, "channels:", err)
+			fmt.Fprintln(e.stderr, "channels:", terminalLines(err.Error()))
 		}
 		var ue usageError
 		if errors.As(err, &ue) {
