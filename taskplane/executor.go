@@ -286,7 +286,12 @@ type Dispatcher struct {
 	// authority (its lease ran out and the wake was offered again, here) runs on until it notices.
 	running map[string][]*liveTurn
 	early   map[string]time.Time // cancels that came before their turn started here, by task id
-	polls   chan struct{}        // one poll on offer to the waiting claimers
+	// toldFor: tasks whose finish a turn of this process passed on to the Canceler executor, by
+	// task id, kept for a lease after the turn ended: a CancelTurn that comes after the turn ended
+	// (its update was refused in the gap between the cancel's commit and CancelTurn) must not
+	// have the Canceler told again.
+	toldFor map[string]time.Time
+	polls   chan struct{} // one poll on offer to the waiting claimers
 }
 
 type liveTurn struct {
@@ -465,17 +470,31 @@ func (d *Dispatcher) finish(taskID string, lt *liveTurn) {
 // CancelTurn stops the running turn of a task in this process, if any (after a cancel). A turn
 // granted here but not started yet (its grant is on the way to a claimer) is stopped as it
 // starts: the cancel is remembered for a lease.
-func (d *Dispatcher) CancelTurn(taskID string) {
+//
+// tell reports whether the caller is to tell a Canceler executor of the cancel (TellCanceler):
+// false when a turn of this process has passed the task's finish on already (its update was
+// refused, or its heartbeat saw the finish, after the cancel committed and before this call).
+// Every running turn of the task is marked told, so none of them tells it afterwards: the
+// executor hears of one cancel once.
+func (d *Dispatcher) CancelTurn(taskID string) (tell bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := time.Now()
+	tell = true
+	if _, ok := d.toldFor[taskID]; ok {
+		delete(d.toldFor, taskID)
+		tell = false
+	}
 	if lts := d.running[taskID]; len(lts) > 0 {
 		for _, lt := range lts {
 			lt.canceled = true
+			if !lt.told.CompareAndSwap(false, true) {
+				tell = false
+			}
 			lt.cancel()
 		}
-		return
+		return tell
 	}
-	now := time.Now()
 	for id, at := range d.early {
 		if now.Sub(at) > d.lease() {
 			delete(d.early, id)
@@ -485,19 +504,39 @@ func (d *Dispatcher) CancelTurn(taskID string) {
 		d.early = map[string]time.Time{}
 	}
 	d.early[taskID] = now
+	return tell
 }
 
-// tellCanceler passes a stop from outside (task finished by a cancel through another process, a
-// timeout, an overflow) to a Canceler executor, once per turn: the a2a executor then cancels the
-// downstream task. A cancel that came through CancelTurn here was passed on by its caller.
+// tellCanceler passes a stop from outside (task finished by a cancel through another process or
+// before CancelTurn here, a timeout, an overflow) to a Canceler executor, once per turn: the a2a
+// executor then cancels the downstream task. A cancel that came through CancelTurn here first is
+// passed on by CancelTurn's caller.
 func (d *Dispatcher) tellCanceler(ctx context.Context, lt *liveTurn, task *Task) {
 	c, ok := d.Executor.(Canceler)
 	if !ok || d.canceledHere(lt) || !stoppedFromOutside(task) || !lt.told.CompareAndSwap(false, true) {
 		return
 	}
+	d.noteTold(task.ID)
 	if err := TellCanceler(ctx, c, task, d.CancelTimeout); err != nil {
 		d.Plane.log.Warn("executor cancel failed", "task", task.ID, "err", err)
 	}
+}
+
+// noteTold remembers, for a lease, that a turn of this process told the Canceler of taskID's
+// finish, for a CancelTurn that comes after the turn has ended.
+func (d *Dispatcher) noteTold(taskID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for id, at := range d.toldFor {
+		if now.Sub(at) > d.lease() {
+			delete(d.toldFor, id)
+		}
+	}
+	if d.toldFor == nil {
+		d.toldFor = map[string]time.Time{}
+	}
+	d.toldFor[taskID] = now
 }
 
 // canceledHere reports whether lt was stopped by CancelTurn.

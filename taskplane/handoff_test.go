@@ -386,9 +386,10 @@ func TestABriefStoreBlipDoesNotStopTheTurn(t *testing.T) {
 
 // chattyCanceler reports progress every few milliseconds until an update is refused, and counts
 // the cancels it is told of.
-type chattyCanceler struct{ cancels atomic.Int32 }
+type chattyCanceler struct{ cancels, returned atomic.Int32 }
 
 func (c *chattyCanceler) Execute(ctx context.Context, turn *taskplane.Turn) error {
+	defer c.returned.Add(1)
 	for i := 0; ; i++ {
 		msg := taskplane.Message{ID: fmt.Sprintf("progress-%d", i), Role: taskplane.RoleAgent,
 			Parts: []taskplane.Part{taskplane.TextPart(fmt.Sprintf("step %d", i))}}
@@ -432,5 +433,41 @@ func TestATimeoutTheExecutorNoticesFirstIsPassedOnToIt(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := exec.cancels.Load(); n != 1 {
 		t.Errorf("the executor was told of the timeout %d times, want once", n)
+	}
+}
+
+// A cancel committed while the executor reports progress: its next update is refused and its turn
+// tells it of the cancel before the canceler's CancelTurn runs (the A2A CancelTask commits CANCELED
+// first). CancelTurn then says the executor was told already, whether the turn still runs or has
+// ended, so the canceler does not tell it again; a cancel of a task with no turn here asks the
+// caller to tell it.
+func TestCancelTurnAfterTheTurnPassedTheCancelOnSaysNotToTellAgain(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	exec := &chattyCanceler{}
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	acc, err := p.Accept(context.Background(), a2aEvent("m-chatty-cancel", "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn to start", func() bool { return len(taskState(t, p, acc.Task.ID).History) > 1 })
+	if _, canceled, err := p.Cancel(context.Background(), "alice", acc.Task.ID, nil); err != nil || !canceled {
+		t.Fatalf("cancel: %v %v", canceled, err)
+	}
+	waitFor(t, "the turn to tell the executor and return", func() bool {
+		return exec.cancels.Load() == 1 && exec.returned.Load() == 1
+	})
+	time.Sleep(100 * time.Millisecond) // the turn ends and leaves the dispatcher
+	if d.CancelTurn(acc.Task.ID) {
+		t.Fatal("CancelTurn asks its caller to tell the executor, which its turn told already")
+	}
+	if !d.CancelTurn("a-task-with-no-turn-here") {
+		t.Fatal("CancelTurn of a task with no turn here does not ask its caller to tell the executor")
+	}
+	if n := exec.cancels.Load(); n != 1 {
+		t.Errorf("the executor was told of the cancel %d times, want once", n)
 	}
 }

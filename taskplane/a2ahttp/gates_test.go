@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 func decodeTask(t *testing.T, b []byte) *a2a.Task {
@@ -616,4 +618,62 @@ func TestFreshSendsMakeNewWorkOfAResentMessageID(t *testing.T) {
 			t.Fatalf("the messageId with another payload: %v, want new work", err)
 		}
 	})
+}
+
+// busyCanceler keeps adding an artifact to its task until an update is refused, and counts the
+// Cancel calls it gets per task.
+type busyCanceler struct {
+	mu      sync.Mutex
+	cancels map[string]int
+}
+
+func (b *busyCanceler) Execute(ctx context.Context, turn *taskplane.Turn) error {
+	for {
+		if err := turn.Update(context.WithoutCancel(ctx), taskplane.AddArtifact{Artifact: taskplane.Artifact{
+			ID: "a", Parts: []taskplane.Part{taskplane.TextPart("x")}}}); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *busyCanceler) Cancel(_ context.Context, t *taskplane.Task) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.cancels[t.ID]++
+	return nil
+}
+
+// Gate: a cancel of a WORKING task reaches a Canceler executor exactly once, also when the
+// executor's update is refused (and its turn tells it) between the cancel's commit and the
+// dispatcher stopping the turn.
+func TestGateCancelTellsACancelerExecutorOnceWhileItsTurnKeepsUpdating(t *testing.T) {
+	bx := &busyCanceler{cancels: map[string]int{}}
+	e := newEnvExec(t, storetest.OpenSQLite(t), nil, bx)
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	var ids []string
+	for i := 0; i < 20; i++ {
+		task := send(t, c, userMessage("go"), &a2a.SendMessageConfig{ReturnImmediately: true})
+		waitState(t, c, task.ID, a2a.TaskStateWorking)
+		time.Sleep(10 * time.Millisecond)
+		if _, err := c.CancelTask(ctxT(t), &a2a.CancelTaskRequest{ID: task.ID}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, string(task.ID))
+	}
+	time.Sleep(500 * time.Millisecond)
+	bx.mu.Lock()
+	defer bx.mu.Unlock()
+	wrong := 0
+	for _, id := range ids {
+		if bx.cancels[id] != 1 {
+			wrong++
+			t.Logf("task %s: Cancel called %d times", id, bx.cancels[id])
+		}
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d canceled tasks were not told exactly once", wrong, len(ids))
+	}
 }

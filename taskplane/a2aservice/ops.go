@@ -207,7 +207,7 @@ func (s *Service) ListTasks(ctx context.Context, call Call, req *a2awire.ListTas
 }
 
 // CancelTask cancels a task of the caller: the plane records CANCELED, the dispatcher stops a
-// running turn, and an executor that implements taskplane.Canceler is told.
+// running turn, and an executor that implements taskplane.Canceler is told, once.
 func (s *Service) CancelTask(ctx context.Context, call Call, req *a2awire.CancelTaskRequest) (*a2awire.Task, error) {
 	t, canceled, err := s.plane.Cancel(ctx, call.Principal, req.ID, req.Metadata)
 	if err != nil {
@@ -216,10 +216,13 @@ func (s *Service) CancelTask(ctx context.Context, call Call, req *a2awire.Cancel
 	if !canceled { // already CANCELED: cancel is idempotent, and its effects happened the first time
 		return a2awire.FromTask(t, s.view(call, nil, true)), nil
 	}
+	// The executor hears of the cancel once: a turn of this process whose update was refused (or
+	// whose heartbeat saw CANCELED) since the cancel committed has told it already.
+	tell := true
 	if s.disp != nil {
-		s.disp.CancelTurn(t.ID)
+		tell = s.disp.CancelTurn(t.ID)
 	}
-	if c, ok := s.exec.(taskplane.Canceler); ok {
+	if c, ok := s.exec.(taskplane.Canceler); ok && tell {
 		var timeout time.Duration
 		if s.disp != nil {
 			timeout = s.disp.CancelTimeout
