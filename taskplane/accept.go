@@ -64,6 +64,13 @@ type Event struct {
 	// transaction (see SetPushConfig). They are not part of the digest; a duplicate registers
 	// nothing.
 	PushConfigs []PushConfig
+	// Settlement, if set, makes an explicit continuation (TaskID) of a finished task settle it
+	// (see Settle) instead of being refused with ErrTaskTerminal: the state stays, the message is
+	// not added to the history, and the claim records the task, so a duplicate returns it
+	// (Duplicate) and a different payload under the same identity is a conflict. A task not
+	// finished is continued as usual. It is read from the Metadata (or the message's), which the
+	// digest covers.
+	Settlement *Settlement
 }
 
 // Checkpoint is a source instance's intake position: opaque bytes and a sequence that orders
@@ -210,7 +217,8 @@ func (ev *Event) legacyMatch(digest string) bool {
 // A duplicate with the same digest returns the prior outcome (Outcome Duplicate). A duplicate
 // with a different digest returns *ConflictError and records duplicate-conflict evidence. An
 // explicit TaskID the principal does not own returns ErrTaskNotFound and persists nothing; one
-// naming a terminal task returns ErrTaskTerminal.
+// naming a terminal task returns ErrTaskTerminal, unless the event carries a Settlement, which it
+// then records (SettledOutcome).
 func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	if err := ev.validate(); err != nil {
 		return Acceptance{}, err
@@ -256,7 +264,7 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	if conflict {
 		return Acceptance{}, &ConflictError{Source: ev.Source, Identity: ev.Identity}
 	}
-	if acc.Task != nil && acc.Outcome != Duplicate {
+	if acc.Task != nil && (acc.Outcome == Created || acc.Outcome == Continued) {
 		p.broker.publish(ev.Principal, acc.Task.ID)
 		if hand.g == nil {
 			p.pokeWakes() // a claimer must find the wake
@@ -394,6 +402,9 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		if err != nil {
 			return acc, err
 		}
+		if cont.Status.State.Terminal() && ev.Settlement != nil {
+			return p.settleNew(ctx, tx, ev, claim, cont, now)
+		}
 		if cont.Status.State.Terminal() {
 			return acc, ErrTaskTerminal
 		}
@@ -527,6 +538,28 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		return acc, fmt.Errorf("claim %s/%s taken by a concurrent acceptance: %w", ev.Source, ev.Identity, ErrConcurrentModification)
 	}
 	return acc, nil
+}
+
+// settleNew settles t, the finished task ev names, with ev.Settlement, and records the claim of
+// ev's identity with the task as its outcome: a duplicate returns the task, a conflict is refused.
+func (p *Plane) settleNew(ctx context.Context, tx store.Tx, ev *Event, claim store.Claim, t *Task, now time.Time) (Acceptance, error) {
+	if err := ev.Settlement.Validate(); err != nil {
+		return Acceptance{}, err
+	}
+	if err := settleTx(ctx, tx, ev.Principal, t, *ev.Settlement, map[string]any{"identity": ev.Identity}, now); err != nil {
+		return Acceptance{}, err
+	}
+	if err := advanceCheckpoint(ctx, tx, ev, now); err != nil {
+		return Acceptance{}, err
+	}
+	claim.State, claim.ContextID, claim.UpdatedAt = store.ClaimDone, t.ContextID, now
+	claim.OutcomeKind, claim.TaskID = "task", t.ID
+	if _, inserted, err := tx.InsertClaim(ctx, claim); err != nil {
+		return Acceptance{}, fmt.Errorf("claim: %w", err)
+	} else if !inserted {
+		return Acceptance{}, fmt.Errorf("claim %s/%s taken by a concurrent acceptance: %w", ev.Source, ev.Identity, ErrConcurrentModification)
+	}
+	return Acceptance{Outcome: SettledOutcome, Task: t, ContextID: t.ContextID}, nil
 }
 
 // resolveContext finds or makes the context of a non-continuation event. touched reports that the

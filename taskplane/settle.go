@@ -46,15 +46,26 @@ var outcomeToken = regexp.MustCompile(`^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$`)
 // ErrNotFinished: Settle of a task that is not in a terminal state.
 var ErrNotFinished = errors.New("task is not finished")
 
+// Validate checks a settlement's outcome token and feedback size (ErrInvalid).
+func (s Settlement) Validate() error {
+	if len(s.Outcome) > 64 || !outcomeToken.MatchString(s.Outcome) {
+		return invalidf("outcome %q must match %s and be at most 64 bytes", s.Outcome, OutputNamePattern)
+	}
+	if len(s.Feedback) > MaxFeedback {
+		return invalidf("feedback longer than %d bytes", MaxFeedback)
+	}
+	return nil
+}
+
 // Settle records an outcome and feedback on a finished task of the principal without changing its
 // state (no status event; the version moves), and writes settled evidence. A later Settle
 // replaces the earlier one.
+//
+// An A2A send settles through Accept instead (Event.Settlement), so that the settlement is
+// recorded under its messageId's claim.
 func (p *Plane) Settle(ctx context.Context, principal, taskID string, s Settlement) (*Task, error) {
-	if len(s.Outcome) > 64 || !outcomeToken.MatchString(s.Outcome) {
-		return nil, invalidf("outcome %q must match %s and be at most 64 bytes", s.Outcome, OutputNamePattern)
-	}
-	if len(s.Feedback) > MaxFeedback {
-		return nil, invalidf("feedback longer than %d bytes", MaxFeedback)
+	if err := s.Validate(); err != nil {
+		return nil, err
 	}
 	var t *Task
 	err := p.retryConcurrent(ctx, true, func() error {
@@ -63,28 +74,34 @@ func (p *Plane) Settle(ctx context.Context, principal, taskID string, s Settleme
 			if t, err = getTask(ctx, tx, principal, taskID); err != nil {
 				return err
 			}
-			if !t.Status.State.Terminal() {
-				return fmt.Errorf("%w: it is %s", ErrNotFinished, t.Status.State)
-			}
-			now := p.clock()
-			m := outfitter(t)
-			m["outcome"], m["settledAt"] = s.Outcome, now.Format(time.RFC3339Nano)
-			if s.Feedback != "" {
-				m["feedback"] = s.Feedback
-			} else {
-				delete(m, "feedback")
-			}
-			if err := writeTaskRow(ctx, tx, t, now); err != nil {
-				return err
-			}
-			return evidence(ctx, tx, principal, t.Origin.Source, EvidenceSettled, t.ID,
-				map[string]any{"outcome": s.Outcome, "state": t.Status.State}, now)
+			return settleTx(ctx, tx, principal, t, s, nil, p.clock())
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("settle task %s: %w", taskID, err)
 	}
 	return t, nil
+}
+
+// settleTx records s on t, a task of principal read in tx, if it is finished (ErrNotFinished otherwise), with
+// settled evidence carrying detail besides the outcome and state.
+func settleTx(ctx context.Context, tx store.Tx, principal string, t *Task, s Settlement, detail map[string]any, now time.Time) error {
+	if !t.Status.State.Terminal() {
+		return fmt.Errorf("%w: it is %s", ErrNotFinished, t.Status.State)
+	}
+	m := outfitter(t)
+	m["outcome"], m["settledAt"] = s.Outcome, now.Format(time.RFC3339Nano)
+	if s.Feedback != "" {
+		m["feedback"] = s.Feedback
+	} else {
+		delete(m, "feedback")
+	}
+	if err := writeTaskRow(ctx, tx, t, now); err != nil {
+		return err
+	}
+	d := map[string]any{"outcome": s.Outcome, "state": t.Status.State}
+	maps.Copy(d, detail)
+	return evidence(ctx, tx, principal, t.Origin.Source, EvidenceSettled, t.ID, d, now)
 }
 
 // outfitter returns the task's outfitter-task/v1 metadata object, creating it.
@@ -111,8 +128,9 @@ func writeTaskRow(ctx context.Context, tx store.Tx, t *Task, now time.Time) erro
 	return tx.UpdateTask(ctx, row, prev)
 }
 
-// SettledOutcome is the Acceptance outcome of a send that settled a finished task (the A2A
-// bindings answer such a send with the task).
+// SettledOutcome is the Acceptance outcome of an event that settled a finished task
+// (Event.Settlement; the A2A bindings answer such a send with the task). A duplicate of it is
+// Duplicate, with the task as it is.
 const SettledOutcome Outcome = "settled"
 
 // SettlementOf reads a settlement from outfitter-task/v1 metadata of a send request, then of its

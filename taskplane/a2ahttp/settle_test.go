@@ -1,11 +1,16 @@
 package a2ahttp_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
 
+	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
+	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // TestSettleLeavesTheStateAloneOverA2A: the A2A caller settles its finished task by sending to it
@@ -48,4 +53,118 @@ func TestSettleLeavesTheStateAloneOverA2A(t *testing.T) {
 			t.Fatal("a malformed outcome was accepted")
 		}
 	})
+}
+
+// settleReq is a send to task with an outfitter-task/v1 outcome in the request's metadata.
+func settleReq(task *a2a.Task, outcome, feedback string) *a2a.SendMessageRequest {
+	m := userMessage("feedback")
+	m.TaskID = task.ID
+	return &a2a.SendMessageRequest{Message: m, Metadata: map[string]any{
+		a2awire.ExtOutfitterTask: map[string]any{"outcome": outcome, "feedback": feedback}}}
+}
+
+// outfitterOf reads the task's outfitter-task/v1 metadata as a GET shows it.
+func outfitterOf(t *testing.T, c *a2aclient.Client, id a2a.TaskID) map[string]any {
+	t.Helper()
+	got, err := c.GetTask(ctxT(t), &a2a.GetTaskRequest{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := got.Metadata[a2awire.ExtOutfitterTask].(map[string]any)
+	return md
+}
+
+// TestAResentContinuationIsReplayedNotReadAsASettlement: a send with an outcome to a task that was
+// still open continued it (and its executor completed it). The client's retry of that request
+// (same messageId, same payload) returns the earlier outcome, and does not settle the task now
+// that it has finished; the messageId reused with a different payload is DUPLICATE_MESSAGE_ID,
+// not a settlement either.
+func TestAResentContinuationIsReplayedNotReadAsASettlement(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	task := send(t, c, userMessage("input"), nil)
+	if task.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("state %s", task.Status.State)
+	}
+	req := settleReq(task, "accepted", "")
+	req.Message.Parts = a2a.ContentParts{a2a.NewTextPart("my answer")}
+	res, err := c.SendMessage(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := res.(*a2a.Task); first.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("continuation: %s", first.Status.State)
+	}
+	// The client did not see the answer (a lost response) and retries the same request.
+	res, err = c.SendMessage(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := res.(*a2a.Task); again.ID != task.ID || again.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("resend answered %+v", again)
+	}
+	if md := outfitterOf(t, c, task.ID); md["outcome"] != nil {
+		t.Fatalf("the resend of a continuation settled the task: %v", md)
+	}
+	// The same messageId with another payload is a conflict, and settles nothing.
+	body, err := json.Marshal(map[string]any{
+		"message": map[string]any{"messageId": req.Message.ID, "taskId": string(task.ID), "role": "ROLE_USER",
+			"parts": []any{map[string]any{"text": "something else"}}},
+		"metadata": map[string]any{a2awire.ExtOutfitterTask: map[string]any{"outcome": "rejected"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, rb := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil)
+	if _, _, reason := restError(t, rb); status != http.StatusConflict || reason != "DUPLICATE_MESSAGE_ID" {
+		t.Fatalf("reused messageId with another payload: %d %s", status, rb)
+	}
+	if md := outfitterOf(t, c, task.ID); md["outcome"] != nil {
+		t.Fatalf("the reused messageId settled the task: %v", md)
+	}
+}
+
+// TestAResentSettlementIsReplayed: a settlement is recorded under its messageId's claim. Its
+// retry (same payload) answers with the task and records nothing again (settledAt and the settled
+// evidence stay); the messageId reused with another payload is DUPLICATE_MESSAGE_ID and leaves
+// the settlement as it was.
+func TestAResentSettlementIsReplayed(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	task := send(t, c, userMessage("complete"), nil)
+	req := settleReq(task, "partial", "tone is off")
+	if _, err := c.SendMessage(ctxT(t), req); err != nil {
+		t.Fatal(err)
+	}
+	first := outfitterOf(t, c, task.ID)
+	if first["outcome"] != "partial" || first["settledAt"] == nil {
+		t.Fatalf("settle stored %v", first)
+	}
+	res, err := c.SendMessage(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := res.(*a2a.Task); !ok || got.ID != task.ID || got.Status.State != a2a.TaskStateCompleted {
+		t.Fatalf("resent settlement answered %+v", res)
+	}
+	if again := outfitterOf(t, c, task.ID); again["settledAt"] != first["settledAt"] {
+		t.Fatalf("the resent settlement was recorded again: settledAt %v, then %v", first["settledAt"], again["settledAt"])
+	}
+	evs, err := e.plane.Store().ListEvidence(ctxT(t), store.EvidenceFilter{Kind: taskplane.EvidenceSettled, TaskID: string(task.ID)})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("settled evidence: %v, %d rows, want 1", err, len(evs))
+	}
+	body, err := json.Marshal(map[string]any{
+		"message": map[string]any{"messageId": req.Message.ID, "taskId": string(task.ID), "role": "ROLE_USER",
+			"parts": []any{map[string]any{"text": "feedback"}}},
+		"metadata": map[string]any{a2awire.ExtOutfitterTask: map[string]any{"outcome": "rejected"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, rb := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil)
+	if _, _, reason := restError(t, rb); status != http.StatusConflict || reason != "DUPLICATE_MESSAGE_ID" {
+		t.Fatalf("reused messageId with another payload: %d %s", status, rb)
+	}
+	if md := outfitterOf(t, c, task.ID); md["outcome"] != "partial" || md["settledAt"] != first["settledAt"] {
+		t.Fatalf("the reused messageId changed the settlement: %v", md)
+	}
 }

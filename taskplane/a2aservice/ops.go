@@ -74,18 +74,15 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 	}
 	if msg.TaskID != "" {
 		// A send to a finished task that carries an outfitter-task/v1 outcome settles it
-		// (docs/executors.md): the state stays, the outcome and feedback are recorded.
+		// (docs/executors.md): the state stays, the outcome and feedback are recorded, under the
+		// messageId's claim, so a resend replays it, and a resend of a send accepted as an
+		// ordinary continuation (the task was still open then) replays that. A task not finished
+		// is continued as usual; the metadata travels with the message.
 		if st, ok := taskplane.SettlementOf(req.Metadata, msg.Metadata); ok {
-			t, err := s.plane.Settle(ctx, call.Principal, msg.TaskID, st)
-			switch {
-			case err == nil:
-				return taskplane.Acceptance{Outcome: taskplane.SettledOutcome, Task: t, ContextID: t.ContextID}, nil
-			case errors.Is(err, taskplane.ErrInvalid):
+			if err := st.Validate(); err != nil {
 				return taskplane.Acceptance{}, a2awire.Invalid("metadata", "%s", err.Error())
-			case !errors.Is(err, taskplane.ErrNotFinished):
-				return taskplane.Acceptance{}, err
 			}
-			// Not finished: an ordinary continuation; the metadata travels with the message.
+			ev.Settlement = &st
 		}
 	}
 	if msg.TaskID == "" {
@@ -110,7 +107,7 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 			}
 			continue
 		}
-		if err == nil && len(push) > 0 && acc.Task != nil && acc.Outcome != taskplane.Duplicate {
+		if err == nil && len(push) > 0 && acc.Task != nil && (acc.Outcome == taskplane.Created || acc.Outcome == taskplane.Continued) {
 			s.cfg.Push.Registered(call.Principal, acc.Task.ID)
 		}
 		return acc, pushError(err)
