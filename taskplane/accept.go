@@ -542,7 +542,11 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 
 // settleNew settles t, the finished task ev names, with ev.Settlement, and records the claim of
 // ev's identity with the task as its outcome: a duplicate returns the task, a conflict is refused.
+// A contextId that is not the task's is ErrContextMismatch, and nothing is written.
 func (p *Plane) settleNew(ctx context.Context, tx store.Tx, ev *Event, claim store.Claim, t *Task, now time.Time) (Acceptance, error) {
+	if ev.ContextID != "" && ev.ContextID != t.ContextID {
+		return Acceptance{}, ErrContextMismatch
+	}
 	if err := ev.Settlement.Validate(); err != nil {
 		return Acceptance{}, err
 	}

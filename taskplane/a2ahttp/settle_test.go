@@ -2,6 +2,7 @@ package a2ahttp_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"testing"
 
@@ -72,6 +73,32 @@ func outfitterOf(t *testing.T, c *a2aclient.Client, id a2a.TaskID) map[string]an
 	}
 	md, _ := got.Metadata[a2awire.ExtOutfitterTask].(map[string]any)
 	return md
+}
+
+// TestASettlementUnderAnotherContextIDIsInvalidAndStoresNothing: a settlement send naming a
+// finished task under a contextId that is not the task's is INVALID_PARAMS, like every other send
+// naming a task, and nothing is recorded.
+func TestASettlementUnderAnotherContextIDIsInvalidAndStoresNothing(t *testing.T) {
+	e := newEnv(t)
+	forEachBinding(t, func(t *testing.T, binding string) {
+		c := e.client(binding, tokenAlice)
+		task := send(t, c, userMessage("complete"), nil)
+		req := settleReq(task, "accepted", "")
+		req.Message.ContextID = "some-other-context"
+		_, err := c.SendMessage(ctxT(t), req)
+		if md := outfitterOf(t, c, task.ID); !errors.Is(err, a2a.ErrInvalidParams) || md["outcome"] != nil {
+			t.Fatalf("mismatched contextId: err=%v, stored outcome=%v (want invalid params, nothing stored)", err, md["outcome"])
+		}
+		// The same send under the task's own contextId settles it.
+		req = settleReq(task, "accepted", "")
+		req.Message.ContextID = task.ContextID
+		if _, err := c.SendMessage(ctxT(t), req); err != nil {
+			t.Fatal(err)
+		}
+		if md := outfitterOf(t, c, task.ID); md["outcome"] != "accepted" {
+			t.Fatalf("settle under the task's contextId stored %v", md)
+		}
+	})
 }
 
 // TestAResentContinuationIsReplayedNotReadAsASettlement: a send with an outcome to a task that was
