@@ -746,6 +746,35 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 }
 
+// TestAStreamingSendAcceptedAfterCloseStillSendsTheTask: a streaming send accepted once the
+// service has closed (a request in flight at shutdown) answers a stream that ends at once, but
+// its first event, the Task it made, is always there.
+func TestAStreamingSendAcceptedAfterCloseStillSendsTheTask(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Close()
+	const sends = 1000
+	empty := 0
+	for i := 0; i < sends; i++ {
+		s, status, body := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice,
+			sendBody(t, wireMsg(fmt.Sprintf("after-close-%d", i), "complete"), nil), nil)
+		if s == nil {
+			t.Fatalf("%d %s", status, body)
+		}
+		evs := s.all()
+		s.close()
+		if len(evs) == 0 {
+			empty++
+			continue
+		}
+		if k, st := kind(t, evs[0].Data); k != "task" || st != "TASK_STATE_SUBMITTED" {
+			t.Fatalf("first event %s %s, want the task as accepted (SUBMITTED)", k, st)
+		}
+	}
+	if empty > 0 {
+		t.Fatalf("%d of %d accepted streaming sends answered an empty stream (no Task event)", empty, sends)
+	}
+}
+
 // TestConformanceAgent runs part of the tck-sut-contract through both bindings with the
 // conformance executor.
 func TestConformanceAgent(t *testing.T) {

@@ -35,6 +35,38 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
 
+	// write frames one event and flushes it; false: the client is gone (or encoding failed).
+	write := func(ctx context.Context, ev Event) bool {
+		b, err := enc.Event(ev.Response)
+		if err != nil {
+			s.log.ErrorContext(ctx, "encode stream event", "err", err)
+			return false
+		}
+		var frame []byte
+		if ev.Seq > 0 {
+			frame = append(frame, "id: "...)
+			frame = strconv.AppendInt(frame, ev.Seq, 10)
+			frame = append(frame, '\n')
+		}
+		frame = append(frame, "data: "...)
+		frame = append(frame, b...)
+		frame = append(frame, "\n\n"...)
+		if _, err := w.Write(frame); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	// The first event (the Task snapshot, or the direct Message) is written before anything can
+	// cut the stream off: a request accepted when the service closes (one in flight at shutdown)
+	// still tells its client what it made.
+	if st.first != nil {
+		first := *st.first
+		st.first = nil
+		if !write(r.Context(), first) {
+			return
+		}
+	}
+
 	ctx, cancel := s.withBase(r.Context())
 	defer cancel()
 	events := make(chan Event)
@@ -58,26 +90,7 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	for {
 		select {
 		case ev := <-events:
-			b, err := enc.Event(ev.Response)
-			if err != nil {
-				s.log.ErrorContext(ctx, "encode stream event", "err", err)
-				stop()
-				return
-			}
-			var frame []byte
-			if ev.Seq > 0 {
-				frame = append(frame, "id: "...)
-				frame = strconv.AppendInt(frame, ev.Seq, 10)
-				frame = append(frame, '\n')
-			}
-			frame = append(frame, "data: "...)
-			frame = append(frame, b...)
-			frame = append(frame, "\n\n"...)
-			if _, err := w.Write(frame); err != nil {
-				stop()
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if !write(ctx, ev) {
 				stop()
 				return
 			}
