@@ -18,7 +18,9 @@
 // timeout after the request was written, a crash between the provider's answer and our commit —
 // is the source's recovery class (conformance-matrix/matrix.yaml, delivery_recovery):
 //
-//   - Idempotent: repeat the call; the provider dedupes by the delivery ID.
+//   - Idempotent: repeat the call; the provider dedupes by the delivery ID. A delivery whose
+//     repeats run out, or whose repeat is refused (Permanent), after an unknown outcome is
+//     ambiguous, not failed: the first call may have landed.
 //   - Lookup: ask the source's Reconciler whether it happened. Found → delivered with that
 //     provider ID; not found → prepared and sent again. A lookup source without a Reconciler
 //     fails closed as ambiguous.

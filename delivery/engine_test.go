@@ -389,6 +389,50 @@ func TestIndeterminateFailureIsReconciled(t *testing.T) {
 			}
 			wantState(t, rec, delivery.StateAmbiguous)
 		})
+
+		// A receiver may refuse the repeat of a delivery ID it already has (409): the refusal says
+		// nothing of the first call, which may have landed, so the delivery is ambiguous, not failed.
+		t.Run("idempotent class whose repeat is refused after an unknown outcome is ambiguous", func(t *testing.T) {
+			ei := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c)
+			p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+				if call == 1 {
+					return true, delivery.Indeterminate(errTimeout) // it landed; the answer was lost
+				}
+				return false, delivery.Permanent(errors.New("callback answered 409 Conflict"))
+			}
+			defer func() { p.behave = nil }()
+			rec := mustDeliver(t, ei, request("t-6", "x"))
+			wantState(t, rec, delivery.StateSending)
+			c.Advance(10 * time.Second)
+			rec = mustProcess(t, ei, rec)
+			wantState(t, rec, delivery.StateAmbiguous)
+			if got := outcomes(attempts(t, ei, rec)); !slices.Equal(got, []string{"send:unknown", "recover:repeat", "send:ambiguous"}) {
+				t.Errorf("attempts = %v", got)
+			}
+			if ev := evidenceOf(t, s, delivery.EvidenceAmbiguous, rec.ID); len(ev) != 1 {
+				t.Errorf("ambiguous evidence = %v", ev)
+			}
+		})
+
+		// A lookup source sends again only after its lookup found the first call had not landed:
+		// a refusal then is the whole truth, and the delivery is failed.
+		t.Run("lookup class whose resend is refused after the lookup found nothing is failed", func(t *testing.T) {
+			p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+				if call == 1 {
+					return false, delivery.Indeterminate(errTimeout)
+				}
+				return false, delivery.Permanent(errors.New("channel_not_found"))
+			}
+			defer func() { p.behave = nil }()
+			rec := mustDeliver(t, e, request("t-7", "x"))
+			wantState(t, rec, delivery.StateSending)
+			c.Advance(10 * time.Second)
+			rec = mustProcess(t, e, rec)
+			wantState(t, rec, delivery.StateFailed)
+			if got := outcomes(attempts(t, e, rec)); !slices.Equal(got, []string{"send:unknown", "lookup:not-found", "send:failed"}) {
+				t.Errorf("attempts = %v", got)
+			}
+		})
 	})
 }
 

@@ -17,7 +17,8 @@ const (
 	// class decides: repeat, look up, or fail closed. Any error not marked otherwise is this.
 	KindIndeterminate Kind = iota
 	// KindPermanent: the provider refused and will refuse again (a 4xx, a platform error such as
-	// channel_not_found). The delivery fails at once.
+	// channel_not_found). The delivery fails at once, or is ambiguous when an earlier call of
+	// an idempotent delivery had an unknown outcome (it may have landed).
 	KindPermanent
 	// KindRetryable: the provider certainly did not act, and may later (a refused connection, a
 	// 503 before the request was read). Retried with capped exponential backoff, spending an

@@ -233,7 +233,7 @@ func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, rout
 	cur.LastError = serr.Error()
 	switch kind {
 	case KindPermanent:
-		return e.settleFailed(ctx, tx, cur, kindSend, serr, now)
+		return e.refused(ctx, tx, cur, serr, now)
 	case KindRetryAfter:
 		wait = e.policy.retryAfter(wait)
 		n, waited, err := e.snoozed(ctx, tx, cur)
@@ -287,6 +287,19 @@ func (e *Engine) exhausted(ctx context.Context, tx store.Tx, cur store.Delivery,
 		return err
 	} else if unknown {
 		return e.settleAmbiguousErr(ctx, tx, cur, kindSend, "an earlier attempt's outcome is unknown and the repeats failed", cause, now)
+	}
+	return e.settleFailed(ctx, tx, cur, kindSend, cause, now)
+}
+
+// refused settles a delivery the provider refused for good: failed, or ambiguous when an earlier
+// call of an idempotent delivery may have landed (a receiver may refuse a repeat of a delivery ID
+// it already has, say 409): "failed" would say it was not delivered. A lookup delivery is failed:
+// its resend followed a lookup that found the earlier call had not landed.
+func (e *Engine) refused(ctx context.Context, tx store.Tx, cur store.Delivery, cause error, now time.Time) error {
+	if unknown, err := e.hadUnknownOutcome(ctx, tx, cur); err != nil {
+		return err
+	} else if unknown {
+		return e.settleAmbiguousErr(ctx, tx, cur, kindSend, "an earlier attempt's outcome is unknown and the repeat was refused", cause, now)
 	}
 	return e.settleFailed(ctx, tx, cur, kindSend, cause, now)
 }
