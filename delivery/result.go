@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -80,6 +84,26 @@ func Retryable(err error) error { return &Error{Kind: KindRetryable, Err: err} }
 // spending an attempt, and its lane waits too.
 func RetryAfter(d time.Duration, err error) error {
 	return &Error{Kind: KindRetryAfter, RetryAfter: d, Err: err}
+}
+
+// ParseRetryAfter reads an HTTP Retry-After header value (RFC 9110: delay-seconds, or an
+// HTTP-date measured from now; a date already past is 0). ok is false for an empty value or one
+// of neither form: a sender that got no usable wait should back off (Retryable) rather than
+// snooze for a guessed one, which would spend the bounded snoozes in no time. The engine bounds
+// the result (Policy.MinRetryAfter, Policy.MaxRetryAfter).
+func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	// Beyond the range, ParseUint gives its largest value; a Duration holds about 292 years.
+	if secs, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		return time.Duration(min(secs, uint64(math.MaxInt64/int64(time.Second)))) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // Indeterminate marks err as an unknown outcome: the provider may have acted.

@@ -36,10 +36,12 @@ type receiver struct {
 	srv  *httptest.Server
 	fail func(id string, attempt int) int
 
-	mu       sync.Mutex
-	requests []received
-	attempts map[string]int
-	effects  []string
+	mu sync.Mutex
+	// retryAfter, if set, is the Retry-After header of every 429 and 503 answer.
+	retryAfter string
+	requests   []received
+	attempts   map[string]int
+	effects    []string
 }
 
 func newReceiver(t *testing.T, fail func(id string, attempt int) int) *receiver {
@@ -58,9 +60,13 @@ func newReceiver(t *testing.T, fail func(id string, attempt int) int) *receiver 
 		if code == 0 && !contains(rc.effects, id) {
 			rc.effects = append(rc.effects, id)
 		}
+		retryAfter := rc.retryAfter
 		rc.mu.Unlock()
 		if code == 0 {
 			code = http.StatusNoContent
+		}
+		if retryAfter != "" && (code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable) {
+			w.Header().Set("Retry-After", retryAfter)
 		}
 		w.WriteHeader(code)
 	}))
@@ -559,6 +565,9 @@ func TestAReceiverThatAlwaysAsksToWaitFailsTheNotificationAndTheConfigMovesOn(t 
 			}
 			return 0
 		})
+		rc.mu.Lock()
+		rc.retryAfter = "1"
+		rc.mu.Unlock()
 		o := fastOptions(push.Options{AllowPrivateNetworks: true})
 		o.Policy.MaxAttempts = 3
 		o.Policy.MaxRetryAfters = 4
@@ -598,6 +607,43 @@ func TestAReceiverThatAlwaysAsksToWaitFailsTheNotificationAndTheConfigMovesOn(t 
 			t.Errorf("deliveries %+v; want exactly one failed", recs)
 		}
 	})
+}
+
+// A receiver's Retry-After is read in both its forms (seconds, an HTTP date), and a 429 without
+// a usable one backs off, spending attempts, rather than snoozing a guessed second: 60 such
+// snoozes would fail the notification after a minute of rate limiting.
+func TestARateLimitWaitsAsAskedOrBacksOffWithoutRetryAfter(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	rc := newReceiver(t, func(string, int) int { return http.StatusTooManyRequests })
+	n := push.New(p, fastOptions(push.Options{AllowPrivateNetworks: true}))
+	for i, tc := range []struct {
+		retryAfter, outcome string
+		wait                time.Duration
+	}{
+		{"", "retry", 0},
+		{"soon", "retry", 0},
+		{"120", "retry-after", 2 * time.Minute},
+		{time.Now().Add(30 * time.Minute).UTC().Format(http.TimeFormat), "retry-after", 30 * time.Minute},
+	} {
+		rc.mu.Lock()
+		rc.retryAfter = tc.retryAfter
+		rc.mu.Unlock()
+		task := acceptWithPush(t, p, "alice", fmt.Sprintf("m%d", i), taskplane.PushConfig{ID: "h1", URL: rc.srv.URL})
+		if _, err := n.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := n.Engine().List(context.Background(), delivery.Filter{Principal: "alice", TaskID: task.ID})
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("deliveries %+v, %v; want 1", recs, err)
+		}
+		as, err := n.Engine().Attempts(context.Background(), "alice", recs[0].ID)
+		if err != nil || len(as) != 1 {
+			t.Fatalf("attempts %+v, %v; want 1", as, err)
+		}
+		if a := as[0]; a.Outcome != tc.outcome || a.RetryAfter > tc.wait || a.RetryAfter < tc.wait-2*time.Second {
+			t.Errorf("Retry-After %q: attempt %s waiting %s; want %s waiting %s", tc.retryAfter, a.Outcome, a.RetryAfter, tc.outcome, tc.wait)
+		}
+	}
 }
 
 // Retention deletes a task's push configs with the task: its token and credentials do not

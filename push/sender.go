@@ -65,9 +65,10 @@ func NewSender(st store.Reader, g *Guard, timeout time.Duration, now func() time
 }
 
 // Send makes one attempt. Its results: delivered on 2xx; Permanent for a deleted config, a
-// refused target, a redirect or another 4xx; RetryAfter for 429 (and 503 with Retry-After);
-// Retryable when no connection was made; Indeterminate for 5xx, 408 and errors after the request
-// may have been written (the engine repeats those).
+// refused target, a redirect or another 4xx; RetryAfter for 429 and 503 with a Retry-After (in
+// seconds or an HTTP date); Retryable for a 429 without one and when no connection was made;
+// Indeterminate for 5xx, 408 and errors after the request may have been written (the engine
+// repeats those).
 func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receipt, error) {
 	var n notification
 	if err := json.Unmarshal(d.Locator, &n); err != nil || n.ID == "" {
@@ -117,7 +118,7 @@ func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receip
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	return classifyStatus(resp, n.ID)
+	return classifyStatus(resp, n.ID, s.now())
 }
 
 // classifyTransport reads a failed request: refused by the guard (permanent), never connected
@@ -136,15 +137,24 @@ func classifyTransport(err error) error {
 	return delivery.Indeterminate(err)
 }
 
-func classifyStatus(resp *http.Response, id string) (delivery.Receipt, error) {
+func classifyStatus(resp *http.Response, id string, now time.Time) (delivery.Receipt, error) {
 	code := resp.StatusCode
 	status := "HTTP " + strconv.Itoa(code)
 	switch {
 	case code >= 200 && code < 300:
 		return delivery.Receipt{ProviderID: id}, nil
-	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
-		return delivery.Receipt{}, delivery.WithStatus(delivery.RetryAfter(retryAfter(resp.Header.Get("Retry-After")),
-			fmt.Errorf("receiver asked to retry later")), status)
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		// Wait as asked (seconds or an HTTP date). A 429 without a usable Retry-After backs off
+		// as a passing refusal does, spending attempts, rather than snooze for a guessed second
+		// and use up the bounded snoozes in about a minute; a 503 without one may come after the
+		// receiver acted (below).
+		if wait, ok := delivery.ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+			return delivery.Receipt{}, delivery.WithStatus(delivery.RetryAfter(wait, fmt.Errorf("receiver asked to retry later")), status)
+		}
+		if code == http.StatusTooManyRequests {
+			return delivery.Receipt{}, delivery.WithStatus(delivery.Retryable(fmt.Errorf("receiver asked to retry later")), status)
+		}
+		return delivery.Receipt{}, delivery.WithStatus(delivery.Indeterminate(fmt.Errorf("receiver failed")), status)
 	case code >= 300 && code < 400:
 		// Only the target's origin: a redirect keeps the secret path of the receiver's URL.
 		return delivery.Receipt{}, delivery.WithStatus(delivery.Permanent(fmt.Errorf("receiver redirected (to %s); redirects are not followed",
@@ -153,20 +163,6 @@ func classifyStatus(resp *http.Response, id string) (delivery.Receipt, error) {
 		return delivery.Receipt{}, delivery.WithStatus(delivery.Indeterminate(fmt.Errorf("receiver failed")), status)
 	}
 	return delivery.Receipt{}, delivery.WithStatus(delivery.Permanent(fmt.Errorf("receiver refused the notification")), status)
-}
-
-// retryAfter reads a Retry-After header (seconds or an HTTP date); the engine bounds the result.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return time.Until(t)
-	}
-	return 0
 }
 
 // redirectOrigin names where a redirect points without its path or query: the origin of an

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -77,17 +76,22 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
-		err := delivery.WithStatus(fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status), resp.Status)
+		refused := fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status)
 		switch {
 		case resp.StatusCode == http.StatusTooManyRequests:
-			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			return sources.Receipt{}, delivery.RetryAfter(time.Duration(max(secs, 1))*time.Second, err)
+			// Rate limited: wait as asked (seconds or an HTTP date). Without a usable
+			// Retry-After, back off as for any passing refusal, spending attempts, rather than
+			// snooze for a guessed second and use up the bounded snoozes in about a minute.
+			if wait, ok := delivery.ParseRetryAfter(resp.Header.Get("Retry-After"), s.now()); ok {
+				return sources.Receipt{}, delivery.WithStatus(delivery.RetryAfter(wait, refused), resp.Status)
+			}
+			return sources.Receipt{}, delivery.WithStatus(delivery.Retryable(refused), resp.Status)
 		case resp.StatusCode/100 == 4, resp.StatusCode/100 == 3:
 			// The receiver refused this delivery, or sent it elsewhere: repeating it cannot help.
-			return sources.Receipt{}, delivery.Permanent(err)
+			return sources.Receipt{}, delivery.WithStatus(delivery.Permanent(refused), resp.Status)
 		}
 		// A 5xx may come after the receiver acted; the class is idempotent, so the engine repeats.
-		return sources.Receipt{}, err
+		return sources.Receipt{}, delivery.WithStatus(refused, resp.Status)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return sources.Receipt{}, nil // taken, with nothing to reply to (a 204)

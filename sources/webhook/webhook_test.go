@@ -408,7 +408,11 @@ func TestHostMountsAndRunsConfiguredWebhooks(t *testing.T) {
 	}
 }
 
+// Each refusal is classified by what it says of the receiver; a 429's Retry-After is read in
+// both its forms (seconds, an HTTP date), and a 429 without a usable one backs off (retryable,
+// spending attempts) rather than snoozing a guessed second.
 func TestWebhookSenderClassifiesRefusals(t *testing.T) {
+	inAnHour := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
 	for _, tc := range []struct {
 		status     int
 		retryAfter string
@@ -417,9 +421,13 @@ func TestWebhookSenderClassifiesRefusals(t *testing.T) {
 	}{
 		{http.StatusBadRequest, "", delivery.KindPermanent, 0},
 		{http.StatusTooManyRequests, "7", delivery.KindRetryAfter, 7 * time.Second},
+		{http.StatusTooManyRequests, inAnHour, delivery.KindRetryAfter, time.Hour},
+		{http.StatusTooManyRequests, "99999999999", delivery.KindRetryAfter, 9223372036 * time.Second}, // as long as a Duration holds
+		{http.StatusTooManyRequests, "", delivery.KindRetryable, 0},
+		{http.StatusTooManyRequests, "soon", delivery.KindRetryable, 0},
 		{http.StatusBadGateway, "", delivery.KindIndeterminate, 0},
 	} {
-		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d %s", tc.status, tc.retryAfter), func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if tc.retryAfter != "" {
 					w.Header().Set("Retry-After", tc.retryAfter)
@@ -433,7 +441,7 @@ func TestWebhookSenderClassifiesRefusals(t *testing.T) {
 			}
 			_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
 			kind, wait, _ := delivery.Classify(err)
-			if kind != tc.want || wait != tc.wantWait {
+			if kind != tc.want || wait < tc.wantWait-2*time.Second || wait > tc.wantWait { // an HTTP date counts whole seconds
 				t.Fatalf("Classify(%v) = %v, %v; want %v, %v", err, kind, wait, tc.want, tc.wantWait)
 			}
 		})
@@ -511,5 +519,78 @@ func TestWebhookSenderErrorNamesOnlyTheCallbacksOrigin(t *testing.T) {
 	_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "http://"+addr) {
 		t.Fatalf("Send error %v: want the callback's origin and no path or query", err)
+	}
+}
+
+// engineTo builds a delivery engine, on SQLite and the clock now, whose webhook route sends to
+// the "ci" endpoint with callback url, idempotent as the matrix declares.
+func engineTo(t *testing.T, url string, now func() time.Time, opts ...delivery.Option) *delivery.Engine {
+	t.Helper()
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(url)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := delivery.New(storetest.OpenSQLite(t), delivery.Routes{webhook.Name: {Sender: src.(sources.Sender), Recovery: delivery.Idempotent}},
+		append([]delivery.Option{delivery.WithClock(now)}, opts...)...)
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+// answer is a task's answer to the event e1 of the "ci" endpoint.
+var answer = delivery.Request{Principal: "alice", TaskID: "t-1", ContextID: "c-1", Source: webhook.Name, Operation: delivery.OpReply,
+	State: taskplane.StateCompleted, Locator: json.RawMessage(`{"instance":"ci","id":"e1"}`),
+	Message: taskplane.Message{ID: "m-1", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("done")}}}
+
+// processUntilSettled processes rec, calling advance (the clock) before each pass, until it
+// settles or passes run out.
+func processUntilSettled(t *testing.T, eng *delivery.Engine, rec delivery.Record, advance func(), passes int) delivery.Record {
+	t.Helper()
+	for range passes {
+		if rec.State.Settled() {
+			break
+		}
+		advance()
+		var err error
+		if rec, err = eng.Process(context.Background(), rec.Principal, rec.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rec
+}
+
+// A receiver that rate-limits with 429 and no Retry-After for a few minutes does not make the
+// answer fail: each 429 is a backoff that spends an attempt, not a one-second snooze that uses up
+// the bounded snoozes (64) in about a minute.
+func TestWebhookRateLimitWithoutRetryAfterBacksOffInsteadOfFailingInAMinute(t *testing.T) {
+	var (
+		calls   atomic.Int32
+		limited atomic.Bool
+	)
+	limited.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if limited.Load() {
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprint(w, `{"id": "42"}`)
+	}))
+	defer srv.Close()
+	start := time.Now()
+	now := start
+	eng := engineTo(t, srv.URL, func() time.Time { return now })
+	rec, err := eng.Deliver(context.Background(), answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = processUntilSettled(t, eng, rec, func() { now = now.Add(1100 * time.Millisecond) }, 200)
+	if rec.State.Settled() {
+		t.Fatalf("delivery %s after %d POSTs in %s of 429s without Retry-After (%s)", rec.State, calls.Load(),
+			now.Sub(start).Round(time.Second), rec.LastError)
+	}
+	limited.Store(false)
+	rec = processUntilSettled(t, eng, rec, func() { now = now.Add(10 * time.Minute) }, 5)
+	if rec.State != delivery.StateDelivered || rec.ProviderID != "ci:42" {
+		t.Fatalf("delivery %s (%q) once the receiver took it, want delivered with ci:42", rec.State, rec.ProviderID)
 	}
 }
