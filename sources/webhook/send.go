@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -74,7 +75,6 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, redact.URLError(err))
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
 		refused := fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status)
 		switch {
@@ -93,21 +93,80 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 		// A 5xx may come after the receiver acted; the class is idempotent, so the engine repeats.
 		return sources.Receipt{}, delivery.WithStatus(refused, resp.Status)
 	}
+	// A 2xx: the receiver took it. Its receipt is read up to maxReceipt bytes.
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxReceipt+1))
+	if err != nil {
+		// The status line came and the body did not (the connection dropped): the receiver's id
+		// is lost with it. The outcome is unknown, and the class idempotent, so the engine
+		// repeats it and the receiver answers its id again.
+		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: callback answered %s, then its body failed: %w",
+			s.instance, d.ID, resp.Status, redact.Error(err))
+	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return sources.Receipt{}, nil // taken, with nothing to reply to (a 204)
 	}
-	doc, err := parseJSON(raw)
-	if err != nil {
+	id, isJSON := receiptID(raw)
+	if !isJSON {
 		// A 2xx that is not the receiver's JSON (a proxy's or a login page): whether the receiver
 		// took the answer is unknown, and the class is idempotent, so the engine repeats it.
 		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: callback answered 2xx without JSON", s.instance, d.ID)
 	}
-	id, ok := lookup(doc, "id")
-	if !ok || id == "" {
+	if id == "" {
 		// The receiver took it: sending it again would be the second message.
 		return sources.Receipt{}, nil
 	}
 	return sources.Receipt{ProviderID: s.anchorID(id)}, nil
+}
+
+// maxReceipt bounds the callback receiver's answer that is read.
+const maxReceipt = 64 << 10
+
+// receiptID reads the top-level "id" of a receiver's answer, and whether the answer is JSON. An
+// answer over maxReceipt (a receiver echoing the payload, say) is read only that far, as a stream:
+// it is JSON if it starts as a JSON value, and its id is the one found within the bound, if any.
+func receiptID(raw []byte) (id string, isJSON bool) {
+	if len(raw) <= maxReceipt {
+		doc, err := parseJSON(raw)
+		if err != nil {
+			return "", false
+		}
+		id, _ = lookup(doc, "id")
+		return id, true
+	}
+	// Cut off: running out of the bound mid-value is expected; any other error is not JSON.
+	cut := func(err error) bool { return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) }
+	dec := json.NewDecoder(bytes.NewReader(raw[:maxReceipt]))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return "", cut(err)
+	}
+	if tok != json.Delim('{') {
+		return "", true // JSON, but not an object: no id
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return "", cut(err)
+		}
+		if key != "id" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return "", cut(err)
+			}
+			continue
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return "", cut(err)
+		}
+		id, _ = lookup(map[string]any{"id": v}, "id")
+		return id, true
+	}
+	// More is false at the object's end (what follows it is past the point: the id is not
+	// there) or where the bound cut the object.
+	_, err = dec.Token()
+	return "", err == nil || cut(err)
 }
 
 // Sends reports whether the endpoint has a callback to send answers and questions to; the

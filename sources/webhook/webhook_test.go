@@ -502,6 +502,86 @@ func TestWebhookCallbackWithoutAnIDIsDelivered(t *testing.T) {
 	}
 }
 
+// send makes one Send of a question to the "ci" endpoint whose callback receiver is h.
+func send(t *testing.T, h http.HandlerFunc) (sources.Receipt, error) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "question"})
+}
+
+// A receiver that took the answer and answered 2xx with more JSON than is read (64 KiB: it echoes
+// the payload, say) has it: the answer is delivered, with the id when it comes within the bound,
+// without one otherwise, and not sent again as an unknown outcome. A page that is not JSON is
+// still an unknown outcome, however long.
+func TestWebhookReceiptOverTheBodyLimitIsDelivered(t *testing.T) {
+	big := strings.Repeat("x", 70<<10)
+	for _, tc := range []struct {
+		name, body, want string
+		delivered        bool
+	}{
+		{"id first", fmt.Sprintf(`{"id": "42", "echo": %q}`, big), "ci:42", true},
+		{"numeric id after a nested object", fmt.Sprintf(`{"meta": {"id": "no"}, "id": 42, "echo": %q}`, big), "ci:42", true},
+		{"id past the bound", fmt.Sprintf(`{"echo": %q, "id": "42"}`, big), "", true},
+		{"an array", fmt.Sprintf(`[%q]`, big), "", true},
+		{"not JSON", "<html>" + big, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := send(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, tc.body) })
+			if tc.delivered && (err != nil || r.ProviderID != tc.want) {
+				kind, _, _ := delivery.Classify(err)
+				t.Fatalf("Send = %+v, %v (%v); want delivered with %q", r, err, kind, tc.want)
+			}
+			if kind, _, _ := delivery.Classify(err); !tc.delivered && (err == nil || kind != delivery.KindIndeterminate) {
+				t.Fatalf("Send = %+v, %v (%v); want an unknown outcome", r, err, kind)
+			}
+		})
+	}
+}
+
+// Under the delivery engine, such a receipt is one POST, delivered, not 16 POSTs ending ambiguous.
+func TestWebhookReceiptOverTheBodyLimitIsPostedOnce(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		fmt.Fprintf(w, `{"id": "42", "echo": %q}`, strings.Repeat("x", 70<<10))
+	}))
+	defer srv.Close()
+	now := time.Now()
+	eng := engineTo(t, srv.URL, func() time.Time { return now })
+	rec, err := eng.Deliver(context.Background(), answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = processUntilSettled(t, eng, rec, func() { now = now.Add(10 * time.Minute) }, 30)
+	if rec.State != delivery.StateDelivered || rec.ProviderID != "ci:42" || calls.Load() != 1 {
+		t.Fatalf("delivery %s (%q) after %d POSTs the receiver took; want delivered with ci:42 after 1", rec.State, rec.ProviderID, calls.Load())
+	}
+}
+
+// A 2xx whose body fails to arrive (the connection drops after the status line) lost the
+// receiver's id with it: an unknown outcome, which the idempotent class repeats to get the id,
+// not a delivery without one (a question's replies would have nothing to continue).
+func TestWebhook2xxWhoseBodyFailsIsAnUnknownOutcome(t *testing.T) {
+	r, err := send(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+		buf.Flush()
+		conn.Close()
+	})
+	if kind, _, _ := delivery.Classify(err); err == nil || kind != delivery.KindIndeterminate {
+		t.Fatalf("Send = %+v, %v (%v); want an unknown outcome", r, err, kind)
+	}
+}
+
 // A callback URL may carry a secret in its path or query: a failed request's error names only
 // the callback's origin.
 func TestWebhookSenderErrorNamesOnlyTheCallbacksOrigin(t *testing.T) {
