@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -72,12 +73,19 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	resp, err := callbackClient.Do(req)
 	if err != nil {
 		// The callback URL may hold a secret in its path or query: name only its origin.
-		return sources.Receipt{}, fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, redact.URLError(err))
+		err = fmt.Errorf("webhook %s: delivery %s: %w", s.instance, d.ID, redact.URLError(err))
+		if neverConnected(err) {
+			return sources.Receipt{}, delivery.Retryable(err)
+		}
+		return sources.Receipt{}, err // it may have been written: an unknown outcome
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		refused := fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status)
 		switch {
+		case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooEarly:
+			// The receiver did not read the request (408) or would not act on it yet (425).
+			return sources.Receipt{}, delivery.WithStatus(delivery.Retryable(refused), resp.Status)
 		case resp.StatusCode == http.StatusTooManyRequests:
 			// Rate limited: wait as asked (seconds or an HTTP date). Without a usable
 			// Retry-After, back off as for any passing refusal, spending attempts, rather than
@@ -116,6 +124,16 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 		return sources.Receipt{}, nil
 	}
 	return sources.Receipt{ProviderID: s.anchorID(id)}, nil
+}
+
+// neverConnected reports whether a request failed before a connection was made (refused,
+// unreachable, the name did not resolve): the receiver certainly did not get it.
+func neverConnected(err error) bool {
+	var (
+		op  *net.OpError
+		dns *net.DNSError
+	)
+	return errors.As(err, &dns) || (errors.As(err, &op) && op.Op == "dial")
 }
 
 // maxReceipt bounds the callback receiver's answer that is read.

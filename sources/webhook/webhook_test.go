@@ -420,6 +420,8 @@ func TestWebhookSenderClassifiesRefusals(t *testing.T) {
 		wantWait   time.Duration
 	}{
 		{http.StatusBadRequest, "", delivery.KindPermanent, 0},
+		{http.StatusRequestTimeout, "", delivery.KindRetryable, 0},
+		{http.StatusTooEarly, "", delivery.KindRetryable, 0},
 		{http.StatusTooManyRequests, "7", delivery.KindRetryAfter, 7 * time.Second},
 		{http.StatusTooManyRequests, inAnHour, delivery.KindRetryAfter, time.Hour},
 		{http.StatusTooManyRequests, "99999999999", delivery.KindRetryAfter, 9223372036 * time.Second}, // as long as a Duration holds
@@ -599,6 +601,28 @@ func TestWebhookSenderErrorNamesOnlyTheCallbacksOrigin(t *testing.T) {
 	_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") || !strings.Contains(err.Error(), "http://"+addr) {
 		t.Fatalf("Send error %v: want the callback's origin and no path or query", err)
+	}
+}
+
+// A callback that refuses the connection, or whose name does not resolve, certainly did not get
+// the answer: retryable (backoff, then failed), not an unknown outcome that ends ambiguous in the
+// operator's queue after an outage.
+func TestWebhookCallbackNeverReachedIsRetryable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String() + "/cb"
+	ln.Close()
+	for _, callback := range []string{refused, "http://callback.invalid/cb"} {
+		src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(callback)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
+		if kind, _, _ := delivery.Classify(err); kind != delivery.KindRetryable {
+			t.Errorf("%s: %v classified %v, want retryable", callback, err, kind)
+		}
 	}
 }
 
