@@ -698,3 +698,36 @@ func TestWebhookRateLimitWithoutRetryAfterBacksOffInsteadOfFailingInAMinute(t *t
 		t.Fatalf("delivery %s (%q) once the receiver took it, want delivered with ci:42", rec.State, rec.ProviderID)
 	}
 }
+
+// A receiver that took the first POST but answered after the engine's send timeout (an unknown
+// outcome), and answers the repeat of the same X-Channels-Delivery 409 "already have it", has the
+// answer: the delivery is ambiguous (an operator looks), not failed ("not delivered").
+func TestWebhookRepeatRefusedAfterAnUnknownOutcomeIsAmbiguous(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			time.Sleep(300 * time.Millisecond)
+			fmt.Fprint(w, `{"id":"1"}`)
+			return
+		}
+		http.Error(w, "delivery already received", http.StatusConflict)
+	}))
+	defer srv.Close()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	eng := engineTo(t, srv.URL, clock, delivery.WithSendTimeout(100*time.Millisecond))
+	rec, err := eng.Deliver(context.Background(), answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != delivery.StateSending {
+		t.Fatalf("delivery %s after a send that timed out, want sending (%s)", rec.State, rec.LastError)
+	}
+	time.Sleep(400 * time.Millisecond) // the first POST has landed
+	rec = processUntilSettled(t, eng, rec, func() { mu.Lock(); now = now.Add(time.Minute); mu.Unlock() }, 3)
+	if rec.State != delivery.StateAmbiguous || calls.Load() != 2 {
+		t.Fatalf("delivery %s after %d POSTs, the first of which the receiver took (last error %q); want ambiguous after 2",
+			rec.State, calls.Load(), rec.LastError)
+	}
+}
