@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 
 	"github.com/channels-dev/channels/taskplane"
@@ -72,8 +73,9 @@ func (h *Host) Each(fn func(in Instance, src Source)) {
 }
 
 // Start runs every instance until ctx ends. Wait returns when all have stopped. An instance that
-// stops with an error before then (Slack refused its token, say) is logged at once and reported
-// unhealthy from then on: nothing restarts it, since what stopped it needs an operator.
+// stops with an error before then (Slack refused its token, say), or panics in Run (logged with its
+// stack), is logged at once and reported unhealthy from then on: nothing restarts it, since what
+// stopped it needs an operator. The other instances keep running.
 func (h *Host) Start(ctx context.Context) {
 	h.mu.Lock()
 	h.stopped = make([]error, len(h.instances))
@@ -158,8 +160,21 @@ func (h *Host) Healths(ctx context.Context) []InstanceHealth {
 		}
 		if hc, ok := src.(HealthChecker); ok {
 			out[i].Checks = true
-			out[i].Err = hc.Health(ctx)
+			out[i].Err = checkHealth(ctx, hc, h.configs[i])
 		}
 	}
 	return out
+}
+
+// checkHealth calls hc.Health, reading a panic in it as unhealthy (logged with its stack) rather
+// than letting it take down the server that asked (/readyz, the admin page).
+func checkHealth(ctx context.Context, hc HealthChecker, in Instance) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("source health check panicked", "source", in.Source, "instance", in.Instance,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("health check panicked: %v", p)
+		}
+	}()
+	return hc.Health(ctx)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // registerOnce keeps -count=N from registering a name twice (Register panics).
-var registerOnce struct{ email, github sync.Once }
+var registerOnce struct{ email, github, slack sync.Once }
 
 // stoppingSource's Run returns err at once; it has no HealthChecker.
 type stoppingSource struct {
@@ -64,6 +64,68 @@ func TestASourceThatStopsIsReportedUnhealthy(t *testing.T) {
 	cancel()
 	if err := h.Wait(); err == nil || !strings.Contains(err.Error(), "email instance box") {
 		t.Fatalf("Wait = %v", err)
+	}
+}
+
+// panickingSource is a source with a bug: instance "run" panics in Run, instance "health" in
+// Health; any other instance runs and is healthy.
+type panickingSource struct{ instance string }
+
+func (panickingSource) Name() string { return "slack" }
+func (s panickingSource) Run(ctx context.Context, _ *sources.Sink) error {
+	if s.instance == "run" {
+		panic("run bug")
+	}
+	<-ctx.Done()
+	return nil
+}
+func (s panickingSource) Health(context.Context) error {
+	if s.instance == "health" {
+		panic("health check bug")
+	}
+	return nil
+}
+
+// A panic in one instance's Run or Health stops or fails that instance only: it is reported
+// unhealthy with the panic, and the process and the other instances keep running (the panic
+// used to take the whole server down).
+func TestAPanickingSourceStopsOnlyItsOwnInstance(t *testing.T) {
+	registerOnce.slack.Do(func() {
+		sources.Register("slack", func(cfg sources.Config) (sources.Source, error) {
+			return panickingSource{instance: cfg.Instance}, nil
+		})
+	})
+	var instances []sources.Instance
+	for _, name := range []string{"run", "health", "fine"} {
+		instances = append(instances, sources.Instance{Source: "slack", Config: sources.Config{Instance: name, Principal: "alice"}})
+	}
+	h, err := sources.NewHost(taskplane.New(storetest.OpenSQLite(t)), nil, instances)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.Start(ctx)
+	var hs []sources.InstanceHealth
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if hs = h.Healths(ctx); hs[0].Err != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if hs[0].Err == nil || !strings.Contains(hs[0].Err.Error(), "panicked: run bug") {
+		t.Errorf("the instance whose Run panicked: %v, want unhealthy with the panic", hs[0].Err)
+	}
+	if hs[1].Err == nil || !strings.Contains(hs[1].Err.Error(), "health check panicked: health check bug") {
+		t.Errorf("the instance whose Health panicked: %v, want unhealthy with the panic", hs[1].Err)
+	}
+	if hs[2].Err != nil {
+		t.Errorf("the instance without a bug: %v, want healthy", hs[2].Err)
+	}
+	cancel()
+	if err := h.Wait(); err == nil || !strings.Contains(err.Error(), "slack instance run: panicked") {
+		t.Fatalf("Wait = %v, want the panic of instance run (and only that)", err)
+	} else if strings.Contains(err.Error(), "instance health") || strings.Contains(err.Error(), "instance fine") {
+		t.Fatalf("Wait = %v, want only instance run's panic", err)
 	}
 }
 
