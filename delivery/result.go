@@ -54,7 +54,10 @@ type Error struct {
 	RetryAfter time.Duration
 	// Status is the provider's own status ("429", "channel_not_found", "550 5.1.1").
 	Status string
-	Err    error
+	// Withdrawn marks a refusal the sender makes itself because the delivery is no longer wanted
+	// (Withdrawn): it fails even after an unknown outcome, which no one is left to resolve.
+	Withdrawn bool
+	Err       error
 }
 
 func (e *Error) Error() string {
@@ -75,6 +78,12 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Permanent marks err as a determinate refusal: the delivery fails without another attempt.
 func Permanent(err error) error { return &Error{Kind: KindPermanent, Err: err} }
+
+// Withdrawn marks err as the sender's own refusal of a delivery no longer wanted (a push
+// notification whose config its client deleted or replaced): the delivery fails without another
+// attempt, and unlike Permanent it fails even after an earlier call's unknown outcome, since
+// whether that call landed matters to no one any more.
+func Withdrawn(err error) error { return &Error{Kind: KindPermanent, Withdrawn: true, Err: err} }
 
 // Retryable marks err as a determinate, passing failure: the provider did not act; try again later
 // (spending an attempt).

@@ -296,6 +296,9 @@ func (e *Engine) exhausted(ctx context.Context, tx store.Tx, cur store.Delivery,
 // it already has, say 409): "failed" would say it was not delivered. A lookup delivery is failed:
 // its resend followed a lookup that found the earlier call had not landed.
 func (e *Engine) refused(ctx context.Context, tx store.Tx, cur store.Delivery, cause error, now time.Time) error {
+	if de := (*Error)(nil); errors.As(cause, &de) && de.Withdrawn {
+		return e.settleFailed(ctx, tx, cur, kindSend, cause, now)
+	}
 	if unknown, err := e.hadUnknownOutcome(ctx, tx, cur); err != nil {
 		return err
 	} else if unknown {

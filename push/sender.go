@@ -76,7 +76,7 @@ func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receip
 	}
 	cfg, err := s.store.GetPushConfig(ctx, d.Principal, d.TaskID, n.Config)
 	if errors.Is(err, store.ErrNotFound) {
-		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: config %s of task %s was deleted", n.Config, d.TaskID))
+		return delivery.Receipt{}, delivery.Withdrawn(fmt.Errorf("push: config %s of task %s was deleted", n.Config, d.TaskID))
 	}
 	if err != nil {
 		return delivery.Receipt{}, delivery.Retryable(fmt.Errorf("push: read config %s: %w", n.Config, err))
@@ -84,7 +84,7 @@ func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receip
 	if n.Registration != "" && cfg.Registration != n.Registration {
 		// The config was deleted and created again, or replaced, under the same id: its new
 		// receiver and credentials never get what was meant for the old one.
-		return delivery.Receipt{}, delivery.Permanent(fmt.Errorf("push: config %s of task %s was replaced", n.Config, d.TaskID))
+		return delivery.Receipt{}, delivery.Withdrawn(fmt.Errorf("push: config %s of task %s was replaced", n.Config, d.TaskID))
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
