@@ -47,3 +47,43 @@ func TestAReceiptSurvivesAStoreAwayForSeconds(t *testing.T) {
 		t.Fatalf("a delivery whose receipt the engine held is %s", got.State)
 	}
 }
+
+// A delivery whose send had an unknown outcome stays in sending, unleased, its repeat or lookup
+// scheduled by the engine: it is not stuck, and Resolve leaves it to the engine (a retry would
+// skip the lookup that finds the first post, and send it twice).
+func TestResolveLeavesAnUnleasedSendingDeliveryToItsEngine(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		p.behave = func(call int, d delivery.Delivery) (bool, error) {
+			if call == 1 {
+				return true, delivery.Indeterminate(errors.New("connection reset after the post"))
+			}
+			return true, nil
+		}
+		e := newEngine(t, s, delivery.Route{Sender: p, Reconciler: p, Recovery: delivery.Lookup}, c)
+		op := delivery.New(s, nil, delivery.WithLogger(quiet), delivery.WithClock(c.Now))
+		t.Cleanup(func() { op.Close() })
+		ctx := context.Background()
+		rec, err := e.Prepare(ctx, request("t-1", "the answer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Process(ctx, rec.Principal, rec.ID)
+		got, _ := op.Get(ctx, rec.Principal, rec.ID)
+		if got.State != delivery.StateSending || !got.LeaseUntil.IsZero() {
+			t.Fatalf("setup: %+v", got)
+		}
+		for _, r := range []delivery.Resolution{{Retry: true, By: "ops"}, {Abandon: true, By: "ops"}, {Delivered: "P1", By: "ops"}} {
+			if _, err := op.Resolve(ctx, rec.Principal, rec.ID, r); !errors.Is(err, delivery.ErrNotResolvable) {
+				t.Errorf("Resolve %+v of a delivery its engine looks up next: %v, want ErrNotResolvable", r, err)
+			}
+		}
+		c.Advance(time.Hour)
+		e.Process(ctx, rec.Principal, rec.ID)
+		if got, _ := op.Get(ctx, rec.Principal, rec.ID); got.State != delivery.StateDelivered || len(p.postsOf(rec.ID)) != 1 {
+			t.Fatalf("after the engine's lookup: %s with %d posts, want delivered with 1", got.State, len(p.postsOf(rec.ID)))
+		}
+	})
+}

@@ -115,6 +115,12 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 			return fmt.Errorf("%w: %s: engine %s is sending it (its lease runs until %s); "+
 				"if that engine died, resolve it once the lease has run out", ErrNotResolvable, id,
 				cur.LeaseOwner, cur.LeaseUntil.UTC().Format(time.RFC3339))
+		case cur.State == store.DeliverySending && cur.LeaseUntil.IsZero():
+			// Not stuck: the engine released it after an unknown outcome and repeats or looks it
+			// up at its next attempt; taking it now could send it twice.
+			return fmt.Errorf("%w: %s: its last outcome is unknown and an engine repeats or looks it up at %s; "+
+				"it becomes ambiguous (resolvable) if that does not settle it", ErrNotResolvable, id,
+				cur.NextAttemptAt.UTC().Format(time.RFC3339))
 		case cur.State == store.DeliverySending:
 			// Stuck: its lease ran out and no engine took it again. Taking the row here, under its
 			// lock, keeps any engine from claiming it meanwhile.

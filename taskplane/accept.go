@@ -137,7 +137,7 @@ func (ev *Event) validate() error {
 		{"identity", ev.Identity}, {"conversation key", ev.ConversationKey}, {"context id", ev.ContextID},
 		{"task id", ev.TaskID}, {"reply-to id", ev.ReplyTo}} {
 		if !storableKey(f.v) {
-			return invalidf("event %s must be valid UTF-8 without control characters", f.name)
+			return invalidf("event %s must be valid UTF-8 without NUL", f.name)
 		}
 	}
 	return nil

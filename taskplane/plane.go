@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -141,20 +142,13 @@ func encodeTask(t *Task) (store.Task, error) {
 	}, nil
 }
 
-// storableKey reports whether s can be a key the store holds: valid UTF-8 without control
-// characters. Postgres text refuses NUL and invalid UTF-8 (SQLSTATE 22021), so a client's id that
-// is not storable is refused (or not found) before it reaches a query, on every driver alike,
-// instead of failing as an internal error.
+// storableKey reports whether s can be a key the store holds: valid UTF-8 without NUL. Postgres
+// text refuses NUL and invalid UTF-8 (SQLSTATE 22021), so a client's id that is not storable is
+// refused (or not found: no store can hold it) before it reaches a query, on every driver alike,
+// instead of failing as an internal error. Other control characters are stored as they are (rows
+// earlier builds wrote hold them); what prints them to a terminal escapes them.
 func storableKey(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if b := s[i]; b < ' ' || b == 0x7f {
-			return false
-		}
-	}
-	return true
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // getTask reads and decodes a task; a missing or foreign task is ErrTaskNotFound, as is an id

@@ -69,7 +69,7 @@ func (c *PushConfig) validate() error {
 	case strings.ContainsAny(c.ID, "/?#%") || strings.TrimSpace(c.ID) != c.ID:
 		return invalidf("push config id must not contain '/', '?', '#' or '%%', nor start or end with space")
 	case !storableKey(c.ID):
-		return invalidf("push config id must be valid UTF-8 without control characters")
+		return invalidf("push config id must be valid UTF-8 without NUL")
 	case c.URL == "":
 		return invalidf("push config has no url")
 	case len(c.URL) > MaxPushURLLen:
