@@ -245,15 +245,17 @@ func Split(text string, limit int) []string {
 	var out []string
 	reopen := false
 	for text != "" {
+		lead := 0 // what this chunk must hold beyond, to say anything: the reopened fence
 		if reopen {
 			text = "```\n" + text
+			lead = len("```\n")
 		}
 		if len(text) <= limit {
 			out = append(out, text)
 			break
 		}
 		room := limit - fenceReserve
-		cut := cutPoint(text, room)
+		cut := cutPoint(text, room, lead)
 		chunk := strings.TrimRight(text[:cut], " \n")
 		text = strings.TrimLeft(text[cut:], " \n")
 		reopen = strings.Count(chunk, "```")%2 == 1
@@ -268,19 +270,20 @@ func Split(text string, limit int) []string {
 // cutPoint finds where to cut s to at most room bytes: the last paragraph break in the second
 // half, else the last line break, else the last space, else the last rune boundary — never inside
 // an HTML entity (&lt;) or a Slack token (<@U123>, <https://…|label>), which a cut would break
-// into text; a cut that would be is moved before the entity or token (unless it starts the text:
-// a token longer than a whole part is cut as before).
-func cutPoint(s string, room int) int {
+// into text; a cut that would be is moved before the entity or token, unless that leaves the
+// chunk nothing past its first lead bytes (a reopened code fence): a token longer than a whole
+// part is cut as before, so every chunk carries text and Split always ends.
+func cutPoint(s string, room, lead int) int {
 	head := s[:room]
 	for _, sep := range []string{"\n\n", "\n", " "} {
-		for i := strings.LastIndex(head, sep); i > room/2; i = strings.LastIndex(head[:i], sep) {
+		for i := strings.LastIndex(head, sep); i > room/2 && i > lead; i = strings.LastIndex(head[:i], sep) {
 			if _, inside := enclosing(s, i+len(sep)); !inside {
 				return i + len(sep)
 			}
 		}
 	}
 	cut := room
-	if start, inside := enclosing(s, cut); inside && start > 0 {
+	if start, inside := enclosing(s, cut); inside && start > lead {
 		cut = start
 	}
 	for cut > 0 && !utf8.RuneStart(s[cut]) {

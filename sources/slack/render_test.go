@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	slacksrc "github.com/channels-dev/channels/sources/slack"
@@ -127,6 +128,37 @@ func TestSplitNeverCutsAnEntityOrASlackToken(t *testing.T) {
 		}
 		if got, want := strings.Join(strings.Fields(strings.Join(parts, " ")), ""), strings.Join(strings.Fields(text), ""); got != want {
 			t.Errorf("the parts of %q lost text", md[:20])
+		}
+	}
+}
+
+// Split always ends: a code fence reopened in front of a token longer than a part (an inline
+// ``` followed by a long link, a mention) does not make a part of the fence alone, again and again.
+func TestSplitEndsWhenAReopenedFenceMeetsALongToken(t *testing.T) {
+	for _, tc := range []struct {
+		text  string
+		limit int
+	}{
+		{"x```\n<@U12345678> b", 16},
+		{"intro ```\n<https://example.com/report|the report> done", 30},
+		{"Wrap code in ``` fences. <https://example.com/signed?" + strings.Repeat("sig", 1300) + "|the signed report> and more", 3900},
+		{"```\n   <https://example.com/" + strings.Repeat("p", 80) + "|label with spaces> tail", 40},
+	} {
+		done := make(chan []string, 1)
+		go func() { done <- slacksrc.Split(tc.text, tc.limit) }()
+		select {
+		case parts := <-done:
+			for i, p := range parts {
+				if len(p) > tc.limit {
+					t.Errorf("%.20q: part %d is %d bytes, limit %d", tc.text, i+1, len(p), tc.limit)
+				}
+			}
+			strip := func(s string) string { return strings.Join(strings.Fields(strings.ReplaceAll(s, "```", "")), "") }
+			if got, want := strip(strings.Join(parts, " ")), strip(tc.text); got != want {
+				t.Errorf("%.20q: the parts lost text: %q", tc.text, parts)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Split(%.20q, %d) has not returned after 5 s", tc.text, tc.limit)
 		}
 	}
 }
