@@ -145,7 +145,7 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 			r.Errors = append(r.Errors, fmt.Sprintf("credentials: %v", err))
 		}
 	}
-	r.Errors = append(r.Errors, checkSources(cfg.Sources, partial, &r.Warnings)...)
+	r.Errors = append(r.Errors, checkSources(cfg.Sources, r.Errors, &r.Warnings)...)
 
 	// What serve would accept but an operator likely did not mean.
 	if !cfg.ListensOnLoopback() {
@@ -178,15 +178,15 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 
 // checkSources builds every configured instance the way serve does, so an unknown source or
 // options its source refuses are reported now.
-// With partial set (the loader reported problems), an instance missing its type, name or
-// principal is skipped: the loader said so already.
-func checkSources(list []config.SourceConfig, partial bool, warnings *[]string) []string {
+// An instance the loader already reported a problem of (in reported) is not built: it would
+// report the same problem again.
+func checkSources(list []config.SourceConfig, reported []string, warnings *[]string) []string {
 	var errs []string
 	m, merr := matrix.Default()
 	registered := sources.Names()
 	for i, s := range list {
 		where := fmt.Sprintf("%s[%d] (%s)", config.SourcesKey, i, s.Label())
-		if s.Type == "" || partial && (s.Name == "" || s.Principal == "") {
+		if s.Type == "" || slices.ContainsFunc(reported, func(e string) bool { return strings.Contains(e, where+":") }) {
 			continue // reported by the loader
 		}
 		if !slices.Contains(registered, s.Type) {
@@ -194,7 +194,9 @@ func checkSources(list []config.SourceConfig, partial bool, warnings *[]string) 
 			continue
 		}
 		if _, err := sources.New(s.Type, sources.Config{Instance: s.Name, Principal: s.Principal, Options: s.Options}); err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", where, err))
+			for _, line := range splitErrors(err) {
+				errs = append(errs, fmt.Sprintf("%s: %s", where, line))
+			}
 		}
 		if merr == nil {
 			if row, ok := m.Row(s.Type); ok && row.Status != matrix.Built {

@@ -72,6 +72,9 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"a bad value and a missing manifest", "retention: 1h\nworkflow_manifest: /no/such/manifest.yaml\n", []string{"retention 1h0m0s: at least", "/no/such/manifest.yaml"}, false},
 		{"an unknown executor", "executor: foo\nretention: 1h\n", []string{`executor "foo": want one of`}, false},
 		{"an executor missing its settings", "executor: exec\nretention: 1h\n", []string{"executor exec needs exec_command"}, false},
+		// An instance the loader reported is not built again to report the same thing twice.
+		{"a source whose secrets are unset", "sources:\n  - type: slack\n    name: ws\n    principal: team-a\n    options:\n      bot_token_env: NO_SUCH_BOT\n      app_token_env: NO_SUCH_APP\n",
+			[]string{"NO_SUCH_BOT, which is unset", "NO_SUCH_APP, which is unset", "invalid: 2 errors"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
