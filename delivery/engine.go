@@ -365,9 +365,15 @@ func (e *Engine) Run(ctx context.Context) error {
 			continue // more may be due right now
 		}
 		wait := e.poll
-		// Only rows this engine can claim: another engine's due row must not make it spin.
-		if due, ok, err := e.store.NextDeliveryDue(ctx, e.sources); err == nil && ok {
-			wait = min(wait, max(due.Sub(e.clock()), time.Millisecond))
+		// With every worker busy a due row cannot be claimed before a worker finishes, and a
+		// finishing worker pokes: waiting for the due time would re-read the store every
+		// millisecond while the workers are busy. Only with a free worker does the next due
+		// time matter, and only rows this engine can claim: another engine's due row must not
+		// make it spin.
+		if free > 0 {
+			if due, ok, err := e.store.NextDeliveryDue(ctx, e.sources); err == nil && ok {
+				wait = min(wait, max(due.Sub(e.clock()), time.Millisecond))
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
