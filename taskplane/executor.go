@@ -637,15 +637,30 @@ func (d *Dispatcher) failTurn(ctx context.Context, turn *Turn, cause error) {
 	}
 }
 
+// turnWatchSpacing is the least time between two reads of a running turn's task on a notification:
+// a chatty turn's own updates notify too, and a stop from outside waits at most this long more.
+const turnWatchSpacing = 100 * time.Millisecond
+
 // heartbeat renews the turn's lease every third of it until stopped. When the authority is lost,
 // or the task finished under the turn (a cancel or timeout in any process), it stops the turn; a
-// finish that did not come through CancelTurn here is passed on to a Canceler executor.
+// finish that did not come through CancelTurn here is passed on to a Canceler executor. Between
+// renewals it also watches the task's notifications (commits in this process, and in others
+// through RunListener): on one it reads the task, so a stop from outside reaches a quiet turn at
+// once rather than at the next renewal.
 func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (stop func()) {
 	g := turn.grant
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	// Subscribed before the executor starts, so a stop committed from then on pokes the turn.
+	poke, unsubscribe := d.Plane.broker.subscribe(g.Principal, g.TaskID)
 	go func() {
 		defer close(done)
+		defer unsubscribe()
+		// pokes is poke while the turn watches it; after a read it rests for turnWatchSpacing (a
+		// poke meanwhile stays in poke's buffer), and for good once the task finished by the turn's
+		// own update.
+		pokes := poke
+		var rested <-chan time.Time
 		t := time.NewTicker(d.lease() / 3)
 		defer t.Stop()
 		// The watchdog stops the turn two thirds of a lease after the last renewal that succeeded
@@ -666,6 +681,21 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 			select {
 			case <-ctx.Done():
 				return
+			case <-pokes:
+				switch task := d.stoppedTask(ctx, g); {
+				case task == nil:
+					pokes, rested = nil, time.After(turnWatchSpacing)
+				case stoppedFromOutside(task):
+					lt.cancel() // the executor stops first, whatever the cancel's fate
+					d.tellCanceler(ctx, lt, task)
+					return
+				default:
+					pokes = nil // finished by the turn itself: its update ends the turn
+				}
+				continue
+			case <-rested:
+				pokes, rested = poke, nil
+				continue
 			case <-t.C:
 			}
 			sent := time.Now()
@@ -699,6 +729,20 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// stoppedTask returns g's task when it has finished, nil while it has not (or cannot be read: the
+// next renewal will tell). The task is decoded only when its row says it finished.
+func (d *Dispatcher) stoppedTask(ctx context.Context, g *Grant) *Task {
+	row, err := d.Plane.store.GetTask(ctx, g.Principal, g.TaskID)
+	if err != nil || !State(row.State).Terminal() {
+		return nil
+	}
+	t, err := decodeTask(row)
+	if err != nil {
+		return nil
+	}
+	return t
 }
 
 // finished reports whether g's task is terminal: a turn that lost its authority because its own

@@ -22,3 +22,9 @@ func (p *Plane) WakeHints() <-chan struct{} { return p.wakeHints() }
 
 // TerminalStates are the task states retention may prune, as the store names them.
 func TerminalStates() []string { return terminalStates() }
+
+// Subscribe subscribes to the task's notifications as Follow does: the channel is poked after a
+// commit of the task in this process, or in another through RunListener.
+func (p *Plane) Subscribe(principal, taskID string) (<-chan struct{}, func()) {
+	return p.broker.subscribe(principal, taskID)
+}
