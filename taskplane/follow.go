@@ -43,6 +43,20 @@ func (b *broker) subscribe(principal, taskID string) (<-chan struct{}, func()) {
 	}
 }
 
+// publishAll pokes every subscriber: notifications may have been lost (the listener reconnected).
+func (b *broker) publishAll() {
+	b.mu.Lock()
+	for _, subs := range b.subs {
+		for ch := range subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	b.mu.Unlock()
+}
+
 func (b *broker) publish(principal, taskID string) {
 	k := brokerKey(principal, taskID)
 	b.mu.Lock()
@@ -142,13 +156,14 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, fn func(TaskEv
 }
 
 // RunListener relays task-event notifications from other processes to this process's
-// subscribers until ctx ends. On a store without the Listen capability it returns nil at once
-// (a single-process store has no other writers).
+// subscribers until ctx ends; when its connection was lost and is back, it pokes every
+// subscriber, since notifications sent meanwhile are lost. On a store without the Listen
+// capability it returns nil at once (a single-process store has no other writers).
 func (p *Plane) RunListener(ctx context.Context) error {
 	if !p.store.Capabilities().Listen {
 		return nil
 	}
-	err := p.store.Listen(ctx, p.broker.publish)
+	err := p.store.Listen(ctx, p.broker.publish, p.broker.publishAll)
 	if errors.Is(err, store.ErrNotSupported) || errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -76,8 +76,11 @@ type Store interface {
 
 	// Listen calls fn for every task event appended and committed by any process sharing the
 	// store, until ctx ends. Drivers without the Listen capability return ErrNotSupported at once.
-	// Notifications are hints: a listener re-reads the event log by sequence.
-	Listen(ctx context.Context, fn func(principal, taskID string)) error
+	// Notifications are hints: a listener re-reads the event log by sequence. reconnected, if not
+	// nil, is called each time Listen listens again after its connection was lost (or could not
+	// be made at first): any notification sent meanwhile is lost, so whatever the caller follows
+	// should be re-read. fn and reconnected are called in Listen's goroutine.
+	Listen(ctx context.Context, fn func(principal, taskID string), reconnected func()) error
 
 	// Capabilities reports what the driver supports.
 	Capabilities() Capabilities

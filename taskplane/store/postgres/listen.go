@@ -27,9 +27,11 @@ const (
 // Listen holds one dedicated connection (outside the pool) that LISTENs for task-event hints and
 // calls fn(principal, taskID) for each, in the caller's goroutine, until ctx ends or the store
 // closes. A lost connection is re-established with backoff; notifications sent while it was down
-// are lost, which is why they are only hints: a follower re-reads the event log by sequence. It
-// returns nil when ctx ends and ErrClosed when the store closes.
-func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string)) error {
+// are lost, which is why they are only hints: a follower re-reads the event log by sequence. Once
+// listening again, it calls reconnected (when not nil), so that the caller has everything it
+// follows re-read at once rather than at its next periodic read. It returns nil when ctx ends and
+// ErrClosed when the store closes.
+func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string), reconnected func()) error {
 	if !s.features.notify {
 		return store.ErrNotSupported
 	}
@@ -40,8 +42,13 @@ func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string)) e
 	ctx, cancel := s.bind(ctx)
 	defer cancel()
 	backoff := listenBackoffMin
-	for {
-		err := s.listenOnce(ctx, fn, func() { backoff = listenBackoffMin })
+	for again := false; ; again = true {
+		err := s.listenOnce(ctx, fn, func() {
+			backoff = listenBackoffMin
+			if again && reconnected != nil {
+				reconnected()
+			}
+		})
 		if outer.Err() != nil {
 			return nil
 		}

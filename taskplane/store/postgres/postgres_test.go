@@ -229,7 +229,7 @@ func TestListenAcrossStores(t *testing.T) {
 	got := make(chan [2]string, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- listener.Listen(ctx, func(p, id string) { got <- [2]string{p, id} })
+		done <- listener.Listen(ctx, func(p, id string) { got <- [2]string{p, id} }, nil)
 	}()
 
 	appendEvent := func(taskID string, commit bool) {
@@ -320,7 +320,7 @@ func TestListenIsPerSchema(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan string, 100)
-	go a.Listen(ctx, func(_, id string) { got <- id })
+	go a.Listen(ctx, func(_, id string) { got <- id }, nil)
 	deadline := time.After(10 * time.Second)
 warm:
 	for {
@@ -351,7 +351,9 @@ warm:
 	}
 }
 
-// Listen survives the server dropping its connection: it reconnects and delivers again.
+// Listen survives the server dropping its connection: it reconnects and delivers again, and says
+// it reconnected (notifications sent meanwhile are lost) after that reconnect only, not at its
+// first connect.
 func TestListenReconnects(t *testing.T) {
 	t.Parallel()
 	u := newSchema(t)
@@ -365,7 +367,8 @@ func TestListenReconnects(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	got := make(chan string, 100)
-	go listener.Listen(ctx, func(_, id string) { got <- id })
+	var reconnects atomic.Int32
+	go listener.Listen(ctx, func(_, id string) { got <- id }, func() { reconnects.Add(1) })
 
 	waitHint := func() {
 		t.Helper()
@@ -388,6 +391,9 @@ func TestListenReconnects(t *testing.T) {
 		}
 	}
 	waitHint()
+	if n := reconnects.Load(); n != 0 {
+		t.Fatalf("Listen said it reconnected %d times before its connection was dropped", n)
+	}
 	conn, err := pgx.Connect(context.Background(), u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -403,6 +409,9 @@ func TestListenReconnects(t *testing.T) {
 		<-got
 	}
 	waitHint()
+	if n := reconnects.Load(); n != 1 {
+		t.Errorf("Listen said it reconnected %d times after one dropped connection, want once", n)
+	}
 }
 
 func TestListenEndsOnClose(t *testing.T) {
@@ -412,7 +421,7 @@ func TestListenEndsOnClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.Listen(context.Background(), func(string, string) {}) }()
+	go func() { done <- s.Listen(context.Background(), func(string, string) {}, nil) }()
 	time.Sleep(50 * time.Millisecond)
 	s.Close()
 	select {

@@ -236,7 +236,7 @@ func (s *Store) Capabilities() store.Capabilities {
 
 // Listen returns store.ErrNotSupported: only this process writes the database, so the task plane
 // notifies its subscribers in-process.
-func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string)) error {
+func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string), reconnected func()) error {
 	return store.ErrNotSupported
 }
 

@@ -513,7 +513,7 @@ func TestCapabilities(t *testing.T) {
 	if got := s.Capabilities(); got != want {
 		t.Errorf("Capabilities() = %+v, want %+v", got, want)
 	}
-	if err := s.Listen(context.Background(), func(string, string) {}); !errors.Is(err, store.ErrNotSupported) {
+	if err := s.Listen(context.Background(), func(string, string) {}, nil); !errors.Is(err, store.ErrNotSupported) {
 		t.Errorf("Listen = %v, want ErrNotSupported", err)
 	}
 }

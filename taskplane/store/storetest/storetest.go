@@ -1979,7 +1979,7 @@ func testListen(t *testing.T, s store.Store) {
 			case notified <- [2]string{principal, taskID}:
 			default:
 			}
-		})
+		}, nil)
 	}()
 	if !caps.Listen {
 		select {
