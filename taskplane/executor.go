@@ -89,6 +89,9 @@ type Turn struct {
 	// (Dispatcher turns; other consumers end their turns themselves). ended records that it did.
 	endOnFinish bool
 	ended       atomic.Bool
+	// finishing: the turn has sent an update that finishes its task. Its commit notifies the
+	// task's watchers, the turn's own heartbeat among them, which then has nothing to read.
+	finishing atomic.Bool
 }
 
 // NewTurn returns the Turn of a grant from ClaimTurn (for consumers other than the Dispatcher,
@@ -164,6 +167,11 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 	// applies them to the task as stored, as it always may.
 	var prep *preparedUpdate
 	stale := t.base.Body == nil
+	for _, c := range changes {
+		if st, ok := c.(SetStatus); ok && st.State.Terminal() {
+			t.finishing.Store(true)
+		}
+	}
 	err := p.retryConcurrent(ctx, true, func() error {
 		prep = nil
 		if !stale {
@@ -682,6 +690,10 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 			case <-ctx.Done():
 				return
 			case <-pokes:
+				if turn.finishing.Load() {
+					pokes = nil // the turn's own update finishes the task: nothing from outside to see
+					continue
+				}
 				switch task := d.stoppedTask(ctx, g); {
 				case task == nil:
 					pokes, rested = nil, time.After(turnWatchSpacing)
