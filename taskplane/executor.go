@@ -660,7 +660,7 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	// Subscribed before the executor starts, so a stop committed from then on pokes the turn.
-	poke, unsubscribe := d.Plane.broker.subscribe(g.Principal, g.TaskID)
+	poke, unsubscribe := d.Plane.broker.watch(g.Principal, g.TaskID)
 	go func() {
 		defer close(done)
 		defer unsubscribe()

@@ -18,6 +18,8 @@ import (
 type broker struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+	// watches counts the subscriptions of running turns (watch), which are not streams.
+	watches int
 }
 
 func newBroker() *broker { return &broker{subs: map[string]map[chan struct{}]struct{}{}} }
@@ -39,6 +41,21 @@ func (b *broker) subscribe(principal, taskID string) (<-chan struct{}, func()) {
 		if len(b.subs[k]) == 0 {
 			delete(b.subs, k)
 		}
+		b.mu.Unlock()
+	}
+}
+
+// watch is subscribe for a running turn watching its own task: not a stream, so Subscribers
+// leaves it out.
+func (b *broker) watch(principal, taskID string) (<-chan struct{}, func()) {
+	ch, unsubscribe := b.subscribe(principal, taskID)
+	b.mu.Lock()
+	b.watches++
+	b.mu.Unlock()
+	return ch, func() {
+		unsubscribe()
+		b.mu.Lock()
+		b.watches--
 		b.mu.Unlock()
 	}
 }
@@ -69,7 +86,8 @@ func (b *broker) publish(principal, taskID string) {
 	b.mu.Unlock()
 }
 
-// Subscribers reports how many in-process subscriptions are open (for metrics).
+// Subscribers reports how many in-process subscriptions of streams and followers are open (for
+// metrics); running turns watching their tasks are not counted.
 func (p *Plane) Subscribers() int {
 	p.broker.mu.Lock()
 	defer p.broker.mu.Unlock()
@@ -77,7 +95,7 @@ func (p *Plane) Subscribers() int {
 	for _, s := range p.broker.subs {
 		n += len(s)
 	}
-	return n
+	return n - p.broker.watches
 }
 
 // followRecheck is how often Follow re-reads the event log of a shared store without a poke.

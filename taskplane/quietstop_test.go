@@ -150,3 +150,22 @@ func waitListening(t *testing.T, a, b *taskplane.Plane) {
 		t.Fatal(err)
 	}
 }
+
+// A running turn's watch of its own task is not a stream: the subscriber count (the
+// channels_sse_subscribers gauge) leaves it out.
+func TestARunningTurnsWatchIsNotCountedAsAStreamSubscriber(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	exec := &quietCanceler{}
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := p.Accept(context.Background(), a2aEvent("m-watch", "work")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn to start", func() bool { return exec.started.Load() == 1 })
+	if n := p.Subscribers(); n != 0 {
+		t.Fatalf("with one turn running and no stream open, Subscribers = %d, want 0", n)
+	}
+}
