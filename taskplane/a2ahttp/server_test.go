@@ -863,6 +863,49 @@ func TestLoadCredentials(t *testing.T) {
 	}
 }
 
+// TestLoadCredentialsRefusesAFileThatYieldsNoCredentials: a misspelt key, an unknown field in
+// an entry, an empty object or an empty list is an error, never "no credentials" (which opens a
+// loopback server to anonymous callers); so are a repeated token and the reserved anonymous
+// principal, which the service refuses too. No error quotes a token.
+func TestLoadCredentialsRefusesAFileThatYieldsNoCredentials(t *testing.T) {
+	const token = "s3cr3t-token-0123456789"
+	cases := map[string]string{
+		"misspelt key":          `{"credential":[{"token":"` + token + `","principal":"alice"}]}`,
+		"unknown entry field":   `{"credentials":[{"token":"` + token + `","principal":"alice","principle":"bob"}]}`,
+		"empty object":          `{}`,
+		"empty list":            `{"credentials":[]}`,
+		"null list":             `{"credentials":null}`,
+		"repeated token":        `{"credentials":[{"token":"` + token + `","principal":"alice"},{"token":"` + token + `","principal":"bob"}]}`,
+		"anonymous principal":   `{"credentials":[{"token":"` + token + `","principal":"anonymous"}]}`,
+		"trailing second value": `{"credentials":[{"token":"` + token + `","principal":"alice"}]} {"credentials":[]}`,
+	}
+	dir := t.TempDir()
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := a2ahttp.LoadCredentials(path)
+			if err == nil {
+				t.Fatalf("loaded %d credentials", len(got))
+			}
+			if strings.Contains(err.Error(), token) {
+				t.Fatalf("the error quotes the token: %v", err)
+			}
+		})
+	}
+}
+
+// TestAnEmptyCredentialsListDoesNotOpenLoopbackToAnonymousCallers: anonymous access on loopback
+// depends on whether credentials are configured (Credentials nil), not on how many there are.
+func TestAnEmptyCredentialsListDoesNotOpenLoopbackToAnonymousCallers(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.Credentials, c.Loopback = []a2ahttp.Credential{}, true })
+	if status, _, _ := e.raw(http.MethodGet, "/tasks", "", nil, nil); status != http.StatusUnauthorized {
+		t.Fatalf("anonymous ListTasks with an empty credentials list on loopback: %d", status)
+	}
+}
+
 // TestStreamsKeepAliveAndFanOut: keep-alive comments flow while a task is quiet, several
 // subscribers see the same events in the same order, and a stream stays open through
 // AUTH_REQUIRED.

@@ -1,6 +1,7 @@
 package a2aservice
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -166,7 +167,12 @@ func CheckContentType(r *http.Request) *a2awire.Error {
 	return a2awire.Errorf(a2awire.ErrContentTypeNotSupported, "Content-Type %s is not supported; use application/json or application/a2a+json", ct)
 }
 
-// LoadCredentials reads a credentials file: {"credentials":[{"token":"…","principal":"…"}]}.
+// LoadCredentials reads a credentials file: {"credentials":[{"token":"…","principal":"…"}]}. It
+// refuses what New refuses (an entry without a token or a principal, the reserved principal
+// AnonymousPrincipal, a token given twice), an unknown field at the top or in an entry (a
+// misspelt "credentials" would otherwise load as none) and a file with no entries: a configured
+// credentials file that yields no token must not read as "no credentials", which on loopback lets
+// everyone in. Its errors name entries by index and never quote a token.
 func LoadCredentials(path string) ([]Credential, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -175,13 +181,40 @@ func LoadCredentials(path string) ([]Credential, error) {
 	var f struct {
 		Credentials []Credential `json:"credentials"`
 	}
-	if err := json.Unmarshal(b, &f); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("load credentials %s: %w", path, err)
 	}
-	for i, c := range f.Credentials {
-		if c.Token == "" || c.Principal == "" {
-			return nil, fmt.Errorf("load credentials %s: entry %d needs a token and a principal", path, i)
-		}
+	if dec.More() {
+		return nil, fmt.Errorf("load credentials %s: data after the JSON object", path)
+	}
+	if len(f.Credentials) == 0 {
+		return nil, fmt.Errorf(`load credentials %s: no entries: want {"credentials":[{"token":"…","principal":"…"}, …]}`, path)
+	}
+	if err := CheckCredentials(f.Credentials); err != nil {
+		return nil, fmt.Errorf("load credentials %s: %w", path, err)
 	}
 	return f.Credentials, nil
+}
+
+// CheckCredentials refuses an entry without a token or a principal, the reserved principal
+// AnonymousPrincipal and a token given twice. Its errors never quote a token.
+func CheckCredentials(creds []Credential) error {
+	seen := make(map[string]int, len(creds))
+	for i, c := range creds {
+		j, dup := seen[c.Token]
+		switch {
+		case c.Token == "":
+			return fmt.Errorf("credential %d has no token", i)
+		case c.Principal == "":
+			return fmt.Errorf("credential %d has no principal", i)
+		case c.Principal == AnonymousPrincipal:
+			return fmt.Errorf("credential %d: principal %q is reserved for unauthenticated callers", i, AnonymousPrincipal)
+		case dup:
+			return fmt.Errorf("credential %d repeats the token of credential %d", i, j)
+		}
+		seen[c.Token] = i
+	}
+	return nil
 }

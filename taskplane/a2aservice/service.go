@@ -59,13 +59,15 @@ type Config struct {
 	DefaultInputModes  []string
 	DefaultOutputModes []string
 
-	// Credentials are the accepted bearer tokens.
+	// Credentials are the accepted bearer tokens. nil means none are configured (anonymous on
+	// loopback, below); an empty non-nil list is configured credentials that accept no token,
+	// and does not open a loopback server to anonymous callers.
 	Credentials []Credential
 	// AllowAnonymous accepts callers without a token (as AnonymousPrincipal) even when
 	// credentials are configured or the server listens beyond loopback.
 	AllowAnonymous bool
-	// Loopback says the server listens on loopback only; with no credentials configured it
-	// then accepts anonymous callers.
+	// Loopback says the server listens on loopback only; with no credentials configured
+	// (Credentials nil) it then accepts anonymous callers.
 	Loopback bool
 
 	// FreshSends makes every SendMessage new work: the messageId is no idempotency key, and a
@@ -183,24 +185,16 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	seen := map[string]bool{}
-	for i, c := range cfg.Credentials {
-		switch {
-		case c.Token == "":
-			return nil, fmt.Errorf("a2a service: credential %d has no token", i)
-		case c.Principal == "":
-			return nil, fmt.Errorf("a2a service: credential %d has no principal", i)
-		case c.Principal == AnonymousPrincipal:
-			return nil, fmt.Errorf("a2a service: credential %d: principal %q is reserved", i, AnonymousPrincipal)
-		case seen[c.Token]:
-			return nil, fmt.Errorf("a2a service: credential %d repeats a token", i)
-		}
-		seen[c.Token] = true
+	if err := CheckCredentials(cfg.Credentials); err != nil {
+		return nil, fmt.Errorf("a2a service: %w", err)
+	}
+	for _, c := range cfg.Credentials {
 		s.creds = append(s.creds, credential{sum: sha256.Sum256([]byte(c.Token)), principal: c.Principal})
 	}
-	s.anonymous = cfg.AllowAnonymous || (len(cfg.Credentials) == 0 && cfg.Loopback)
+	// Whether credentials are configured, not how many: an empty non-nil list accepts nobody.
+	s.anonymous = cfg.AllowAnonymous || (cfg.Credentials == nil && cfg.Loopback)
 	if len(s.creds) == 0 && !s.anonymous {
-		s.log.Warn("a2a: no credentials configured and not listening on loopback: every request will be refused (configure credentials or allow_anonymous)")
+		s.log.Warn("a2a: no credentials and no anonymous access: every request will be refused (configure credentials or allow_anonymous)")
 	}
 	s.base, s.stop = context.WithCancel(context.Background())
 	if s.card, err = s.newCardCache(); err != nil {
