@@ -12,17 +12,11 @@ import (
 )
 
 // a2aHandler builds the handler mounted at "/": both A2A bindings (HTTP+JSON at the root,
-// JSON-RPC at /jsonrpc) and the agent card, over the plane. The handler also implements
-// CloseStreams, which the shutdown calls to end open streams and blocking waits. opts adjust the
-// server's configuration last (withPush).
-func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskplane.Executor, cfg config.Config, log *slog.Logger, opts ...func(*a2ahttp.Config)) (http.Handler, error) {
-	var creds []a2ahttp.Credential
-	if cfg.Credentials != "" {
-		var err error
-		if creds, err = a2ahttp.LoadCredentials(cfg.Credentials); err != nil {
-			return nil, fmt.Errorf("credentials: %w", err)
-		}
-	}
+// JSON-RPC at /jsonrpc) and the agent card, over the plane. creds are the loaded credentials file
+// (buildServeParts; nil without one). The handler also implements CloseStreams, which the
+// shutdown calls to end open streams and blocking waits. opts adjust the server's configuration
+// last (withPush).
+func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskplane.Executor, cfg config.Config, creds []a2ahttp.Credential, log *slog.Logger, opts ...func(*a2ahttp.Config)) (http.Handler, error) {
 	acfg := a2ahttp.Config{
 		Name:              cfg.AgentName,
 		Description:       cfg.AgentDescription,

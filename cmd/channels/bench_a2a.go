@@ -210,7 +210,7 @@ func startBenchChannels(ctx context.Context, cfg config.Config) (*benchServer, e
 	exec := echo.New()
 	plane := taskplane.New(st, taskplane.WithLogger(log))
 	disp := &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
-	h, err := a2aHandler(plane, disp, exec, cfg, log)
+	h, err := a2aHandler(plane, disp, exec, cfg, nil, log)
 	if err != nil {
 		ln.Close()
 		undo()

@@ -15,7 +15,6 @@ import (
 	matrix "github.com/channels-dev/channels/conformance-matrix"
 	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/sources"
-	"github.com/channels-dev/channels/taskplane/a2ahttp"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -131,19 +130,14 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 			r.Errors = append(r.Errors, err.Error())
 		}
 	}
-	// The executor, the workflow manifest and the worker tokens, built as serve builds them (the
-	// manifest alone when the executor's settings are already reported wrong).
+	// The executor, the workflow manifest, the worker tokens and the credentials, built as serve
+	// builds them (without the executor when its settings are already reported wrong).
 	parts := cfg.Config
 	if len(cfg.ExecutorProblems()) > 0 {
 		parts.Executor = "echo"
 	}
 	if _, err := buildServeParts(parts, a.getenv, slog.New(slog.DiscardHandler)); err != nil {
 		r.Errors = append(r.Errors, splitErrors(err)...)
-	}
-	if cfg.Credentials != "" {
-		if _, err := a2ahttp.LoadCredentials(cfg.Credentials); err != nil {
-			r.Errors = append(r.Errors, fmt.Sprintf("credentials: %v", err))
-		}
 	}
 	r.Errors = append(r.Errors, checkSources(cfg.Sources, r.Errors, &r.Warnings)...)
 

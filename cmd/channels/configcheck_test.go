@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,6 +155,11 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"name":"w2","token":"0123456789abcdef-worker","principals":["bob"]}]}`)
 	sameName := write("samename.json", `{"workers":[{"name":"w1","token":"0123456789abcdef-one","principals":["alice"]},
 		{"name":"w1","token":"0123456789abcdef-two","principals":["bob"]}]}`)
+	const credToken = "s3cr3t-credential-token-0123456789"
+	repeatedToken := write("repeated.json", `{"credentials":[{"token":"`+credToken+`","principal":"alice"},{"token":"`+credToken+`","principal":"bob"}]}`)
+	anonymousCred := write("anonymous.json", `{"credentials":[{"token":"`+credToken+`","principal":"anonymous"}]}`)
+	misspeltCreds := write("credential.json", `{"credential":[{"token":"`+credToken+`","principal":"alice"}]}`)
+	noCreds := write("nocreds.json", `{"credentials":[]}`)
 	badManifest := write("manifest.yaml", "outputs:\n  - name: Not A Name\n")
 	unknownField := write("manifest2.yaml", "outputs:\n  - name: summary\n    colour: red\n")
 	for _, tc := range []struct{ name, yaml, want string }{
@@ -169,6 +177,10 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{"workflow manifest missing", "workflow_manifest: " + filepath.Join(dir, "missing.yaml") + "\n", "read workflow manifest"},
 		{"workflow manifest invalid", "workflow_manifest: " + badManifest + "\n", `output name "Not A Name" does not match`},
 		{"workflow manifest unknown field", "workflow_manifest: " + unknownField + "\n", "field colour not found"},
+		{"credentials repeating a token", "credentials: " + repeatedToken + "\n", "credential 1 repeats the token of credential 0"},
+		{"credentials with the anonymous principal", "credentials: " + anonymousCred + "\n", `principal "anonymous" is reserved`},
+		{"credentials with a misspelt key", "credentials: " + misspeltCreds + "\n", `unknown field "credential"`},
+		{"credentials without entries", "credentials: " + noCreds + "\n", "no entries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, path := operatorCLI(t, tc.yaml)
@@ -181,6 +193,9 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 			defer cancel()
 			if code := s.run(ctx, "serve", "--config", path, "--listen", "127.0.0.1:0"); code != 1 || !strings.Contains(s.stderr.String(), tc.want) {
 				t.Errorf("serve: exit %d, want 1 and %q:\n%s", code, tc.want, s.stderr.String())
+			}
+			if strings.Contains(c.stdout.String()+c.stderr.String()+s.stderr.String(), credToken) {
+				t.Errorf("a report quotes a credential's token")
 			}
 		})
 	}
@@ -199,6 +214,33 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		}
 		s := c.again()
 		startServe(t, s, "--config", path)
+	}
+}
+
+// TestServeRefusesBadCredentialsBeforeOpeningTheStoreOrListening: a credentials file serve
+// refuses stops it before it creates (and migrates) the store or binds the port.
+func TestServeRefusesBadCredentialsBeforeOpeningTheStoreOrListening(t *testing.T) {
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "tokens.json")
+	if err := os.WriteFile(creds, []byte(`{"credentials":[{"token":"0123456789abcdef-token","principal":"anonymous"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A port another listener holds: serve binding it first would fail with "address in use".
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	db := filepath.Join(dir, "c.db")
+	c := newCLI(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := c.run(ctx, "serve", "--store", "sqlite://"+db, "--credentials", creds, "--listen", busy.Addr().String())
+	if code != 1 || !strings.Contains(c.stderr.String(), `principal "anonymous" is reserved`) {
+		t.Fatalf("serve: exit %d:\n%s", code, c.stderr.String())
+	}
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("serve created the store before refusing the credentials: %v", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/a2ahttp"
 	"github.com/channels-dev/channels/taskplane/executor/a2aagent"
 	"github.com/channels-dev/channels/taskplane/executor/command"
 	"github.com/channels-dev/channels/taskplane/executor/conformance"
@@ -71,14 +72,15 @@ dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains i
 	return cmd
 }
 
-// serveParts are what serve builds from the configuration alone, before it opens the store: the
-// executor, the workflow manifest and the worker API's tokens. Their constructors refuse what
-// serve cannot run with, and config check builds them too (buildServeParts), so that it passes
-// only a configuration serve starts with.
+// serveParts are what serve builds from the configuration alone, before it opens the store and
+// listens: the executor, the workflow manifest, the worker API's tokens and the A2A credentials.
+// Their constructors refuse what serve cannot run with, and config check builds them too
+// (buildServeParts), so that it passes only a configuration serve starts with.
 type serveParts struct {
-	exec         taskplane.Executor  // nil for the worker executor
-	manifest     *taskplane.Manifest // nil without workflow_manifest
-	workerTokens []worker.Token      // the worker executor's
+	exec         taskplane.Executor   // nil for the worker executor
+	manifest     *taskplane.Manifest  // nil without workflow_manifest
+	workerTokens []worker.Token       // the worker executor's
+	credentials  []a2ahttp.Credential // nil without credentials
 }
 
 // buildServeParts builds the parts of cfg, reporting every problem at once. getenv reads the
@@ -98,6 +100,11 @@ func buildServeParts(cfg config.Config, getenv func(string) string, log *slog.Lo
 	if cfg.Executor == "worker" {
 		if p.workerTokens, err = worker.LoadTokens(cfg.WorkerTokens); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if cfg.Credentials != "" {
+		if p.credentials, err = a2ahttp.LoadCredentials(cfg.Credentials); err != nil {
+			errs = append(errs, fmt.Errorf("credentials: %w", err))
 		}
 	}
 	return p, errors.Join(errs...)
@@ -213,7 +220,7 @@ func (a *app) serve(ctx context.Context) error {
 		ops.mux.Handle(workerAPI.Pattern(), workerAPI)
 	}
 	notifier := newPushNotifier(plane, cfg, log)
-	a2a, err := a2aHandler(plane, disp, exec, cfg, log, withPush(notifier))
+	a2a, err := a2aHandler(plane, disp, exec, cfg, parts.credentials, log, withPush(notifier))
 	if err != nil {
 		return err
 	}
