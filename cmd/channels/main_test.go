@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -129,6 +130,59 @@ func TestServeWithNoConfigUsesSQLiteAndEchoAndShutsDownCleanly(t *testing.T) {
 	c2.env["CHANNELS_STORE"] = wantStore
 	if code := c2.run(context.Background(), "migrate"); code != 0 {
 		t.Fatalf("reopen after shutdown: %d %s", code, c2.stderr.String())
+	}
+}
+
+// TestServeSetsSlogsDefaultToItsLogger: the parts that log through slog's package default (the
+// sources' host, the Slack source, the Postgres store) follow log_level and the JSON format while
+// serve runs: with log_level error, a warning through the default is dropped and an error is a
+// JSON line on serve's stderr, not a text line elsewhere. The default comes back afterwards.
+func TestServeSetsSlogsDefaultToItsLogger(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newCLI(t, map[string]string{"CHANNELS_LOG_LEVEL": "error"})
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() { code <- c.run(ctx, "serve", "--listen", addr) }()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		<-code
+	})
+	defer stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer; stderr:\n%s", c.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	slog.Warn("probe warning through the default")
+	slog.Error("probe error through the default")
+	var line map[string]any
+	for _, l := range strings.Split(c.stderr.String(), "\n") {
+		if strings.Contains(l, "probe warning") {
+			t.Fatalf("a warning through slog's default passed log_level error: %s", l)
+		}
+		if strings.Contains(l, "probe error") {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatalf("not a JSON line: %s", l)
+			}
+		}
+	}
+	if line["level"] != "ERROR" || line["msg"] != "probe error through the default" {
+		t.Fatalf("no JSON error line through slog's default on serve's stderr:\n%s", c.stderr.String())
+	}
+	stop()
+	if !slog.Default().Handler().Enabled(context.Background(), slog.LevelInfo) {
+		t.Fatal("slog's default still drops info after serve returned")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"strings"
 
@@ -33,6 +34,7 @@ type app struct {
 // run executes the command line args and returns the process exit code.
 func run(ctx context.Context, args []string, e env) int {
 	a := &app{env: e}
+	defer keepDefaultLogger()()
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(e.stdout)
@@ -53,6 +55,19 @@ func run(ctx context.Context, args []string, e env) int {
 		return 1
 	}
 	return 0
+}
+
+// keepDefaultLogger records slog's package default and the log package's output, which load
+// replaces with the command's logger, and returns what restores them (for tests, which run
+// several commands in one process).
+func keepDefaultLogger() (restore func()) {
+	l, w, flags, prefix := slog.Default(), log.Writer(), log.Flags(), log.Prefix()
+	return func() {
+		slog.SetDefault(l)
+		log.SetOutput(w)
+		log.SetFlags(flags)
+		log.SetPrefix(prefix)
+	}
 }
 
 // noConfig, as a command annotation, marks a command that reads no configuration (a broken config
@@ -199,6 +214,10 @@ func (a *app) load(cmd *cobra.Command) error {
 		return fmt.Errorf("log level: %w", err)
 	}
 	a.log = slog.New(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	// The parts that log through slog's package default (the sources' host, the Slack source,
+	// the Postgres store's clock and hints, the log package) follow log_level and the JSON
+	// format too; run restores the previous default when the command returns.
+	slog.SetDefault(a.log)
 	for _, w := range cfg.Warnings {
 		a.log.Warn(w)
 	}
