@@ -693,6 +693,33 @@ func setString(v reflect.Value, s string) error {
 // or sslpassword query parameter, or in key=value form (redact.HasPassword).
 func hasPassword(raw string) bool { return redact.HasPassword(raw) }
 
+// CheckPublicURL refuses a public_url that is not an absolute http(s) URL, or that carries a user
+// or password, a query or a fragment: the agent card advertises URLs made from it (the password
+// for everyone to read, and a query or fragment the bindings' paths would follow). Its errors
+// never quote a password.
+func CheckPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("public_url %q: want an absolute http or https URL", RedactURL(raw))
+	}
+	switch {
+	case u.User != nil:
+		return fmt.Errorf("public_url: remove the user and password, as in %q: the agent card publishes the URL", withoutUserinfo(u))
+	case u.RawQuery != "" || u.ForceQuery:
+		return fmt.Errorf("public_url %q: must not carry a query (?…): the agent card's URLs are the base URL and a path", u.Redacted())
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return fmt.Errorf("public_url %q: must not carry a fragment (#…): the agent card's URLs are the base URL and a path", u.Redacted())
+	}
+	return nil
+}
+
+// withoutUserinfo is u without its user name and password.
+func withoutUserinfo(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}
+
 // Validate checks every setting and reports all problems at once.
 func (c *Config) Validate() error {
 	var errs []error
@@ -700,9 +727,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("listen %q: want host:port: %w", c.Listen, err))
 	}
 	if c.PublicURL != "" {
-		u, err := url.Parse(c.PublicURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("public_url %q: want an absolute http or https URL", c.PublicURL))
+		if err := CheckPublicURL(c.PublicURL); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.Store == "" && DataHome() == "" {
@@ -856,6 +882,9 @@ func (c *Config) Redacted() map[string]string {
 			if s != "" {
 				s = redact.Origin(s)
 			}
+		}
+		if f.key == "public_url" {
+			s = RedactURL(s) // not a secret, but Validate refuses one with a password: do not print it
 		}
 		out[f.key] = s
 	}

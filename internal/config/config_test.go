@@ -137,6 +137,37 @@ func TestBadValuesAreRejected(t *testing.T) {
 	}
 }
 
+// TestPublicURLWithUserinfoQueryOrFragmentIsRefused: the agent card advertises URLs built from
+// public_url, so a user and password (published on the card), a query or a fragment (which the
+// bindings' paths would follow) is refused, and the error does not quote the password.
+func TestPublicURLWithUserinfoQueryOrFragmentIsRefused(t *testing.T) {
+	for name, raw := range map[string]string{
+		"user and password":           "https://user:PUBPASSWORD@agents.example.com/a2a",
+		"user":                        "https://user@agents.example.com/a2a",
+		"query":                       "https://agents.example.com/a2a?x=1",
+		"empty query":                 "https://agents.example.com/a2a?",
+		"fragment":                    "https://agents.example.com/a2a#frag",
+		"empty fragment":              "https://agents.example.com/a2a#",
+		"all of them":                 "https://user:PUBPASSWORD@agents.example.com/a2a?x=1#frag",
+		"bad scheme, with a password": "ftp://user:PUBPASSWORD@agents.example.com/",
+	} {
+		t.Run(name, func(t *testing.T) {
+			getenv, environ := envOf(map[string]string{"CHANNELS_PUBLIC_URL": raw})
+			_, err := Load(writeFile(t, "c.yaml", ""), nil, getenv, environ)
+			if err == nil || !strings.Contains(err.Error(), "public_url") {
+				t.Fatalf("%q: err = %v", raw, err)
+			}
+			if strings.Contains(err.Error(), "PUBPASSWORD") {
+				t.Fatalf("the error quotes the password: %v", err)
+			}
+		})
+	}
+	getenv, environ := envOf(map[string]string{"CHANNELS_PUBLIC_URL": "https://agents.example.com/a2a/"})
+	if _, err := Load(writeFile(t, "c.yaml", ""), nil, getenv, environ); err != nil {
+		t.Fatalf("a base URL with a path: %v", err)
+	}
+}
+
 func TestStorePasswordOnlyByReference(t *testing.T) {
 	getenv, environ := envOf(map[string]string{"PGURL": "postgres://u:hunter2@db/channels"})
 	_, err := Load(writeFile(t, "c.yaml", "store: postgres://u:hunter2@db/channels\n"), nil, getenv, environ)

@@ -906,6 +906,30 @@ func TestAnEmptyCredentialsListDoesNotOpenLoopbackToAnonymousCallers(t *testing.
 	}
 }
 
+// TestServerRefusesAPublicURLWithUserinfoQueryOrFragment: the card's URLs are built from the
+// public URL, so one with a user and password, a query or a fragment is refused, and the error
+// does not quote the password.
+func TestServerRefusesAPublicURLWithUserinfoQueryOrFragment(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	for _, raw := range []string{
+		"https://user:PUBPASSWORD@agents.example.com/a2a",
+		"https://agents.example.com/a2a?x=1",
+		"https://agents.example.com/a2a#frag",
+		"https://agents.example.com/a2a#",
+		"ftp://user:PUBPASSWORD@agents.example.com/",
+	} {
+		_, err := a2ahttp.NewServer(plane, nil, nil, a2ahttp.Config{PublicURL: raw, Loopback: true})
+		if err == nil {
+			t.Errorf("%q accepted", raw)
+		} else if strings.Contains(err.Error(), "PUBPASSWORD") {
+			t.Errorf("the error quotes the password: %v", err)
+		}
+	}
+	if _, err := a2ahttp.NewServer(plane, nil, nil, a2ahttp.Config{PublicURL: "https://agents.example.com/a2a/", Loopback: true}); err != nil {
+		t.Fatalf("a base URL with a path: %v", err)
+	}
+}
+
 // TestStreamsKeepAliveAndFanOut: keep-alive comments flow while a task is quiet, several
 // subscribers see the same events in the same order, and a stream stays open through
 // AUTH_REQUIRED.

@@ -142,8 +142,18 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	u, err := url.Parse(cfg.PublicURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("a2a service: public URL %q must be an absolute http(s) URL", cfg.PublicURL)
+	if err != nil {
+		return nil, errors.New("a2a service: the public URL is not a URL")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("a2a service: public URL %q must be an absolute http(s) URL", u.Redacted())
+	}
+	// The card publishes URLs made from it: no password for everyone to read, and no query or
+	// fragment, which the bindings' paths would follow.
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(cfg.PublicURL, "#") {
+		c := *u
+		c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
+		return nil, fmt.Errorf("a2a service: the public URL must carry no user, password, query or fragment (want %s)", c.String())
 	}
 	if cfg.Name == "" {
 		cfg.Name = "Channels"
