@@ -223,6 +223,28 @@ func TestConfigFileUnknownKeyStopsStartup(t *testing.T) {
 	}
 }
 
+// TestShellCompletionWorksWithABrokenConfigFile: the completion scripts and cobra's hidden
+// __complete (which they call) read no configuration, so a config file with an unknown key does
+// not break them.
+func TestShellCompletionWorksWithABrokenConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "channels.yaml")
+	if err := os.WriteFile(path, []byte("listen_port: 9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"completion", "bash"}, {"completion", "zsh"}} {
+		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": path})
+		if code := c.run(context.Background(), args...); code != 0 || !strings.Contains(c.stdout.String(), "completion") {
+			t.Errorf("%v: exit %d\nstdout: %.200s\nstderr: %s", args, code, c.stdout.String(), c.stderr.String())
+		}
+	}
+	for _, name := range []string{"__complete", "__completeNoDesc"} {
+		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": path})
+		if code := c.run(context.Background(), name, "ser"); code != 0 || !strings.HasPrefix(c.stdout.String(), "serve") {
+			t.Errorf("%s ser: exit %d\nstdout: %s\nstderr: %s", name, code, c.stdout.String(), c.stderr.String())
+		}
+	}
+}
+
 func TestDefaultConfigFileIsRead(t *testing.T) {
 	c := newCLI(t, nil)
 	dir := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "channels")

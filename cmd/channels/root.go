@@ -37,8 +37,6 @@ func run(ctx context.Context, args []string, e env) int {
 	defer keepDefaultLogger()()
 	root := a.rootCmd()
 	root.SetArgs(args)
-	root.SetOut(e.stdout)
-	root.SetErr(e.stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
 		var se silentError
 		if !errors.As(err, &se) {
@@ -108,7 +106,16 @@ Exit status: 0 success, 1 failure (the message says why), 2 a usage mistake, 3 n
 	config.AddFlags(root.PersistentFlags(), "store")
 	root.AddCommand(a.serveCmd(), a.migrateCmd(), a.versionCmd(), a.benchCmd(), a.matrixCmd(), a.sourcesCmd(),
 		a.deliveriesCmd(), a.evidenceCmd(), a.tasksCmd(), a.configCmd())
+	// Before the completion command, which captures where to write its script when it is added.
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
 	root.InitDefaultCompletionCmd() // cobra adds it when run; here, so usageArgs sees it too
+	// Completion scripts read no configuration: a broken config file must not break them.
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			markNoConfig(c, "prints a shell completion script")
+		}
+	}
 	root.SetHelpCommand(helpCmd())
 	usageArgs(root)
 	return root
@@ -188,9 +195,22 @@ func usageArgs(cmd *cobra.Command) {
 	}
 }
 
-// load reads the configuration for cmd and sets up the logger.
+// markNoConfig marks cmd and its subcommands as reading no configuration.
+func markNoConfig(cmd *cobra.Command, why string) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[noConfig] = why
+	for _, sub := range cmd.Commands() {
+		markNoConfig(sub, why)
+	}
+}
+
+// load reads the configuration for cmd and sets up the logger. Cobra's hidden __complete
+// command (which the completion scripts call, created only when run) reads none either: no
+// completion needs it.
 func (a *app) load(cmd *cobra.Command) error {
-	if cmd.Annotations[noConfig] != "" {
+	if cmd.Annotations[noConfig] != "" || cmd.Name() == cobra.ShellCompRequestCmd {
 		return nil
 	}
 	path, _ := cmd.Flags().GetString("config")
