@@ -542,6 +542,9 @@ func readRef(via, ref string, getenv func(string) string) (string, error) {
 	}
 }
 
+// loadEnv applies the CHANNELS_<KEY> variables. One set to the empty string counts as unset: it
+// cannot clear a value the file sets (an empty CHANNELS_STORE must not mean "no store"); a flag
+// given empty can (docs/configuration.md).
 func (l *Loaded) loadEnv(getenv func(string) string) error {
 	cfg := reflect.ValueOf(&l.Config).Elem()
 	for _, f := range fields {
