@@ -503,16 +503,23 @@ func (d *Dispatcher) CancelTurn(taskID string) (tell bool) {
 		}
 		return tell
 	}
-	for id, at := range d.early {
-		if now.Sub(at) > d.lease() {
-			delete(d.early, id)
+	d.early = remember(d.early, taskID, now, d.lease())
+	return tell
+}
+
+// remember records taskID at now in m, dropping what is older than keep, and returns m (made when
+// nil). The dispatcher's memories of cancels last a lease.
+func remember(m map[string]time.Time, taskID string, now time.Time, keep time.Duration) map[string]time.Time {
+	for id, at := range m {
+		if now.Sub(at) > keep {
+			delete(m, id)
 		}
 	}
-	if d.early == nil {
-		d.early = map[string]time.Time{}
+	if m == nil {
+		m = map[string]time.Time{}
 	}
-	d.early[taskID] = now
-	return tell
+	m[taskID] = now
+	return m
 }
 
 // tellCanceler passes a stop from outside (task finished by a cancel through another process or
@@ -535,16 +542,7 @@ func (d *Dispatcher) tellCanceler(ctx context.Context, lt *liveTurn, task *Task)
 func (d *Dispatcher) noteTold(taskID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := time.Now()
-	for id, at := range d.toldFor {
-		if now.Sub(at) > d.lease() {
-			delete(d.toldFor, id)
-		}
-	}
-	if d.toldFor == nil {
-		d.toldFor = map[string]time.Time{}
-	}
-	d.toldFor[taskID] = now
+	d.toldFor = remember(d.toldFor, taskID, time.Now(), d.lease())
 }
 
 // canceledHere reports whether lt was stopped by CancelTurn.
