@@ -87,3 +87,71 @@ func TestResolveLeavesAnUnleasedSendingDeliveryToItsEngine(t *testing.T) {
 		}
 	})
 }
+
+// A delivery released in sending after an unknown outcome whose source no engine routes any
+// more (its instance removed from the configuration) is stuck: once no step has been recorded
+// for longer than any repeat or lookup waits, an operator can resolve it.
+func TestAnUnleasedSendingDeliveryNoEngineWorksCanBeResolved(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		p.behave = func(call int, d delivery.Delivery) (bool, error) {
+			return true, delivery.Indeterminate(errors.New("502 after the post"))
+		}
+		e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c)
+		ctx := context.Background()
+		rec, err := e.Prepare(ctx, request("t-1", "the answer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Process(ctx, rec.Principal, rec.ID)
+		e.Close() // the process restarts without that source
+		op := delivery.New(s, nil, delivery.WithLogger(quiet), delivery.WithClock(c.Now))
+		t.Cleanup(func() { op.Close() })
+		c.Advance(10 * time.Minute)
+		if _, err := op.Resolve(ctx, rec.Principal, rec.ID, delivery.Resolution{Abandon: true, By: "ops"}); !errors.Is(err, delivery.ErrNotResolvable) {
+			t.Fatalf("10 minutes after its last step: %v, want ErrNotResolvable (an engine may still repeat it)", err)
+		}
+		c.Advance(2 * time.Hour)
+		got, err := op.Resolve(ctx, rec.Principal, rec.ID, delivery.Resolution{Abandon: true, By: "ops"})
+		if err != nil || got.State != delivery.StateFailed {
+			t.Fatalf("two hours later: %v %v, want it abandoned", got.State, err)
+		}
+	})
+}
+
+// An operator's retry says the provider does not have the delivery: a refusal after it is
+// failed, not ambiguous again because of an unknown outcome from before the retry.
+func TestARefusalAfterAnOperatorsRetryIsFailed(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		p.behave = func(call int, d delivery.Delivery) (bool, error) {
+			if call == 1 {
+				return false, delivery.Indeterminate(errors.New("timeout after write"))
+			}
+			return false, delivery.Permanent(errors.New("400 bad request"))
+		}
+		e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c)
+		ctx := context.Background()
+		rec, err := e.Prepare(ctx, request("t-1", "the answer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Process(ctx, rec.Principal, rec.ID)
+		c.Advance(time.Hour)
+		e.Process(ctx, rec.Principal, rec.ID)
+		if got, _ := e.Get(ctx, rec.Principal, rec.ID); got.State != delivery.StateAmbiguous {
+			t.Fatalf("a repeat refused after an unknown outcome: %s, want ambiguous", got.State)
+		}
+		if _, err := e.Resolve(ctx, rec.Principal, rec.ID, delivery.Resolution{Retry: true, By: "ops", Note: "the receiver has no record of it"}); err != nil {
+			t.Fatal(err)
+		}
+		e.Process(ctx, rec.Principal, rec.ID)
+		if got, _ := e.Get(ctx, rec.Principal, rec.ID); got.State != delivery.StateFailed {
+			t.Errorf("refused after an operator's retry: %s, want failed (%s)", got.State, got.LastError)
+		}
+	})
+}

@@ -116,11 +116,19 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 				"if that engine died, resolve it once the lease has run out", ErrNotResolvable, id,
 				cur.LeaseOwner, cur.LeaseUntil.UTC().Format(time.RFC3339))
 		case cur.State == store.DeliverySending && cur.LeaseUntil.IsZero():
-			// Not stuck: the engine released it after an unknown outcome and repeats or looks it
-			// up at its next attempt; taking it now could send it twice.
-			return fmt.Errorf("%w: %s: its last outcome is unknown and an engine repeats or looks it up at %s; "+
-				"it becomes ambiguous (resolvable) if that does not settle it", ErrNotResolvable, id,
-				cur.NextAttemptAt.UTC().Format(time.RFC3339))
+			// Released after an unknown outcome: an engine routing its source repeats or looks it
+			// up at its next attempt, and taking it now could send it twice. Only when no engine
+			// has worked it for longer than any repeat or lookup waits (none routes its source any
+			// more) is it stuck.
+			idle, err := e.idleFor(ctx, tx, cur, now)
+			if err != nil {
+				return err
+			}
+			if wait := e.policy.unleasedStuckAfter(); idle < wait {
+				return fmt.Errorf("%w: %s: its last outcome is unknown and an engine routing its source repeats or looks it up at %s; "+
+					"if no engine has worked it for %s (none routes its source), it can be resolved then", ErrNotResolvable, id,
+					cur.NextAttemptAt.UTC().Format(time.RFC3339), wait)
+			}
 		case cur.State == store.DeliverySending:
 			// Stuck: its lease ran out and no engine took it again. Taking the row here, under its
 			// lock, keeps any engine from claiming it meanwhile.
@@ -162,4 +170,19 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 	e.changed.notify()
 	e.wake()
 	return toRecord(out), nil
+}
+
+// idleFor is how long no step has been recorded for d: since its last attempt (or its creation).
+func (e *Engine) idleFor(ctx context.Context, tx store.Tx, d store.Delivery, now time.Time) (time.Duration, error) {
+	attempts, err := tx.ListDeliveryAttempts(ctx, d.Principal, d.ID)
+	if err != nil {
+		return 0, err
+	}
+	last := d.CreatedAt
+	for _, a := range attempts {
+		if a.CreatedAt.After(last) {
+			last = a.CreatedAt
+		}
+	}
+	return now.Sub(last), nil
 }

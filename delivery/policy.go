@@ -117,3 +117,13 @@ func (p Policy) snoozesLeft(n int, waited time.Duration) bool {
 func (p Policy) retryAfter(d time.Duration) time.Duration {
 	return min(max(d, p.MinRetryAfter), p.MaxRetryAfter)
 }
+
+// stuckMargin is how long past the longest wait an engine may take to come back to a delivery.
+const stuckMargin = 5 * time.Minute
+
+// unleasedStuckAfter is how long a delivery released in sending (an unknown outcome, its repeat
+// or lookup scheduled) may go without a recorded step before it counts as stuck: longer than the
+// longest backoff or Retry-After an engine waits before its next step, plus a margin.
+func (p Policy) unleasedStuckAfter() time.Duration {
+	return max(p.MaxInterval, p.MaxRetryAfter) + stuckMargin
+}

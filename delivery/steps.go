@@ -521,12 +521,17 @@ func (e *Engine) hadUnknownOutcome(ctx context.Context, tx store.Tx, cur store.D
 	if err != nil {
 		return false, err
 	}
+	// An operator's retry says the provider does not have it: only what came after counts.
+	unknown := false
 	for _, a := range attempts {
-		if (a.Kind == kindSend && a.Outcome == "unknown") || (a.Kind == kindRecover && a.Outcome == "repeat") {
-			return true, nil
+		switch {
+		case a.Kind == kindResolve && a.Outcome == "retry":
+			unknown = false
+		case (a.Kind == kindSend && a.Outcome == "unknown") || (a.Kind == kindRecover && a.Outcome == "repeat"):
+			unknown = true
 		}
 	}
-	return false, nil
+	return unknown, nil
 }
 
 // snoozed returns how many times the provider asked the delivery to wait (Retry-After, on a send

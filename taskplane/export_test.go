@@ -28,3 +28,8 @@ func TerminalStates() []string { return terminalStates() }
 func (p *Plane) Subscribe(principal, taskID string) (<-chan struct{}, func()) {
 	return p.broker.subscribe(principal, taskID)
 }
+
+// Watch is a running turn's watch of its task (the broker's watch), for tests.
+func (p *Plane) Watch(principal, taskID string) (<-chan struct{}, func()) {
+	return p.broker.watch(principal, taskID)
+}

@@ -27,6 +27,12 @@ func newBroker() *broker { return &broker{subs: map[string]map[chan struct{}]str
 func brokerKey(principal, taskID string) string { return principal + "\x00" + taskID }
 
 func (b *broker) subscribe(principal, taskID string) (<-chan struct{}, func()) {
+	return b.add(principal, taskID, 0)
+}
+
+// add subscribes to (principal, taskID), adding watch to b.watches for as long (in the same
+// critical sections, so Subscribers never sees one without the other).
+func (b *broker) add(principal, taskID string, watch int) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	k := brokerKey(principal, taskID)
 	b.mu.Lock()
@@ -34,10 +40,14 @@ func (b *broker) subscribe(principal, taskID string) (<-chan struct{}, func()) {
 		b.subs[k] = map[chan struct{}]struct{}{}
 	}
 	b.subs[k][ch] = struct{}{}
+	b.watches += watch
 	b.mu.Unlock()
 	return ch, func() {
 		b.mu.Lock()
-		delete(b.subs[k], ch)
+		if _, ok := b.subs[k][ch]; ok {
+			delete(b.subs[k], ch)
+			b.watches -= watch
+		}
 		if len(b.subs[k]) == 0 {
 			delete(b.subs, k)
 		}
@@ -48,16 +58,7 @@ func (b *broker) subscribe(principal, taskID string) (<-chan struct{}, func()) {
 // watch is subscribe for a running turn watching its own task: not a stream, so Subscribers
 // leaves it out.
 func (b *broker) watch(principal, taskID string) (<-chan struct{}, func()) {
-	ch, unsubscribe := b.subscribe(principal, taskID)
-	b.mu.Lock()
-	b.watches++
-	b.mu.Unlock()
-	return ch, func() {
-		unsubscribe()
-		b.mu.Lock()
-		b.watches--
-		b.mu.Unlock()
-	}
+	return b.add(principal, taskID, 1)
 }
 
 // publishAll pokes every subscriber: notifications may have been lost (the listener reconnected).

@@ -3,6 +3,7 @@ package taskplane_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,4 +169,34 @@ func TestARunningTurnsWatchIsNotCountedAsAStreamSubscriber(t *testing.T) {
 	if n := p.Subscribers(); n != 0 {
 		t.Fatalf("with one turn running and no stream open, Subscribers = %d, want 0", n)
 	}
+}
+
+// Turn watches opened and closed concurrently never make the subscriber count negative nor
+// count one of them: a watch and its share of the count change together.
+func TestTurnWatchesComingAndGoingNeverShowInTheSubscriberCount(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, unwatch := p.Watch("alice", fmt.Sprintf("t-%d", i))
+				unwatch()
+			}
+		})
+	}
+	for range 20000 {
+		if n := p.Subscribers(); n != 0 {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("with only turn watches open, Subscribers = %d, want 0", n)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
