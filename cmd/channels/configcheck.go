@@ -58,7 +58,8 @@ wrong kind, secrets written in the file or whose environment variable or file is
 URLs, a listener off loopback without credentials, source instances that are unknown, named
 twice, or whose options their source refuses, and everything else serve builds before it opens
 the store, built the same way: the executor (agent_token_env unset, an agent URL refused), the
-worker tokens and the workflow manifest (unreadable or invalid). --connect also opens the store.
+credentials, the worker tokens and the workflow manifest (unreadable or invalid). --connect also
+opens the store.
 
 Secret values are never printed.
 

@@ -18,7 +18,7 @@ import (
 func (a *app) deliveriesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deliveries",
-		Short: "List outbound deliveries and resolve the ambiguous ones",
+		Short: "List outbound deliveries and resolve the ambiguous, failed or stuck ones",
 		Long: `Outbound deliveries are the answers, questions and handled markers Channels sends to
 providers, one provider mutation per delivery ID. "list" shows them; "resolve" settles one whose
 outcome the engine could not know (ambiguous), that failed, or that is stuck in sending (the

@@ -110,8 +110,8 @@ func (a *app) evidenceCmd() *cobra.Command {
 		Short: "Read per-source evidence: what was accepted, deduplicated, woken, delivered, and what failed",
 		Long: `Read the evidence Channels records for every event it takes in, every wake and every
 delivery: accepted, continued, duplicate, duplicate-conflict, anchor-miss, non-work (counted),
-rejected (counted), malformed-envelope, checkpoint-resync, woken, wake-failed, delivery-* and
-retention. Records print oldest first; --limit bounds how many of the newest are shown.
+rejected (counted), malformed-envelope, checkpoint-resync, woken, wake-failed, unhealthy, timeout,
+settled, result-failed, push-registered, delivery-* and retention. Records print oldest first; --limit bounds how many of the newest are shown.
 
 --summary prints one line per source instead: accepted, duplicates, non-work, malformed,
 conflicts, anchor misses, wakes woken and failed, deliveries by state, checkpoint position and
