@@ -178,11 +178,5 @@ func (e *Engine) idleFor(ctx context.Context, tx store.Tx, d store.Delivery, now
 	if err != nil {
 		return 0, err
 	}
-	last := d.CreatedAt
-	for _, a := range attempts {
-		if a.CreatedAt.After(last) {
-			last = a.CreatedAt
-		}
-	}
-	return now.Sub(last), nil
+	return now.Sub(lastStep(d, attempts)), nil
 }

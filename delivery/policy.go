@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // Policy is the retry policy: capped exponential backoff with jitter and a bounded number of
@@ -126,4 +127,22 @@ const stuckMargin = 5 * time.Minute
 // longest backoff or Retry-After an engine waits before its next step, plus a margin.
 func (p Policy) unleasedStuckAfter() time.Duration {
 	return max(p.MaxInterval, p.MaxRetryAfter) + stuckMargin
+}
+
+// StuckUnleased reports whether d, a delivery in sending under no lease (released after an
+// unknown outcome), is stuck under the default policy: no step recorded in attempts for longer
+// than any repeat or lookup of an engine routing its source waits. Operators may then resolve it.
+func StuckUnleased(d store.Delivery, attempts []store.DeliveryAttempt, now time.Time) bool {
+	return now.Sub(lastStep(d, attempts)) >= DefaultPolicy.withDefaults().unleasedStuckAfter()
+}
+
+// lastStep is when the last step of d was recorded (its creation when none was).
+func lastStep(d store.Delivery, attempts []store.DeliveryAttempt) time.Time {
+	last := d.CreatedAt
+	for _, a := range attempts {
+		if a.CreatedAt.After(last) {
+			last = a.CreatedAt
+		}
+	}
+	return last
 }

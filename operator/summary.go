@@ -377,6 +377,23 @@ func Attention(ctx context.Context, r store.Reader, now time.Time, stuckAfter ti
 		if err != nil {
 			return nil, fmt.Errorf("deliveries needing attention: %w", err)
 		}
+		if st == store.DeliverySending {
+			// Released after an unknown outcome and then never worked again: no engine routes
+			// its source any more (its instance was removed).
+			unleased, err := r.ListDeliveries(ctx, store.DeliveryFilter{State: st, Unleased: true, Limit: attentionLimit})
+			if err != nil {
+				return nil, fmt.Errorf("deliveries needing attention: %w", err)
+			}
+			for _, d := range unleased {
+				attempts, err := r.ListDeliveryAttempts(ctx, d.Principal, d.ID)
+				if err != nil {
+					return nil, fmt.Errorf("deliveries needing attention: %w", err)
+				}
+				if delivery.StuckUnleased(d, attempts, now) {
+					rows = append(rows, d)
+				}
+			}
+		}
 		for _, d := range rows {
 			v := DeliveryView{Record: recordOf(d), Why: string(st)}
 			switch st {

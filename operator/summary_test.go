@@ -155,3 +155,40 @@ func TestAttentionListsAStuckDeliveryBehindFiftyInFlight(t *testing.T) {
 		}
 	})
 }
+
+// A delivery released in sending after an unknown outcome (no lease, its repeat scheduled) is
+// listed once no engine has worked it for longer than any repeat or lookup waits (its source is
+// no longer routed), and not while one may still.
+func TestAttentionListsAnUnleasedDeliveryNoEngineWorks(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		ctx := context.Background()
+		st := open(t)
+		now := time.Now().UTC().Truncate(time.Second)
+		unleased := func(id string, created time.Time) store.Delivery {
+			return store.Delivery{Principal: "p", ID: id, TaskID: "t", Source: "webhook", Operation: "reply",
+				Recovery: "idempotent", PayloadDigest: "sha256:" + id, Payload: []byte("{}"), State: store.DeliverySending,
+				Attempts: 1, NextAttemptAt: created.Add(time.Minute), CreatedAt: created, UpdatedAt: created}
+		}
+		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			for _, d := range []store.Delivery{unleased("forgotten", now.Add(-3*time.Hour)), unleased("repeating", now.Add(-10*time.Minute))} {
+				if _, _, err := tx.InsertDelivery(ctx, d); err != nil {
+					return err
+				}
+				if err := tx.InsertDeliveryAttempt(ctx, store.DeliveryAttempt{Principal: "p", DeliveryID: d.ID, Attempt: 1,
+					Kind: "send", Outcome: "unknown", Owner: "engine", CreatedAt: d.CreatedAt}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		att, err := operator.Attention(ctx, st, now, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(att) != 1 || att[0].ID != "forgotten" || att[0].Why != "stuck in sending" {
+			t.Fatalf("attention = %+v, want only the delivery no engine has worked for three hours", att)
+		}
+	})
+}

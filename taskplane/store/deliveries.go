@@ -113,7 +113,10 @@ type DeliveryFilter struct {
 	// that ran out before it: with State sending, those stuck there (their engine is gone). It
 	// applies before Limit, so rows leased by live engines cannot crowd them out.
 	LeaseRanOutBefore time.Time
-	Limit             int // 0 = no limit
+	// Unleased keeps only the deliveries under no lease (LeaseUntil zero): with State sending,
+	// those released after an unknown outcome, their repeat or lookup scheduled.
+	Unleased bool
+	Limit    int // 0 = no limit
 }
 
 // DeliveryClaim asks ClaimDeliveries for due deliveries.

@@ -99,6 +99,9 @@ func (r reader) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]s
 		w.add("lease_until > ?", time.Time{})
 		w.add("lease_until < ?", f.LeaseRanOutBefore)
 	}
+	if f.Unleased {
+		w.add("lease_until = ?", time.Time{})
+	}
 	query := `SELECT ` + deliveryColumns + ` FROM deliveries WHERE ` + w.sql() + ` ORDER BY created_at DESC, id DESC`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(f.Limit)

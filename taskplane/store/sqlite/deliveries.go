@@ -81,6 +81,9 @@ func listDeliveries(ctx context.Context, q querier, f store.DeliveryFilter) ([]s
 		w.add("lease_until > ?", micros(time.Time{}))
 		w.add("lease_until < ?", micros(f.LeaseRanOutBefore))
 	}
+	if f.Unleased {
+		w.add("lease_until = ?", micros(time.Time{}))
+	}
 	args := append(w.args, limitArg(f.Limit))
 	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries`+w.where()+
 		` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
