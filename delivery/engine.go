@@ -370,7 +370,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		// millisecond while the workers are busy. Only with a free worker does the next due
 		// time matter, and only rows this engine can claim: another engine's due row must not
 		// make it spin.
-		if free > 0 {
+		if free > 0 && !e.noClaim { // with no sources, nil would ask for any source's due rows
 			if due, ok, err := e.store.NextDeliveryDue(ctx, e.sources); err == nil && ok {
 				wait = min(wait, max(due.Sub(e.clock()), time.Millisecond))
 			}

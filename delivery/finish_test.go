@@ -155,3 +155,74 @@ func TestARefusalAfterAnOperatorsRetryIsFailed(t *testing.T) {
 		}
 	})
 }
+
+// reclaimedDuringItsCall runs a delivery whose first call outlives its lease: while that call is
+// held, the same engine claims the row again (RunOnce) and its step waits on the delivery's
+// lock; then the first call returns what behave (made by mk for the engine; nil: success) says
+// for call 1.
+func reclaimedDuringItsCall(t *testing.T, mk func(e *delivery.Engine) func(call int, d delivery.Delivery) (bool, error)) (*provider, delivery.Record) {
+	t.Helper()
+	s := storetest.OpenSQLite(t)
+	c := newClock()
+	p := newProvider(c)
+	p.entered, p.gate = make(chan struct{}), make(chan struct{})
+	e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c)
+	if mk != nil {
+		p.behave = mk(e)
+	}
+	ctx := context.Background()
+	rec, err := e.Prepare(ctx, request("t-1", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); e.Process(ctx, rec.Principal, rec.ID) }()
+	<-p.entered
+	c.Advance(delivery.DefaultLease + time.Second)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _, _ = e.RunOnce(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if got, _ := e.Get(ctx, rec.Principal, rec.ID); got.Attempts == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the engine did not claim its own delivery again after the lease ran out")
+		}
+	}
+	close(p.gate)
+	<-done
+	<-ran
+	got, _ := e.Get(ctx, rec.Principal, rec.ID)
+	return p, got
+}
+
+// A call that outlived its lease and then delivered: the step this engine's own re-claim queued
+// behind it finds the row delivered and calls nothing.
+func TestAReclaimOfItsOwnDeliveryAfterItsCallDeliveredSendsNothing(t *testing.T) {
+	p, got := reclaimedDuringItsCall(t, nil)
+	if n := p.totalCalls(); n != 1 || got.State != delivery.StateDelivered {
+		t.Fatalf("%d provider calls, %s; want 1 and delivered", n, got.State)
+	}
+}
+
+// A call that outlived its lease and then came back retryable: its late outcome is recorded as
+// superseded and leaves the re-claim's lease alone, so the re-claimed call runs under a lease no
+// other engine can take.
+func TestALateOutcomeOfACallThatOutlivedItsLeaseLeavesTheReclaimsLease(t *testing.T) {
+	var during delivery.Record
+	_, got := reclaimedDuringItsCall(t, func(e *delivery.Engine) func(int, delivery.Delivery) (bool, error) {
+		return func(call int, d delivery.Delivery) (bool, error) {
+			if call == 1 {
+				return false, delivery.Retryable(errTimeout)
+			}
+			during, _ = e.Get(context.Background(), d.Principal, d.ID)
+			return true, nil
+		}
+	})
+	if during.State != delivery.StateSending || during.LeaseUntil.IsZero() {
+		t.Fatalf("during the re-claimed call the row is %s with lease %v: claimable by another engine", during.State, during.LeaseUntil)
+	}
+	if got.State != delivery.StateDelivered {
+		t.Fatalf("after it: %s, want delivered", got.State)
+	}
+}

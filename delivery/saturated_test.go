@@ -64,3 +64,25 @@ func TestRunWithEveryWorkerBusyDoesNotReReadTheStoreInALoop(t *testing.T) {
 		}
 	})
 }
+
+// An engine with no routes (no configured instance can send) claims nothing: a due row of a
+// source it does not route (a removed instance, the push engine's backlog) does not make its Run
+// read the next due time every millisecond.
+func TestAnEngineWithoutRoutesDoesNotSpinOnAnotherSourcesDueRow(t *testing.T) {
+	raw := storetest.OpenSQLite(t)
+	other := delivery.New(raw, delivery.Routes{"slack": {Sender: newProvider(nil), Recovery: delivery.Lookup}},
+		delivery.WithLogger(quiet))
+	t.Cleanup(func() { other.Close() })
+	if _, err := other.Prepare(context.Background(), request("t-1", "x")); err != nil {
+		t.Fatal(err)
+	}
+	s := &dueCounter{Store: raw}
+	home := delivery.New(s, delivery.Routes{}, delivery.WithLogger(quiet), delivery.WithPoll(100*time.Millisecond))
+	t.Cleanup(func() { home.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_ = home.Run(ctx)
+	if n := s.due.Load(); n > 20 {
+		t.Errorf("an engine that claims nothing read the next due time %d times in 0.5 s (poll 100 ms)", n)
+	}
+}

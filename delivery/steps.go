@@ -176,6 +176,13 @@ func (e *Engine) beginSend(ctx context.Context, tx store.Tx, row store.Delivery,
 func (e *Engine) actLocked(ctx context.Context, st step) {
 	unlock := e.locks.lock(st.row.Principal + "\x00" + st.row.ID)
 	defer unlock()
+	// A step of this engine that waited here behind an earlier one of the same delivery (whose
+	// call outlived its lease, so this engine claimed the row again) acts only if the row is
+	// still under the lease its own claim took: the earlier call may have delivered it, or its
+	// outcome moved it on.
+	if cur, err := e.store.GetDelivery(ctx, st.row.Principal, st.row.ID); err != nil || !e.owns(cur, st.row.LeaseUntil) {
+		return
+	}
 	e.act(ctx, st)
 }
 
@@ -206,7 +213,7 @@ func (e *Engine) send(ctx context.Context, st step) {
 	rc, serr := callSender(sctx, st.route.Sender, d)
 	cancel()
 	e.finish(ctx, st, func(ctx context.Context, tx store.Tx, cur store.Delivery, now time.Time) error {
-		if err := e.sent(ctx, tx, cur, st.route, rc, serr, now); err != nil {
+		if err := e.sent(ctx, tx, cur, st, rc, serr, now); err != nil {
 			return err
 		}
 		if cur.Lane == "" {
@@ -221,11 +228,12 @@ func (e *Engine) send(ctx context.Context, st step) {
 }
 
 // sent records the outcome of a provider call on cur.
-func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, route Route, rc Receipt, serr error, now time.Time) error {
+func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, st step, rc Receipt, serr error, now time.Time) error {
+	route := st.route
 	if serr == nil {
 		return e.markDelivered(ctx, tx, cur, rc.ProviderID, kindSend, "", "", now)
 	}
-	if !e.owns(cur) {
+	if !e.owns(cur, st.row.LeaseUntil) {
 		// Someone else took over (our lease ran out); leave the row to them, keep the evidence.
 		return e.attempt(ctx, tx, cur, kindSend, "superseded", serr, now)
 	}
@@ -350,7 +358,7 @@ func (e *Engine) lookup(ctx context.Context, st step) (again bool) {
 		if lerr == nil && found {
 			return e.markDelivered(ctx, tx, cur, rc.ProviderID, kindLookup, "", "", now)
 		}
-		if !e.owns(cur) {
+		if !e.owns(cur, st.row.LeaseUntil) {
 			return e.attempt(ctx, tx, cur, kindLookup, "superseded", lerr, now)
 		}
 		if kind, wait, _ := Classify(lerr); lerr != nil && kind == KindRetryAfter {
@@ -437,9 +445,11 @@ func (e *Engine) finish(ctx context.Context, st step, fn func(ctx context.Contex
 	e.changed.notify()
 }
 
-// owns reports whether cur is still ours to move: in sending under our lease.
-func (e *Engine) owns(cur store.Delivery) bool {
-	return cur.State == store.DeliverySending && cur.LeaseOwner == e.owner
+// owns reports whether cur is still ours to move: in sending under the lease our claim took
+// (lease, to the microsecond the stores keep). The owner alone cannot tell: this engine may have
+// claimed the row again after that lease ran out.
+func (e *Engine) owns(cur store.Delivery, lease time.Time) bool {
+	return cur.State == store.DeliverySending && cur.LeaseOwner == e.owner && cur.LeaseUntil.UnixMicro() == lease.UnixMicro()
 }
 
 // markDelivered moves cur to delivered with providerID, records a question's reply anchor in the
