@@ -226,3 +226,39 @@ func TestALateOutcomeOfACallThatOutlivedItsLeaseLeavesTheReclaimsLease(t *testin
 		t.Fatalf("after it: %s, want delivered", got.State)
 	}
 }
+
+// flakyGet fails the next GetDelivery outside a transaction once armed (a store blip).
+type flakyGet struct {
+	store.Store
+	armed atomic.Bool
+}
+
+func (f *flakyGet) GetDelivery(ctx context.Context, principal, id string) (store.Delivery, error) {
+	if f.armed.CompareAndSwap(true, false) {
+		return store.Delivery{}, errors.New("connection reset by peer")
+	}
+	return f.Store.GetDelivery(ctx, principal, id)
+}
+
+// A store blip on the read a claimed step makes before acting does not drop the step: the
+// claim already moved the row to sending and spent an attempt, so a dropped step would leave a
+// delivery never sent to be settled ambiguous once its lease ran out.
+func TestAReadFailingBeforeAClaimedStepActsDoesNotDropIt(t *testing.T) {
+	s := &flakyGet{Store: storetest.OpenSQLite(t)}
+	c := newClock()
+	p := newProvider(c)
+	e := newEngine(t, s, delivery.Route{Sender: sendOnly{p}, Recovery: delivery.Ambiguous}, c)
+	ctx := context.Background()
+	rec, err := e.Prepare(ctx, request("t-1", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.armed.Store(true)
+	if n, err := e.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v", n, err)
+	}
+	got, _ := e.Get(ctx, rec.Principal, rec.ID)
+	if p.totalCalls() != 1 || got.State != delivery.StateDelivered {
+		t.Fatalf("provider calls %d, state %s (%s); want the claimed delivery sent and delivered", p.totalCalls(), got.State, got.LastError)
+	}
+}

@@ -129,12 +129,11 @@ func (p Policy) unleasedStuckAfter() time.Duration {
 	return max(p.MaxInterval, p.MaxRetryAfter) + stuckMargin
 }
 
-// StuckUnleased reports whether d, a delivery in sending under no lease (released after an
-// unknown outcome), is stuck under the default policy: no step recorded in attempts for longer
-// than any repeat or lookup of an engine routing its source waits. Operators may then resolve it.
-func StuckUnleased(d store.Delivery, attempts []store.DeliveryAttempt, now time.Time) bool {
-	return now.Sub(lastStep(d, attempts)) >= DefaultPolicy.withDefaults().unleasedStuckAfter()
-}
+// UnleasedStuckAfter is how long a delivery in sending under no lease (released after an unknown
+// outcome) may go without a recorded step, under the default policy, before it counts as stuck:
+// longer than any repeat or lookup of an engine routing its source waits. Operators may then
+// resolve it.
+func UnleasedStuckAfter() time.Duration { return DefaultPolicy.withDefaults().unleasedStuckAfter() }
 
 // lastStep is when the last step of d was recorded (its creation when none was).
 func lastStep(d store.Delivery, attempts []store.DeliveryAttempt) time.Time {

@@ -180,8 +180,11 @@ func (e *Engine) actLocked(ctx context.Context, st step) {
 	// call outlived its lease, so this engine claimed the row again) acts only if the row is
 	// still under the lease its own claim took: the earlier call may have delivered it, or its
 	// outcome moved it on.
-	if cur, err := e.store.GetDelivery(ctx, st.row.Principal, st.row.ID); err != nil || !e.owns(cur, st.row.LeaseUntil) {
+	// A failed read proves nothing: the step acts, and finish checks the lease in its transaction.
+	if cur, err := e.store.GetDelivery(ctx, st.row.Principal, st.row.ID); err == nil && !e.owns(cur, st.row.LeaseUntil) {
 		return
+	} else if err != nil {
+		e.log.Warn("delivery: re-read before acting failed; acting on the claim", "delivery", st.row.ID, "err", err)
 	}
 	e.act(ctx, st)
 }

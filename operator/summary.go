@@ -380,19 +380,12 @@ func Attention(ctx context.Context, r store.Reader, now time.Time, stuckAfter ti
 		if st == store.DeliverySending {
 			// Released after an unknown outcome and then never worked again: no engine routes
 			// its source any more (its instance was removed).
-			unleased, err := r.ListDeliveries(ctx, store.DeliveryFilter{State: st, Unleased: true, Limit: attentionLimit})
+			unleased, err := r.ListDeliveries(ctx, store.DeliveryFilter{State: st,
+				UnleasedIdleBefore: now.Add(-delivery.UnleasedStuckAfter()), Limit: attentionLimit})
 			if err != nil {
 				return nil, fmt.Errorf("deliveries needing attention: %w", err)
 			}
-			for _, d := range unleased {
-				attempts, err := r.ListDeliveryAttempts(ctx, d.Principal, d.ID)
-				if err != nil {
-					return nil, fmt.Errorf("deliveries needing attention: %w", err)
-				}
-				if delivery.StuckUnleased(d, attempts, now) {
-					rows = append(rows, d)
-				}
-			}
+			rows = append(rows, unleased...)
 		}
 		for _, d := range rows {
 			v := DeliveryView{Record: recordOf(d), Why: string(st)}

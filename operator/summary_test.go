@@ -158,7 +158,7 @@ func TestAttentionListsAStuckDeliveryBehindFiftyInFlight(t *testing.T) {
 
 // A delivery released in sending after an unknown outcome (no lease, its repeat scheduled) is
 // listed once no engine has worked it for longer than any repeat or lookup waits (its source is
-// no longer routed), and not while one may still.
+// no longer routed), and not while one may still, however many are being repeated.
 func TestAttentionListsAnUnleasedDeliveryNoEngineWorks(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		ctx := context.Background()
@@ -170,7 +170,12 @@ func TestAttentionListsAnUnleasedDeliveryNoEngineWorks(t *testing.T) {
 				Attempts: 1, NextAttemptAt: created.Add(time.Minute), CreatedAt: created, UpdatedAt: created}
 		}
 		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			for _, d := range []store.Delivery{unleased("forgotten", now.Add(-3*time.Hour)), unleased("repeating", now.Add(-10*time.Minute))} {
+			// Fifty newer ones being repeated (an outage) do not crowd the forgotten one out.
+			ds := []store.Delivery{unleased("forgotten", now.Add(-3*time.Hour))}
+			for n := range 50 {
+				ds = append(ds, unleased(fmt.Sprintf("repeating-%02d", n), now.Add(-time.Duration(10+n)*time.Second)))
+			}
+			for _, d := range ds {
 				if _, _, err := tx.InsertDelivery(ctx, d); err != nil {
 					return err
 				}

@@ -113,10 +113,12 @@ type DeliveryFilter struct {
 	// that ran out before it: with State sending, those stuck there (their engine is gone). It
 	// applies before Limit, so rows leased by live engines cannot crowd them out.
 	LeaseRanOutBefore time.Time
-	// Unleased keeps only the deliveries under no lease (LeaseUntil zero): with State sending,
-	// those released after an unknown outcome, their repeat or lookup scheduled.
-	Unleased bool
-	Limit    int // 0 = no limit
+	// UnleasedIdleBefore, when set, keeps only the deliveries under no lease (LeaseUntil zero)
+	// created before it with no attempt recorded since it: with State sending, those released
+	// after an unknown outcome that no engine has worked since (their source no longer routed).
+	// It applies before Limit, so rows being repeated cannot crowd them out.
+	UnleasedIdleBefore time.Time
+	Limit              int // 0 = no limit
 }
 
 // DeliveryClaim asks ClaimDeliveries for due deliveries.

@@ -99,8 +99,11 @@ func (r reader) ListDeliveries(ctx context.Context, f store.DeliveryFilter) ([]s
 		w.add("lease_until > ?", time.Time{})
 		w.add("lease_until < ?", f.LeaseRanOutBefore)
 	}
-	if f.Unleased {
+	if !f.UnleasedIdleBefore.IsZero() {
 		w.add("lease_until = ?", time.Time{})
+		w.add("created_at < ?", f.UnleasedIdleBefore)
+		w.add(`NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.principal = deliveries.principal
+			AND a.delivery_id = deliveries.id AND a.created_at >= ?)`, f.UnleasedIdleBefore)
 	}
 	query := `SELECT ` + deliveryColumns + ` FROM deliveries WHERE ` + w.sql() + ` ORDER BY created_at DESC, id DESC`
 	if f.Limit > 0 {

@@ -81,8 +81,11 @@ func listDeliveries(ctx context.Context, q querier, f store.DeliveryFilter) ([]s
 		w.add("lease_until > ?", micros(time.Time{}))
 		w.add("lease_until < ?", micros(f.LeaseRanOutBefore))
 	}
-	if f.Unleased {
+	if !f.UnleasedIdleBefore.IsZero() {
 		w.add("lease_until = ?", micros(time.Time{}))
+		w.add("created_at < ?", micros(f.UnleasedIdleBefore))
+		w.add(`NOT EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.principal = deliveries.principal
+			AND a.delivery_id = deliveries.id AND a.created_at >= ?)`, micros(f.UnleasedIdleBefore))
 	}
 	args := append(w.args, limitArg(f.Limit))
 	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries`+w.where()+

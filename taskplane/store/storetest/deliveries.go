@@ -285,7 +285,8 @@ func testDeliveryListLeaseRanOut(t *testing.T, s store.Store) {
 		{store.DeliveryFilter{State: store.DeliverySending, LeaseRanOutBefore: cutoff, Limit: 2}, []string{"d-stuck"}},
 		{store.DeliveryFilter{LeaseRanOutBefore: cutoff.Add(time.Microsecond)}, []string{"d-until-cutoff", "d-stuck"}},
 		{store.DeliveryFilter{State: store.DeliverySending, Limit: 2}, []string{"d-live-4", "d-live-3"}},
-		{store.DeliveryFilter{State: store.DeliverySending, Unleased: true, Limit: 2}, []string{"d-unleased"}},
+		{store.DeliveryFilter{State: store.DeliverySending, UnleasedIdleBefore: cutoff, Limit: 2}, []string{"d-unleased"}},
+		{store.DeliveryFilter{State: store.DeliverySending, UnleasedIdleBefore: at(time.Second)}, nil},
 	} {
 		got, err := s.ListDeliveries(context.Background(), tc.f)
 		if err != nil {
