@@ -54,23 +54,15 @@ func TestAReceiptSurvivesAStoreAwayForSeconds(t *testing.T) {
 func TestResolveLeavesAnUnleasedSendingDeliveryToItsEngine(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		s := open(t)
-		c := newClock()
-		p := newProvider(c)
-		p.behave = func(call int, d delivery.Delivery) (bool, error) {
+		e, p, c, rec := firstAttempt(t, s, delivery.Lookup, func(call int, d delivery.Delivery) (bool, error) {
 			if call == 1 {
 				return true, delivery.Indeterminate(errors.New("connection reset after the post"))
 			}
 			return true, nil
-		}
-		e := newEngine(t, s, delivery.Route{Sender: p, Reconciler: p, Recovery: delivery.Lookup}, c)
+		})
 		op := delivery.New(s, nil, delivery.WithLogger(quiet), delivery.WithClock(c.Now))
 		t.Cleanup(func() { op.Close() })
 		ctx := context.Background()
-		rec, err := e.Prepare(ctx, request("t-1", "the answer"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Process(ctx, rec.Principal, rec.ID)
 		got, _ := op.Get(ctx, rec.Principal, rec.ID)
 		if got.State != delivery.StateSending || !got.LeaseUntil.IsZero() {
 			t.Fatalf("setup: %+v", got)
@@ -94,18 +86,10 @@ func TestResolveLeavesAnUnleasedSendingDeliveryToItsEngine(t *testing.T) {
 func TestAnUnleasedSendingDeliveryNoEngineWorksCanBeResolved(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		s := open(t)
-		c := newClock()
-		p := newProvider(c)
-		p.behave = func(call int, d delivery.Delivery) (bool, error) {
+		e, _, c, rec := firstAttempt(t, s, delivery.Idempotent, func(call int, d delivery.Delivery) (bool, error) {
 			return true, delivery.Indeterminate(errors.New("502 after the post"))
-		}
-		e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c)
+		})
 		ctx := context.Background()
-		rec, err := e.Prepare(ctx, request("t-1", "the answer"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Process(ctx, rec.Principal, rec.ID)
 		e.Close() // the process restarts without that source
 		op := delivery.New(s, nil, delivery.WithLogger(quiet), delivery.WithClock(c.Now))
 		t.Cleanup(func() { op.Close() })
@@ -125,22 +109,13 @@ func TestAnUnleasedSendingDeliveryNoEngineWorksCanBeResolved(t *testing.T) {
 // failed, not ambiguous again because of an unknown outcome from before the retry.
 func TestARefusalAfterAnOperatorsRetryIsFailed(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
-		s := open(t)
-		c := newClock()
-		p := newProvider(c)
-		p.behave = func(call int, d delivery.Delivery) (bool, error) {
+		e, _, c, rec := firstAttempt(t, open(t), delivery.Idempotent, func(call int, d delivery.Delivery) (bool, error) {
 			if call == 1 {
 				return false, delivery.Indeterminate(errors.New("timeout after write"))
 			}
 			return false, delivery.Permanent(errors.New("400 bad request"))
-		}
-		e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c)
+		})
 		ctx := context.Background()
-		rec, err := e.Prepare(ctx, request("t-1", "the answer"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Process(ctx, rec.Principal, rec.ID)
 		c.Advance(time.Hour)
 		e.Process(ctx, rec.Principal, rec.ID)
 		if got, _ := e.Get(ctx, rec.Principal, rec.ID); got.State != delivery.StateAmbiguous {
@@ -261,4 +236,24 @@ func TestAReadFailingBeforeAClaimedStepActsDoesNotDropIt(t *testing.T) {
 	if p.totalCalls() != 1 || got.State != delivery.StateDelivered {
 		t.Fatalf("provider calls %d, state %s (%s); want the claimed delivery sent and delivered", p.totalCalls(), got.State, got.LastError)
 	}
+}
+
+// firstAttempt prepares one delivery on an engine over s (recovery class rc; a lookup engine's
+// provider is its reconciler too) whose provider answers by behave, and processes it once.
+func firstAttempt(t *testing.T, s store.Store, rc delivery.Recovery, behave func(call int, d delivery.Delivery) (bool, error)) (*delivery.Engine, *provider, *clock, delivery.Record) {
+	t.Helper()
+	c := newClock()
+	p := newProvider(c)
+	p.behave = behave
+	route := delivery.Route{Sender: p, Recovery: rc}
+	if rc == delivery.Lookup {
+		route.Reconciler = p
+	}
+	e := newEngine(t, s, route, c)
+	rec, err := e.Prepare(context.Background(), request("t-1", "the answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Process(context.Background(), rec.Principal, rec.ID)
+	return e, p, c, rec
 }
