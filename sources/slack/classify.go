@@ -274,7 +274,7 @@ func (s *Source) classifyBlockActions(ic *slack.InteractionCallback, team string
 	if act == nil {
 		return nonWork("block_actions:other")
 	}
-	if !s.bot.Load().postedByUs(ic.Message.BotID, ic.Message.User) {
+	if !s.bot.Load().postedByUs(ic.Message.BotID, ic.Message.User, ic.Team.ID, ic.Enterprise.ID, ic.IsEnterpriseInstall) {
 		return nonWork(reasonForeign) // a question another installation of the app posted
 	}
 	channel, ts := ic.Container.ChannelID, ic.Container.MessageTs
@@ -319,7 +319,7 @@ func (s *Source) classifyViewSubmission(ic *slack.InteractionCallback, team stri
 	if ic.View.CallbackID != callbackAnswer {
 		return nonWork("view_submission:other")
 	}
-	if !s.bot.Load().postedByUs(ic.View.BotID, "") {
+	if !s.bot.Load().postedByUs(ic.View.BotID, "", firstOf(ic.View.AppInstalledTeamID, ic.Team.ID), ic.Enterprise.ID, ic.IsEnterpriseInstall) {
 		return nonWork(reasonForeign) // a dialog another installation of the app opened
 	}
 	detail := map[string]any{"type": "view_submission"}

@@ -49,14 +49,17 @@ func TestAnInteractionIsOursWhenItActsOnOurMessage(t *testing.T) {
 		{"B0BOT", "U0BOT", true},
 		{"B0BOT", "", true},
 		{"", "U0BOT", true},
-		{"", "", true}, // the payload does not say
+		{"", "", true}, // the payload does not name a bot: its team (T1) decides
 		{"B0OTHER", "U0OTHER", false},
 	} {
-		if got := b.postedByUs(tc.botID, tc.user); got != tc.want {
+		if got := b.postedByUs(tc.botID, tc.user, "T1", "", false); got != tc.want {
 			t.Errorf("postedByUs(%q, %q) = %v, want %v", tc.botID, tc.user, got, tc.want)
 		}
 	}
-	if !(&botIdentity{}).postedByUs("B0OTHER", "U0OTHER") {
+	if b.postedByUs("", "", "T2", "", false) {
+		t.Error("a payload of another workspace that names no bot was ours")
+	}
+	if !(&botIdentity{}).postedByUs("B0OTHER", "U0OTHER", "T2", "", false) {
 		t.Error("before auth.test names the bot, an interaction was refused")
 	}
 }

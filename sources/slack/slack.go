@@ -98,10 +98,15 @@ func (b *botIdentity) ours(team string, auths []slack.EventAuthorization) bool {
 
 // postedByUs reports whether the message an interaction acts on (its bot_id and user) was posted
 // by this bot: each installation of the app has its own bot user, and one app has one
-// interactivity URL. A payload that names neither, or a bot not yet identified, cannot tell.
-func (b *botIdentity) postedByUs(botID, user string) bool {
-	if (botID == "" && user == "") || (b.BotID == "" && b.UserID == "") {
+// interactivity URL. A payload that names neither is decided by the installation it names (team,
+// or an organisation-wide installation of the bot's organisation); a bot not yet identified
+// cannot tell.
+func (b *botIdentity) postedByUs(botID, user, team, enterprise string, orgInstall bool) bool {
+	if b.BotID == "" && b.UserID == "" {
 		return true
+	}
+	if botID == "" && user == "" {
+		return b.Team == "" || team == b.Team || (orgInstall && b.Enterprise != "" && enterprise == b.Enterprise)
 	}
 	return (b.BotID != "" && botID == b.BotID) || (b.UserID != "" && user == b.UserID)
 }
