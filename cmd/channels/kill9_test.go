@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -183,7 +184,7 @@ func runKill9(t *testing.T, storeURL string) {
 		}
 		verifyKill9Store(t, storeURL, reported, verified, round == kill9Rounds-1)
 	}
-	if kills < 20 || len(reported) == 0 || duplicates == 0 {
+	if kills < 20 || len(reported) < 100 || duplicates == 0 {
 		t.Fatalf("weak run: %d kills, %d events reported, %d duplicates", kills, len(reported), duplicates)
 	}
 	t.Logf("%d kills, %d events reported accepted, %d re-sends deduplicated", kills, len(reported), duplicates)
@@ -281,6 +282,7 @@ func verifyKill9Store(t *testing.T, storeURL string, reported map[int]string, ve
 
 	// Every task: its claim names it, its log starts with the task and has LastSeq gap-free events.
 	perIdentity := map[string]int{}
+	tasks := map[string]bool{}
 	var tok string
 	for {
 		page, err := plane.ListTasks(ctx, kill9Principal, taskplane.ListQuery{PageSize: taskplane.MaxPageSize, PageToken: tok})
@@ -289,6 +291,7 @@ func verifyKill9Store(t *testing.T, storeURL string, reported map[int]string, ve
 		}
 		for _, task := range page.Tasks {
 			perIdentity[task.Origin.Identity]++
+			tasks[task.ID] = true
 			if verified[task.ID] && !full {
 				continue
 			}
@@ -332,6 +335,36 @@ func verifyKill9Store(t *testing.T, storeURL string, reported map[int]string, ve
 	for id, n := range perIdentity {
 		if n != 1 {
 			t.Fatalf("event %s has %d tasks", id, n)
+		}
+	}
+	// No partial acceptance of an event that was accepted but never reported (killed between the
+	// commit and the report, or mid-transaction): every claim of an event that may have been sent
+	// names a task that exists, and so does every accepted evidence record. (A claim left without
+	// its task would be taken for a pruned one at the next send, and quietly repaired.)
+	maxIdx := 0
+	for idx := range reported {
+		maxIdx = max(maxIdx, idx)
+	}
+	lo := 0 // the last round checks every event; the others, those in flight when it was killed
+	if !full {
+		lo = max(0, maxIdx-256)
+	}
+	for idx := lo; idx <= maxIdx+64; idx++ {
+		id := kill9Event(idx).Identity
+		c, err := st.GetClaim(ctx, kill9Principal, kill9Source, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("claim of %s: %v", id, err)
+		}
+		if c.State != store.ClaimDone || !tasks[c.TaskID] {
+			t.Fatalf("event %s has a claim (state %s) naming task %q, which does not exist: a partial acceptance", id, c.State, c.TaskID)
+		}
+	}
+	for taskID := range countAccepted() {
+		if !tasks[taskID] {
+			t.Fatalf("accepted evidence names task %s, which does not exist: a partial acceptance", taskID)
 		}
 	}
 	// Every reported event: its claim and its task exist, and they are the reported ones.
