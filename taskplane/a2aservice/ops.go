@@ -152,13 +152,20 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 		}
 		return nil
 	})
-	if err != nil && wctx.Err() == nil {
-		return nil, err
-	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	return s.plane.GetTask(ctx, principal, t.ID)
+	if err == nil || wctx.Err() != nil {
+		var nt *taskplane.Task
+		if nt, err = s.plane.GetTask(ctx, principal, t.ID); err == nil {
+			return nt, nil
+		}
+	}
+	// The message is accepted, durably: a failed read of what became of it answers with the task
+	// as accepted (the caller gets its id and can get it again), not an error that would read as
+	// "not accepted" and be sent again.
+	s.log.Warn("blocking send: reading the task failed; answering with the task as accepted", "task", t.ID, "err", err)
+	return t, nil
 }
 
 // GetTask returns a task of the caller.
