@@ -52,17 +52,7 @@ func waitWithin(d time.Duration, cond func() bool) bool {
 // is stopped, and its executor told once, on the commit's notification, not at the next
 // heartbeat a third of a lease later.
 func TestATimeoutStopsAQuietTurnOnItsNotificationNotAtTheNextHeartbeat(t *testing.T) {
-	p := taskplane.New(storetest.OpenSQLite(t))
-	exec := &quietCanceler{}
-	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	if _, err := p.Accept(context.Background(), a2aEvent("m-quiet-timeout", "work")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the turn to start", func() bool { return exec.started.Load() == 1 })
+	p, exec := quietTurn(t, "m-quiet-timeout")
 	waitFor(t, "the timeout sweep to fail the task", func() bool {
 		n, err := p.SweepTimeouts(context.Background(), time.Millisecond)
 		return err == nil && n == 1
@@ -155,17 +145,7 @@ func waitListening(t *testing.T, a, b *taskplane.Plane) {
 // A running turn's watch of its own task is not a stream: the subscriber count (the
 // channels_sse_subscribers gauge) leaves it out.
 func TestARunningTurnsWatchIsNotCountedAsAStreamSubscriber(t *testing.T) {
-	p := taskplane.New(storetest.OpenSQLite(t))
-	exec := &quietCanceler{}
-	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	if _, err := p.Accept(context.Background(), a2aEvent("m-watch", "work")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the turn to start", func() bool { return exec.started.Load() == 1 })
+	p, _ := quietTurn(t, "m-watch")
 	if n := p.Subscribers(); n != 0 {
 		t.Fatalf("with one turn running and no stream open, Subscribers = %d, want 0", n)
 	}
@@ -199,4 +179,23 @@ func TestTurnWatchesComingAndGoingNeverShowInTheSubscriberCount(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// quietTurn runs a dispatcher (default one-minute lease) over a fresh SQLite plane with a
+// quietCanceler, accepts the message msgID and waits until its turn has started; the
+// dispatcher stops when the test ends.
+func quietTurn(t *testing.T, msgID string) (*taskplane.Plane, *quietCanceler) {
+	t.Helper()
+	p := taskplane.New(storetest.OpenSQLite(t))
+	exec := &quietCanceler{}
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if _, err := p.Accept(context.Background(), a2aEvent(msgID, "work")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn to start", func() bool { return exec.started.Load() == 1 })
+	return p, exec
 }

@@ -589,16 +589,30 @@ func (a *app) start(w *workspace, instance, principal string) sources.Source {
 // healthy waits until principal's instance is healthy.
 func (a *app) healthy(principal string) { (&harness{t: a.t, src: a.srcs[principal]}).waitHealthy() }
 
-// deliver hands ev to the instance of principal the way Slack does in the app's mode: a signed
-// POST to its events URL, or an envelope over its workspace w's connection.
+// deliver hands the event ev to the instance of principal the way Slack does in the app's mode:
+// a signed POST to its events URL, or an envelope over its workspace w's connection.
 func (a *app) deliver(w *workspace, principal string, ev obj) sourcetest.Ack {
 	a.t.Helper()
+	return a.deliverAs("events", "events_api", w, principal, ev)
+}
+
+// deliverInteractive hands an interactive payload (a click, a dialog) to the instance of
+// principal the same way, at its interactive URL.
+func (a *app) deliverInteractive(w *workspace, principal string, ev obj) sourcetest.Ack {
+	a.t.Helper()
+	return a.deliverAs("interactive", "interactive", w, principal, ev)
+}
+
+// deliverAs delivers ev as a kind ("events", "interactive") request, or as an envelope of
+// envelopeType in Socket Mode.
+func (a *app) deliverAs(kind, envelopeType string, w *workspace, principal string, ev obj) sourcetest.Ack {
+	a.t.Helper()
 	if a.mode == slacksrc.ModeEvents {
-		path := "/sources/slack/events"
+		path := "/sources/slack/" + kind
 		if principal != "alice" {
-			path = "/sources/slack/second/events"
+			path = "/sources/slack/second/" + kind
 		}
-		b, now := body("events", ev), time.Now()
+		b, now := body(kind, ev), time.Now()
 		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+path, bytes.NewReader(b))
 		req.Header.Set("X-Slack-Request-Timestamp", itoa(now))
 		req.Header.Set("X-Slack-Signature", sign(signing, now, b))
@@ -615,7 +629,7 @@ func (a *app) deliver(w *workspace, principal string, ev obj) sourcetest.Ack {
 		}
 		return sourcetest.Unacked
 	}
-	id, acked := w.ws.send("events_api", ev, 0)
+	id, acked := w.ws.send(envelopeType, ev, 0)
 	select {
 	case <-acked:
 		return sourcetest.Acked

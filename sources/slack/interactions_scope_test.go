@@ -1,12 +1,9 @@
 package slack_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/channels-dev/channels/sources"
 	slacksrc "github.com/channels-dev/channels/sources/slack"
@@ -14,44 +11,6 @@ import (
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
-
-// deliverInteractive hands an interactive payload to the instance of principal the way Slack does:
-// a signed POST to its interactive URL, or an envelope over its workspace w's connection.
-func (a *app) deliverInteractive(w *workspace, principal string, ev obj) sourcetest.Ack {
-	a.t.Helper()
-	if a.mode == slacksrc.ModeEvents {
-		path := "/sources/slack/interactive"
-		if principal != "alice" {
-			path = "/sources/slack/second/interactive"
-		}
-		b, now := body("interactive", ev), time.Now()
-		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+path, bytes.NewReader(b))
-		req.Header.Set("X-Slack-Request-Timestamp", itoa(now))
-		req.Header.Set("X-Slack-Signature", sign(signing, now, b))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			a.t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode/100 == 2 {
-			return sourcetest.Acked
-		}
-		return sourcetest.Unacked
-	}
-	id, acked := w.ws.send("interactive", ev, 0)
-	select {
-	case <-acked:
-		return sourcetest.Acked
-	case ok := <-a.settledCh(principal, id):
-		if ok {
-			<-acked
-			return sourcetest.Acked
-		}
-	case <-time.After(10 * time.Second):
-		a.t.Fatalf("envelope %s was not handled within 10s", id)
-	}
-	return sourcetest.Unacked
-}
 
 func (a *app) list(p string) []store.Task {
 	a.t.Helper()
