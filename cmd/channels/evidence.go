@@ -33,10 +33,10 @@ type evidenceReader interface {
 	close()
 }
 
-// followSettle is how old a record must be before no record with a lower id can still be in flight:
-// on Postgres an id is drawn at insert and seen at commit, and the store's follower horizon waits
-// 10 s for a gap to fill; the rest is room for the skew between the clocks of the writer and the
-// store (on Postgres both are the database's, store.Clock).
+// followSettle is how old a record must be before a follow takes it for one no record with a lower
+// id can still be in flight: on Postgres an id is drawn at insert and seen at commit, and the
+// acceptance transactions that write evidence last milliseconds. It is where a follow starts only;
+// the reads that follow never step over a gap that may still fill (the store's follower horizon).
 const followSettle = 30 * time.Second
 
 // followPage is how many records one read of a follow returns at most; it reads again at once

@@ -26,12 +26,12 @@ func (s *Store) Committers() int { return committers(s.pool.Config().MaxConns) }
 // Queued returns how many Updates wait for a committer.
 func (s *Store) Queued() int { return s.queue.Len() }
 
-// SetEvidenceSettle sets how long a gap in evidence ids may be a transaction in flight, until the
-// test ends.
-func SetEvidenceSettle(tb interface {
+// SetEvidenceWait sets how long an evidence follower's read waits for the transactions that may
+// own a gap to end, until the test ends.
+func SetEvidenceWait(tb interface {
 	Cleanup(func())
 }, d time.Duration) {
-	old := evidenceSettle
-	evidenceSettle = d
-	tb.Cleanup(func() { evidenceSettle = old })
+	old := evidenceWait
+	evidenceWait = d
+	tb.Cleanup(func() { evidenceWait = old })
 }

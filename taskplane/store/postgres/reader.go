@@ -276,37 +276,47 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 
 // Evidence ids are drawn when a row is inserted, but transactions commit in their own order, so
 // a follower that has read id N+1 could miss an N committed after it. A read after an id
-// (AfterID) therefore stops short of the first gap in the ids that may still fill: one whose next
-// committed record is younger than evidenceSettle (a transaction still in flight); an older gap
-// is an insert that rolled back, and is passed.
-const evidenceHorizonMax = 10000 // ids looked at past AfterID; the read stops after them
+// (AfterID) therefore stops short of the first gap in the ids that may still fill, and passes a
+// gap only once every transaction that could have drawn its id has ended (committed, so the
+// record is there to read, or rolled back, so it never will be).
+//
+// Which transactions could have: an evidence insert takes its transaction's id (xid) before it
+// draws its evidence id (InsertEvidence), so every id drawn up to a moment belongs to a
+// transaction whose xid is below one assigned after that moment. The barrier reads the evidence
+// sequence's last value L and then takes a fresh xid a; once the oldest transaction still running
+// is newer than a, every id up to L is settled. A transaction left open (any writer older than
+// a) holds the follower at the gap for as long as it stays open: it waits, it does not skip.
+const evidenceHorizonMax = 10000 // ids looked at past a start; the read stops after them
 
-var evidenceSettle = 10 * time.Second // a variable for tests
+// evidenceWait bounds how long one read waits for the transactions that may own a gap to end
+// before it stops short of the gap; the follower's next read tries again. A variable for tests.
+var evidenceWait = 2 * time.Second
 
 // evidenceHorizon returns the id a follower's read after `after` must stay below, or 0 for none.
-// A record's age (its created_at, from the clock of the server that wrote it) is measured against
-// the database's clock, the one every reader shares: a follower may run on another machine.
-//
-// A gap below the newest settled record (older than evidenceSettle) is settled too, so the scan
-// starts there: it looks only at the young records, and a follower whose filter matched nothing
-// for a while (its after left far behind) is not held at evidenceHorizonMax ids past it.
 func (r reader) evidenceHorizon(ctx context.Context, after int64) (int64, error) {
-	var base int64
-	err := r.q.QueryRow(ctx, `SELECT COALESCE((SELECT id FROM evidence WHERE id > $1
-		AND created_at <= now() - make_interval(secs => $2) ORDER BY id DESC LIMIT 1), $1)`,
-		after, evidenceSettle.Seconds()).Scan(&base)
-	if err != nil {
-		return 0, err
+	h, err := r.firstGap(ctx, after)
+	if err != nil || h == 0 {
+		return h, err
 	}
-	after = base
-	rows, _ := r.q.Query(ctx, `SELECT id, created_at > now() - make_interval(secs => $2) FROM evidence
-		WHERE id > $1 ORDER BY id LIMIT `+strconv.Itoa(evidenceHorizonMax), after, evidenceSettle.Seconds())
+	settled, err := r.evidenceSettled(ctx)
+	if err != nil || settled == 0 {
+		return h, err
+	}
+	// Every id up to settled is final: the read may pass its gaps, and a follower whose filter
+	// matched nothing for a while (its after far behind) is not held evidenceHorizonMax ids past it.
+	return r.firstGap(ctx, max(after, settled))
+}
+
+// firstGap returns the first id above `after` that is not there while a later one is (or the id
+// evidenceHorizonMax past `after`, where the scan stops), or 0 when the ids above `after` have no
+// gap.
+func (r reader) firstGap(ctx context.Context, after int64) (int64, error) {
+	rows, _ := r.q.Query(ctx, `SELECT id FROM evidence WHERE id > $1 ORDER BY id LIMIT `+strconv.Itoa(evidenceHorizonMax), after)
 	next, n := after+1, 0
 	var id int64
-	var young bool
-	_, err = pgx.ForEachRow(rows, []any{&id, &young}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
 		n++
-		if id > next && young {
+		if id > next {
 			return errHorizon
 		}
 		next = id + 1
@@ -324,6 +334,41 @@ func (r reader) evidenceHorizon(ctx context.Context, after int64) (int64, error)
 }
 
 var errHorizon = errors.New("horizon found")
+
+// evidenceSettled returns an evidence id up to which every id drawn is settled, waiting up to
+// evidenceWait for the transactions that may own one to end; 0 when they did not (or the read
+// runs inside a transaction, whose own xid would hold the barrier).
+func (r reader) evidenceSettled(ctx context.Context) (int64, error) {
+	if _, inTx := r.q.(pgx.Tx); inTx {
+		return 0, nil
+	}
+	var last int64
+	var xid string
+	// One statement: the sequence is read (its scan) before the projection takes the xid.
+	err := r.q.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END,
+		pg_current_xact_id()::text FROM evidence_id_seq`).Scan(&last, &xid)
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(evidenceWait)
+	for {
+		var ended bool
+		if err := r.q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, xid).Scan(&ended); err != nil {
+			return 0, err
+		}
+		if ended {
+			return last, nil
+		}
+		if !time.Now().Before(deadline) {
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
 
 func (r reader) ListWakes(ctx context.Context, state store.WakeState, limit int) ([]store.Wake, error) {
 	query := `SELECT ` + wakeColumns + ` FROM wakes WHERE state = $1 ORDER BY created_at, seq`
