@@ -199,3 +199,36 @@ func quietTurn(t *testing.T, msgID string) (*taskplane.Plane, *quietCanceler) {
 	waitFor(t, "the turn to start", func() bool { return exec.started.Load() == 1 })
 	return p, exec
 }
+
+// TestGracefulRestartsDoNotSpendTheReofferCap: a turn interrupted by shutdown goes back to the
+// queue without counting against the re-offer cap, so a long task outlives any number of graceful
+// restarts of a healthy executor (the cap is for turns that end unsettled, or holders that die).
+func TestGracefulRestartsDoNotSpendTheReofferCap(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	exec := &quietCanceler{}
+	acc, err := p.Accept(context.Background(), a2aEvent("m-long", "work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int32(1); i <= taskplane.MaxReoffers+3; i++ {
+		d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = d.Run(ctx) }()
+		var task *taskplane.Task
+		started := waitWithin(stopBound, func() bool {
+			task, err = p.GetTask(context.Background(), "alice", acc.Task.ID)
+			return exec.started.Load() >= i || err != nil || task.Status.State.Terminal()
+		})
+		cancel() // the process is told to stop
+		<-done
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case task.Status.State.Terminal():
+			t.Fatalf("after %d graceful restarts the task is %s: %+v", i-1, task.Status.State, task.Status.Message.Parts)
+		case !started:
+			t.Fatalf("restart %d: the turn did not start", i)
+		}
+	}
+}

@@ -642,8 +642,10 @@ func (p *Plane) checkGrant(ctx context.Context, tx store.Tx, g *Grant, now time.
 
 // TurnEnd says how a turn ended, for EndTurn.
 type TurnEnd struct {
-	// Shutdown: the consumer is stopping and interrupted the turn; the wake goes back to the queue
-	// at once (the offer still counts).
+	// Shutdown: the consumer is stopping and interrupted the turn (or its worker left, or its
+	// lease could not be renewed); the wake goes back to the queue at once, and the offer does not
+	// count against MaxReoffers: a task is not failed for the restarts of a healthy executor. A
+	// holder that dies without ending its turn still spends the offer (the lease runs out).
 	Shutdown bool
 }
 
@@ -710,7 +712,7 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 	case err != nil:
 		return err
 	case end.Shutdown && !settledState(cur):
-		w.DueAt = now
+		w.DueAt, w.Attempts = now, max(w.Attempts-1, 0)
 		return retire(ctx, tx, w, store.WakePending, "turn interrupted by shutdown", now)
 	case settledState(cur) && handedOff:
 		return retire(ctx, tx, w, store.WakeDone, "settled: "+string(cur.Status.State), now)
