@@ -750,9 +750,10 @@ func (c *Config) Validate() error {
 		v   time.Duration
 	}{{"blocking_timeout", c.BlockingTimeout}, {"retention", c.Retention}, {"retention_interval", c.RetentionEvery}, {"shutdown_timeout", c.ShutdownTimeout},
 		{"health_interval", c.HealthInterval}, {"source_failure_window", c.SourceFailureWindow},
-		{"exec_timeout", c.ExecTimeout}, {"worker_lease", c.WorkerLease}, {"task_timeout", c.TaskTimeout}} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.key, d.v))
+		{"exec_timeout", c.ExecTimeout}, {"worker_lease", c.WorkerLease}, {"task_timeout", c.TaskTimeout}, {"keep_alive", c.KeepAlive}} {
+		// A nanosecond is positive but no interval (a ticker of task_timeout/4 would be zero).
+		if d.v < time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", d.key, d.v))
 		}
 	}
 	for _, n := range []struct {

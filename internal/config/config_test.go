@@ -127,6 +127,9 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"public":   "public_url: /relative\n",
 		"listen":   "listen: nocolon\n",
 		"dedupe":   "message_id_dedupe: sometimes\n",
+		"tiny":     "task_timeout: 3ns\n", // positive, but serve's sweep would tick every 0s
+		"negative": "health_interval: -1s\n",
+		"spin":     "keep_alive: 1ns\n", // a comment written without pause
 	} {
 		t.Run(name, func(t *testing.T) {
 			getenv, environ := envOf(nil)
