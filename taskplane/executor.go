@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -608,7 +609,7 @@ func (d *Dispatcher) execute(ctx context.Context, turn *Turn) error {
 				return backoff.Permanent(ErrTaskTerminal)
 			}
 		}
-		err := d.Executor.Execute(ctx, turn)
+		err := d.executeOnce(ctx, turn)
 		if err == nil || (errors.Is(err, ErrTransport) && ctx.Err() == nil) {
 			return err
 		}
@@ -617,6 +618,21 @@ func (d *Dispatcher) execute(ctx context.Context, turn *Turn) error {
 		d.Plane.log.Warn("executor transport failure; retrying", "task", turn.Task.ID, "attempt", attempt,
 			"wait", wait.String(), "err", err)
 	})
+}
+
+var errPanicked = errors.New("the executor panicked")
+
+// executeOnce calls the executor, reading a panic in it as its error (logged with its stack): one
+// task's turn, say a reply from a remote agent the executor did not expect, must not take down
+// the process and every other turn with it.
+func (d *Dispatcher) executeOnce(ctx context.Context, turn *Turn) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.Plane.log.Error("executor panicked", "task", turn.Task.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = errPanicked // the value and stack go to the log only, not into the task's status
+		}
+	}()
+	return d.Executor.Execute(ctx, turn)
 }
 
 // failTurn fails the task of a turn whose executor returned an error, unless it already finished.

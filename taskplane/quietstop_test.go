@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,5 +231,47 @@ func TestGracefulRestartsDoNotSpendTheReofferCap(t *testing.T) {
 		case !started:
 			t.Fatalf("restart %d: the turn did not start", i)
 		}
+	}
+}
+
+// TestAnExecutorPanicFailsItsTaskNotTheProcess: a panic in one turn's executor fails that task
+// (reason executor, without the panic's value in its status) and the dispatcher goes on to work
+// the next task.
+func TestAnExecutorPanicFailsItsTaskNotTheProcess(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		if text := turn.Task.History[len(turn.Task.History)-1].Parts[0].Text; text == "boom" {
+			panic("secret-ish value " + text)
+		}
+		return turn.Complete(ctx, &taskplane.Message{Parts: []taskplane.Part{taskplane.TextPart("done")}})
+	})
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	boom, err := p.Accept(context.Background(), a2aEvent("m-boom", "boom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fine, err := p.Accept(context.Background(), a2aEvent("m-fine", "fine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func(id string) *taskplane.Task {
+		task, err := p.GetTask(context.Background(), "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	waitFor(t, "both tasks to finish", func() bool {
+		return state(boom.Task.ID).Status.State.Terminal() && state(fine.Task.ID).Status.State.Terminal()
+	})
+	if b := state(boom.Task.ID); b.Status.State != taskplane.StateFailed || strings.Contains(fmt.Sprint(b.Status.Message), "secret-ish") {
+		t.Errorf("the panicking turn's task: %s %+v; want failed, without the panic's value", b.Status.State, b.Status.Message)
+	}
+	if f := state(fine.Task.ID); f.Status.State != taskplane.StateCompleted {
+		t.Errorf("the next task: %s, want completed", f.Status.State)
 	}
 }
