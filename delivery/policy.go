@@ -11,7 +11,7 @@ import (
 // attempts (cenkalti/backoff/v4). A provider's Retry-After is honoured instead of the backoff and
 // does not count as an attempt.
 type Policy struct {
-	// MaxAttempts bounds the provider calls of one delivery (default 8). When a retryable failure
+	// MaxAttempts bounds the provider calls of one delivery (default 16). When a retryable failure
 	// uses the last one the delivery fails; when an unknown outcome does, it becomes ambiguous.
 	// It also bounds consecutive failed lookups of a delivery left in sending.
 	MaxAttempts int

@@ -51,9 +51,10 @@ func (a *app) serveCmd() *cobra.Command {
 With no configuration at all it listens on 127.0.0.1:8788, keeps its state in SQLite under
 $XDG_DATA_HOME/channels/, and answers with the built-in echo agent.
 
-/healthz answers while the process runs; /readyz answers 200 only while the store is reachable,
-every configured source is connected and not failing for longer than source_failure_window, and
-the server is not shutting down. /metrics serves Prometheus metrics; /admin is the operator
+/healthz answers while the process runs; /readyz answers 200 only while the store answers and
+takes writes, every configured source is connected and not failing for longer than
+source_failure_window, and the server is neither starting (serve waits up to 5s for its sources
+to connect) nor shutting down. /metrics serves Prometheus metrics; /admin is the operator
 dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains in-flight requests
 (closing streams), stops the executor and closes the store.`,
 		Args:        cobra.NoArgs,

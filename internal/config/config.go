@@ -170,7 +170,8 @@ func Default() Config {
 	}
 }
 
-// DataHome is $XDG_DATA_HOME, or ~/.local/share when it is unset, or "" when HOME is unset too.
+// DataHome is $XDG_DATA_HOME, or ~/.local/share when it is unset or not an absolute path, or ""
+// when HOME is unset too.
 func DataHome() string {
 	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
 		return d
@@ -182,7 +183,7 @@ func DataHome() string {
 	return filepath.Join(home, ".local", "share")
 }
 
-// ConfigHome is $XDG_CONFIG_HOME, or ~/.config when it is unset.
+// ConfigHome is $XDG_CONFIG_HOME, or ~/.config when it is unset or not an absolute path.
 func ConfigHome() string {
 	if d := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(d) {
 		return d

@@ -390,7 +390,6 @@ func TestCommandFlagsOfTheSameNameAreNotSettings(t *testing.T) {
 	}
 }
 
-// The README's configuration table is the operator's reference: it must name every key.
 // A resent A2A messageId returns the earlier outcome, except with the conformance executor, whose
 // test kit reuses its messageIds (auto); on and off say so whatever the executor.
 func TestMessageIDDedupeIsOnExceptForTheConformanceKit(t *testing.T) {
@@ -409,6 +408,7 @@ func TestMessageIDDedupeIsOnExceptForTheConformanceKit(t *testing.T) {
 	}
 }
 
+// The README's configuration table is the operator's reference: it must name every key.
 func TestREADMENamesEveryKey(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {

@@ -6,7 +6,7 @@
 // lease (header Channels-Lease), and is allowed only while that lease is the task's active turn:
 // another task's ID, a finished task and a stale lease are refused with 409 and code "no-turn".
 //
-//	POST /worker/v1/claim?wait=25s            → 200 {taskId, lease, leaseUntil, offer, task} | 204
+//	POST /worker/v1/claim?wait=25s            → 200 {taskId, principal, lease, leaseUntil, leaseMs, offer, task} | 204
 //	GET  /worker/v1/tasks/{id}                → the task (history in untrusted-content markers)
 //	POST /worker/v1/tasks/{id}/heartbeat      → extends the lease
 //	POST /worker/v1/tasks/{id}/outputs        {name, value}                 records a declared output
@@ -14,7 +14,8 @@
 //	POST /worker/v1/tasks/{id}/reject         {reason}                      REJECTED, turn ends
 //	POST /worker/v1/tasks/{id}/require-input  {question, requestedSchema, auth}  INPUT_REQUIRED, turn ends
 //	POST /worker/v1/tasks/{id}/release        gives the turn back unsettled (it is offered again)
-//	POST /worker/v1/tasks/{id}/settle         {outcome, feedback}           on a finished task; no lease
+//	POST /worker/v1/tasks/{id}/settle?principal=…  {outcome, feedback}      on a finished task; no lease
+//	                                          (principal may be left out when the token serves one)
 //
 // docs/executors.md describes the API with examples.
 package worker
