@@ -47,23 +47,31 @@ func TestACommandsChildrenEndWithItsTurn(t *testing.T) {
 			taskplane.StateCompleted},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e, scratch := shell(t, c.script, 500*time.Millisecond)
-			task := run(t, e)
-			if task.Status.State != c.want {
-				t.Fatalf("task %s (%q), want %s", task.Status.State, statusText(task), c.want)
-			}
-			b, err := os.ReadFile(scratch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck
+			pid := runForChild(t, c.script, 500*time.Millisecond, c.want)
 			if !gone(pid) {
 				t.Errorf("the command's child (pid %d) still runs after its turn ended", pid)
 			}
 		})
 	}
+}
+
+// runForChild runs script (given a scratch file as $1, where it writes a child's pid) as a turn
+// that must end in want, and returns the pid, killed when the test ends.
+func runForChild(t *testing.T, script string, timeout time.Duration, want taskplane.State) int {
+	t.Helper()
+	e, scratch := shell(t, script, timeout)
+	task := run(t, e)
+	if task.Status.State != want {
+		t.Fatalf("task %s (%q), want %s", task.Status.State, statusText(task), want)
+	}
+	b, err := os.ReadFile(scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
 }

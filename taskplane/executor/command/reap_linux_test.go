@@ -24,20 +24,8 @@ func TestOrphansOfACommandAreReapedWhenChannelsAdoptsThem(t *testing.T) {
 		t.Skipf("prctl(PR_SET_CHILD_SUBREAPER): %v", errno)
 	}
 	// The subshell exits at once, so its background sleep is orphaned and adopted by this process.
-	e, scratch := shell(t, `( sleep 30 </dev/null >/dev/null 2>&1 & echo $! > "$1" ); echo '{"result":"complete","response":"done"}'`, 5*time.Second)
-	task := run(t, e)
-	if task.Status.State != taskplane.StateCompleted {
-		t.Fatalf("task %s (%q), want completed", task.Status.State, statusText(task))
-	}
-	b, err := os.ReadFile(scratch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck
+	pid := runForChild(t, `( sleep 30 </dev/null >/dev/null 2>&1 & echo $! > "$1" ); echo '{"result":"complete","response":"done"}'`,
+		5*time.Second, taskplane.StateCompleted)
 	stat := "/proc/" + strconv.Itoa(pid) + "/stat"
 	deadline := time.Now().Add(5 * time.Second)
 	for {
