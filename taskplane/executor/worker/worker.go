@@ -336,6 +336,9 @@ type Claimed struct {
 }
 
 func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
+	if !drain(w, r) {
+		return
+	}
 	wait := a.cfg.MaxWait
 	if s := r.URL.Query().Get("wait"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -395,10 +398,16 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
 }
 
 func (a *API) read(w http.ResponseWriter, r *http.Request, turn *taskplane.Turn) {
+	if !drain(w, r) {
+		return
+	}
 	writeJSON(w, http.StatusOK, a.plane.View(turn.Task))
 }
 
 func (a *API) heartbeat(w http.ResponseWriter, r *http.Request, turn *taskplane.Turn) {
+	if !drain(w, r) {
+		return
+	}
 	g := turn.Grant()
 	if _, err := a.plane.RenewTurn(r.Context(), g, a.cfg.Lease); err != nil {
 		a.fail(w, err)
@@ -491,6 +500,9 @@ func (a *API) requireInput(w http.ResponseWriter, r *http.Request, turn *taskpla
 }
 
 func (a *API) release(w http.ResponseWriter, r *http.Request, turn *taskplane.Turn) {
+	if !drain(w, r) {
+		return
+	}
 	a.finish(w, r, turn, nil)
 }
 
@@ -538,17 +550,41 @@ func (a *API) settle(w http.ResponseWriter, r *http.Request, tok Token) {
 
 // ---- responses ----
 
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+// readBody copies the request body, of at most maxBody bytes, to dst. A larger body is answered
+// 413 "too-large" naming the limit, one that cannot be read (the worker left mid-body) 400
+// "invalid"; ok is false once an answer was written.
+func readBody(w http.ResponseWriter, r *http.Request, dst io.Writer) bool {
+	_, err := io.Copy(dst, http.MaxBytesReader(w, r.Body, maxBody))
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		writeError(w, http.StatusRequestEntityTooLarge, "too-large",
 			fmt.Sprintf("the body is larger than the limit of %d bytes (1 MiB)", tooLarge.Limit))
 		return false
 	}
-	if err == nil && len(strings.TrimSpace(string(b))) == 0 {
-		b = []byte("{}")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "the body could not be read")
+		return false
 	}
-	if err != nil || json.Unmarshal(b, v) != nil {
+	return true
+}
+
+// drain reads to its end the body of a call that takes none, and ignores it. net/http notices a
+// client that went away (and cancels the request's context) only once the body was read to its
+// end: a claim sent with a body ("{}") whose worker left would otherwise go on waiting, claim the
+// next task and hold it for a whole lease instead of giving it back at once.
+func drain(w http.ResponseWriter, r *http.Request) bool {
+	return readBody(w, r, io.Discard)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	var b bytes.Buffer
+	if !readBody(w, r, &b) {
+		return false
+	}
+	body := b.Bytes()
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	if json.Unmarshal(body, v) != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "the body must be a JSON object of the documented shape")
 		return false
 	}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,8 @@ type env struct {
 	plane *taskplane.Plane
 	clock *clock
 	srv   *httptest.Server
+	// serving counts the requests whose handler has not returned.
+	serving atomic.Int64
 }
 
 func eachDriver(t *testing.T, fn func(t *testing.T, e *env), opts ...taskplane.Option) {
@@ -59,9 +62,14 @@ func eachDriver(t *testing.T, fn func(t *testing.T, e *env), opts ...taskplane.O
 		}
 		mux := http.NewServeMux()
 		mux.Handle(api.Pattern(), api)
-		srv := httptest.NewServer(mux)
-		t.Cleanup(srv.Close)
-		fn(t, &env{plane: p, clock: c, srv: srv})
+		e := &env{plane: p, clock: c}
+		e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.serving.Add(1)
+			defer e.serving.Add(-1)
+			mux.ServeHTTP(w, r)
+		}))
+		t.Cleanup(e.srv.Close)
+		fn(t, e)
 	})
 }
 
@@ -113,6 +121,16 @@ func (e *env) claim(t *testing.T, token string) (taskID, lease string) {
 		t.Fatalf("claim: leaseMs %v, want the configured lease, %d", body["leaseMs"], time.Minute.Milliseconds())
 	}
 	return body["taskId"].(string), body["lease"].(string)
+}
+
+// waitServing waits, at most limit, until n requests are being served; false if they never were.
+func (e *env) waitServing(n int64, limit time.Duration) bool {
+	for deadline := time.Now().Add(limit); e.serving.Load() != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 func errCode(body map[string]any) string {
@@ -435,6 +453,67 @@ func TestWorkerOversizeBodyIs413NamingTheLimit(t *testing.T) {
 		}
 		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenAll, l, map[string]any{"response": "done"}); code != http.StatusOK {
 			t.Fatalf("complete after the refusals: %d %v", code, body)
+		}
+	})
+}
+
+// A claim whose worker left while it waited ends at once and holds nothing, with or without a
+// body: net/http watches for a client that went away only once the body was read to its end, so
+// a claim sent with "{}" used to go on waiting, claim the next task and hold it for a whole lease.
+func TestAClaimSentWithABodyEndsWhenItsWorkerLeaves(t *testing.T) {
+	for _, body := range []string{"", "{}"} {
+		t.Run("body="+body, func(t *testing.T) {
+			eachDriver(t, func(t *testing.T, e *env) {
+				ctx, cancel := context.WithCancel(context.Background())
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/worker/v1/claim?wait=2s", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+tokenAll)
+				req.Header.Set("Content-Type", "application/json")
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					if resp, err := http.DefaultClient.Do(req); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				if !e.waitServing(1, 5*time.Second) {
+					t.Fatal("the claim never reached the server")
+				}
+				cancel()
+				<-done
+				// The claim waits 2 s at most: ended well before, it noticed its worker leave.
+				if !e.waitServing(0, time.Second) {
+					t.Fatal("the claim was still waiting a second after its worker left")
+				}
+				task := e.accept(t, "alice", taskplane.SourceA2A, "m-after-leave")
+				code, got := e.call(t, http.MethodPost, "/worker/v1/claim?wait=1s", tokenAll, "", nil)
+				if code != http.StatusOK || got["taskId"] != task.ID {
+					t.Fatalf("the next worker's claim: %d %v; want the task, not held by the claim whose worker left", code, got)
+				}
+			})
+		})
+	}
+}
+
+// A call that takes no body ignores one sent, within the same 1 MiB limit as the others.
+func TestABodyOnACallThatTakesNoneIsReadWithinTheLimit(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		e.accept(t, "alice", taskplane.SourceA2A, "m-a")
+		code, got := e.call(t, http.MethodPost, "/worker/v1/claim?wait=1s", tokenAll, "", map[string]any{})
+		if code != http.StatusOK {
+			t.Fatalf("claim with {}: %d %v", code, got)
+		}
+		id, l := got["taskId"].(string), got["lease"].(string)
+		big := map[string]any{"pad": strings.Repeat("x", 2<<20)}
+		for _, call := range []string{"heartbeat", "release"} {
+			if code, got := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/"+call, tokenAll, l, big); code != http.StatusRequestEntityTooLarge || errCode(got) != "too-large" {
+				t.Fatalf("%s with a 2 MiB body: %d %v, want 413 too-large", call, code, got)
+			}
+		}
+		if code, got := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/heartbeat", tokenAll, l, map[string]any{}); code != http.StatusOK {
+			t.Fatalf("heartbeat with {}: %d %v", code, got)
+		}
+		if code, got := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/release", tokenAll, l, map[string]any{}); code != http.StatusOK {
+			t.Fatalf("release with {}: %d %v", code, got)
 		}
 	})
 }
