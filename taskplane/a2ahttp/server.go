@@ -127,6 +127,11 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant, op string
 	if tenant == "" {
 		tenant = r.URL.Query().Get("tenant")
 	}
+	// The tenant is echoed in every task's locator: bounded like the body's (and JSON-RPC's)
+	// tenant, on every route, and not echoed back in the refusal.
+	if lim := s.svc.Limits(); len(tenant) > lim.MaxIDBytes {
+		return a2aservice.Call{}, a2awire.Invalid("tenant", "longer than %d bytes", lim.MaxIDBytes)
+	}
 	return a2aservice.Call{Principal: principal, Binding: a2awire.BindingHTTPJSON, Tenant: tenant, Extensions: ext, LastEventID: last}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/channels-dev/channels/taskplane/a2ahttp"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 	"github.com/channels-dev/channels/taskplane/executor/conformance"
+	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -702,6 +703,54 @@ func TestTenantPrefix(t *testing.T) {
 	}
 	if status, _, body := e.raw(http.MethodGet, "/acme/tasks/"+string(task.ID), tokenAlice, nil, nil); status != http.StatusOK {
 		t.Fatalf("tenant GetTask: %d %s", status, body)
+	}
+}
+
+// A REST tenant — path prefix or ?tenant= — is bounded by MaxIDBytes on every route, as the
+// body's is: it is copied into every task's locator, so an unbounded one made a ListTasks answer
+// twenty times its length. The refusal is the body tenant's INVALID_PARAMS, does not echo the
+// tenant, and stores nothing.
+func TestRESTTenantIsBoundedByMaxIDBytes(t *testing.T) {
+	e := newEnv(t)
+	long := strings.Repeat("t", 513)
+	ext := map[string]string{"A2A-Extensions": a2awire.ExtOutfitterTask}
+	body, _ := json.Marshal(map[string]any{"tenant": long, "message": wireMsg("ten-body", "complete")})
+	status, _, b := e.raw(http.MethodPost, "/message:send", tokenAlice, body, ext)
+	_, _, want := restError(t, b)
+	if status != http.StatusBadRequest || want == "" {
+		t.Fatalf("body tenant of 513 bytes: %d %s (control: want 400)", status, b)
+	}
+	task := send(t, e.client(a2awire.BindingHTTPJSON, tokenAlice), userMessage("complete"), nil)
+	for _, c := range []struct {
+		method, path string
+		body         []byte
+	}{
+		{http.MethodPost, "/" + long + "/message:send", sendBody(t, wireMsg("ten-path", "complete"), nil)},
+		{http.MethodPost, "/message:send?tenant=" + long, sendBody(t, wireMsg("ten-query", "complete"), nil)},
+		{http.MethodPost, "/" + long + "/message:stream", sendBody(t, wireMsg("ten-stream", "complete"), nil)},
+		{http.MethodGet, "/tasks/" + string(task.ID) + "?tenant=" + long, nil},
+		{http.MethodGet, "/" + long + "/tasks/" + string(task.ID), nil},
+		{http.MethodGet, "/" + long + "/tasks?pageSize=20", nil},
+		{http.MethodPost, "/" + long + "/tasks/" + string(task.ID) + ":cancel", nil},
+		{http.MethodGet, "/" + long + "/tasks/" + string(task.ID) + ":subscribe", nil},
+		{http.MethodGet, "/" + long + "/extendedAgentCard", nil},
+	} {
+		status, _, b := e.raw(c.method, c.path, tokenAlice, c.body, ext)
+		if status != http.StatusBadRequest {
+			t.Errorf("%s %s…: %d, want 400 (echoed: %v)", c.method, c.path[:40], status, strings.Contains(string(b), long))
+			continue
+		}
+		if _, _, reason := restError(t, b); reason != want || strings.Contains(string(b), long) {
+			t.Errorf("%s %s…: %s, want %s without the tenant echoed", c.method, c.path[:40], b, want)
+		}
+	}
+	if _, n, err := e.store.ListTasks(context.Background(), "alice", store.TaskFilter{}); err != nil || n != 1 {
+		t.Fatalf("alice's tasks after the refused sends: %d (%v), want only the one sent without a tenant", n, err)
+	}
+	// MaxIDBytes itself is allowed.
+	status, _, b = e.raw(http.MethodGet, "/"+long[:512]+"/tasks/"+string(task.ID), tokenAlice, nil, ext)
+	if status != http.StatusOK || !strings.Contains(string(b), long[:512]) {
+		t.Fatalf("a tenant of 512 bytes: %d %.200s", status, b)
 	}
 }
 
