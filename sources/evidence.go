@@ -29,8 +29,17 @@ const (
 	// settles it after the row is written.
 	EvidenceMalformed = "malformed-envelope"
 	// EvidenceRejected counts requests refused before they could be trusted (bad signature,
-	// stale timestamp, oversize body), per source and reason, like non-work.
+	// stale timestamp, oversize or unreadable body), per source and reason, like non-work.
 	EvidenceRejected = "rejected"
+)
+
+// Reasons of rejected requests that ReadBody counts; a source names its own for the rest
+// (bad-signature, stale-timestamp, …).
+const (
+	// RejectedOversize: the body was larger than the source's limit (answered 413).
+	RejectedOversize = "oversize"
+	// RejectedUnreadable: the body could not be read to its end (answered 400).
+	RejectedUnreadable = "unreadable"
 )
 
 // Counted evidence limits.

@@ -185,7 +185,7 @@ func (s *Sink) NonWork(ctx context.Context, principal, reason string, pos *check
 }
 
 // Rejected counts a request refused before it could be trusted (a bad signature, a stale
-// timestamp, an oversize body). Like NonWork it is a bounded counter: an unauthenticated sender
+// timestamp, an oversize or unreadable body: see ReadBody). Like NonWork it is a bounded counter: an unauthenticated sender
 // cannot make the store grow by one row per request.
 func (s *Sink) Rejected(ctx context.Context, principal, reason string) {
 	if s.principal != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -66,10 +65,8 @@ func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "slack source is not running; retry", http.StatusServiceUnavailable)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
-	if err != nil {
-		sink.Rejected(ctx, s.principal, "oversize")
-		http.Error(w, "body too large or unreadable", http.StatusRequestEntityTooLarge)
+	body, ok := sink.ReadBody(w, r, s.principal, s.opt.MaxBody)
+	if !ok {
 		return
 	}
 	if reason := s.verify(r.Header, body); reason != "" {

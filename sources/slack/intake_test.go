@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -780,4 +781,36 @@ func TestAnEnvelopeOfAnInstanceStillStartingIsNotAcknowledged(t *testing.T) {
 			t.Errorf("bob has %d tasks, alice %d; want 1 and 0", b, al)
 		}
 	})
+}
+
+// cutOffBody is a body its sender stopped sending partway: the first read returns part of a
+// JSON object, the next the connection's error.
+type cutOffBody struct{ n int }
+
+func (f *cutOffBody) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		f.n++
+		return copy(p, `{"type": "event_callback"`), nil
+	}
+	return 0, errors.New("connection reset by peer")
+}
+
+func (f *cutOffBody) Close() error { return nil }
+
+// A body that cannot be read to its end is 400 and counted as rejected "unreadable", on both
+// endpoints, not 413 and "oversize": only a body past the limit is oversize.
+func TestSlackUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, nil)
+	mux := h.tr.(*eventsDriver).mux.Load()
+	for i, endpoint := range []string{"events", "interactive"} {
+		req := httptest.NewRequest(http.MethodPost, "/sources/slack/"+endpoint, nil)
+		req.Body, req.ContentLength = &cutOffBody{}, 100
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		counts := h.counted(sources.EvidenceRejected)
+		if rec.Code != http.StatusBadRequest || counts[sources.RejectedUnreadable] != int64(i+1) || counts[sources.RejectedOversize] != 0 {
+			t.Fatalf("%s: a body cut off by its sender: HTTP %d %q, rejected evidence %v; want 400 and %q counted", endpoint, rec.Code,
+				strings.TrimSpace(rec.Body.String()), counts, sources.RejectedUnreadable)
+		}
+	}
 }

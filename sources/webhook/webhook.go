@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -69,10 +67,8 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "webhook source is not running; retry", http.StatusServiceUnavailable)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opt.MaxBody))
-	if err != nil {
-		sink.Rejected(ctx, s.principal, "oversize")
-		http.Error(w, fmt.Sprintf("body larger than %d bytes or unreadable", s.opt.MaxBody), http.StatusRequestEntityTooLarge)
+	body, ok := sink.ReadBody(w, r, s.principal, s.opt.MaxBody)
+	if !ok {
 		return
 	}
 	if reason, msg := s.verify(r.Header, body); reason != "" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -729,5 +730,58 @@ func TestWebhookRepeatRefusedAfterAnUnknownOutcomeIsAmbiguous(t *testing.T) {
 	if rec.State != delivery.StateAmbiguous || calls.Load() != 2 {
 		t.Fatalf("delivery %s after %d POSTs, the first of which the receiver took (last error %q); want ambiguous after 2",
 			rec.State, calls.Load(), rec.LastError)
+	}
+}
+
+// cutOffBody is a body its sender stopped sending partway: the first read returns part of a
+// JSON object, the next the connection's error.
+type cutOffBody struct{ n int }
+
+func (f *cutOffBody) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		f.n++
+		return copy(p, `{"event": {"id": "e1"`), nil
+	}
+	return 0, errors.New("connection reset by peer")
+}
+
+func (f *cutOffBody) Close() error { return nil }
+
+// A body that cannot be read to its end (the sender went away, a broken chunked encoding, a read
+// timeout) is 400 and counted as rejected "unreadable", not 413 and "oversize": only a body past
+// the limit is oversize.
+func TestAnUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	sink, err := sources.NewSink(plane, webhook.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sources.Run(ctx, src, sink) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); src.(sources.HealthChecker).Health(ctx) != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the webhook source never became healthy")
+		}
+	}
+	req := httptest.NewRequest(http.MethodPost, "/sources/webhook/ci", nil)
+	req.Body, req.ContentLength = &cutOffBody{}, 100
+	rec := httptest.NewRecorder()
+	src.(sources.Endpoint).ServeHTTP(rec, req)
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := sources.CountByReason(ctx, plane.Store(), store.EvidenceFilter{Principal: "alice", Source: webhook.Name, Kind: sources.EvidenceRejected})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusBadRequest || counts[sources.RejectedUnreadable] != 1 || counts[sources.RejectedOversize] != 0 {
+		t.Fatalf("a body cut off by its sender: HTTP %d %q, rejected evidence %v; want 400 and one %q", rec.Code,
+			strings.TrimSpace(rec.Body.String()), counts, sources.RejectedUnreadable)
 	}
 }
