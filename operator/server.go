@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -247,11 +248,16 @@ func EvidenceQuery(q map[string][]string, now time.Time) (store.EvidenceFilter, 
 	return f, nil
 }
 
+// maxSinceDays is the most days a duration holds (about 292 years): more would overflow it and
+// wrap round into the future.
+const maxSinceDays = math.MaxInt64 / int64(24*time.Hour)
+
 // ParseSince reads a point in time: a duration back from now ("90m", "24h", "7d" for days) or an
-// RFC 3339 time.
+// RFC 3339 time. A duration longer than a time.Duration holds (about 292 years) is refused, as
+// time.ParseDuration refuses one in hours or minutes.
 func ParseSince(v string, now time.Time) (time.Time, error) {
 	if days, ok := strings.CutSuffix(v, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+		if n, err := strconv.ParseInt(days, 10, 64); err == nil && n >= 0 && n <= maxSinceDays {
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}
