@@ -80,6 +80,11 @@ type Config struct {
 	BlockingTimeout time.Duration
 	// KeepAlive is the interval of SSE keep-alive comments (default 15s).
 	KeepAlive time.Duration
+	// StreamWriteTimeout bounds each write of an SSE stream, a keep-alive comment included
+	// (default 30s, two default keep-alive intervals): a client that takes no write for that long
+	// (it stopped reading, and the socket buffers are full) loses its stream, and the stream's
+	// slot comes back.
+	StreamWriteTimeout time.Duration
 	// CardMaxAge is the Cache-Control max-age of the agent card (default 5m).
 	CardMaxAge time.Duration
 	// RequiredExtensions lists supported extension URIs the card marks required; a request
@@ -169,6 +174,9 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = 30 * time.Second
 	}
 	if cfg.CardMaxAge <= 0 {
 		cfg.CardMaxAge = 5 * time.Minute

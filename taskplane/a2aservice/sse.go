@@ -21,21 +21,35 @@ type Encoder interface {
 
 // ServeSSE writes st as a text/event-stream: each event as "id: <seq>" (when it has one) and
 // "data: <json>", keep-alive comments every KeepAlive, and a mid-stream error as one
-// "event: error" before closing. It returns when the stream closes, the client goes away, or
-// the service closes.
+// "event: error" before closing. It returns when the stream closes, the client goes away or
+// takes no write for StreamWriteTimeout, or the service closes.
 func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, enc Encoder) {
 	defer st.Close()
 	rc := http.NewResponseController(w)
-	// A server-wide WriteTimeout must not cut a long-lived stream.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// Each write gets its own deadline instead of a server-wide WriteTimeout, which would cut a
+	// long-lived stream: a client that stops reading fills the socket buffers, and without a
+	// deadline the write would block, holding the stream's slot, until the connection closes.
+	// net/http clears the deadline once the handler is done. ctx is checked after the deadline is
+	// set, so a deadline of now set when ctx ended (below) is never pushed back.
+	send := func(ctx context.Context, b []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
+		if ctx.Err() != nil {
+			return false
+		}
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
 
-	// write frames one event and flushes it; false: the client is gone (or encoding failed).
+	// write frames one event and sends it; false: the client is gone (or encoding failed).
 	write := func(ctx context.Context, ev Event) bool {
 		b, err := enc.Event(ev.Response)
 		if err != nil {
@@ -51,10 +65,7 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 		frame = append(frame, "data: "...)
 		frame = append(frame, b...)
 		frame = append(frame, "\n\n"...)
-		if _, err := w.Write(frame); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+		return send(ctx, frame)
 	}
 	// The first event (the Task snapshot, or the direct Message) is written before anything can
 	// cut the stream off: a request accepted when the service closes (one in flight at shutdown)
@@ -69,6 +80,24 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 
 	ctx, cancel := s.withBase(r.Context())
 	defer cancel()
+	// A write blocked on a client that stops reading never reaches the select below: when the
+	// stream's context ends (the service closes, the client goes away), a deadline of now fails
+	// it. The watcher is done before ServeSSE returns, so it never touches a connection that has
+	// moved on to its next request.
+	unwatch := make(chan struct{})
+	unwatched := make(chan struct{})
+	go func() {
+		defer close(unwatched)
+		select {
+		case <-ctx.Done():
+			_ = rc.SetWriteDeadline(time.Now())
+		case <-unwatch:
+		}
+	}()
+	defer func() {
+		close(unwatch)
+		<-unwatched
+	}()
 	events := make(chan Event)
 	done := make(chan error, 1)
 	go func() {
@@ -95,11 +124,7 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 				return
 			}
 		case <-tick.C:
-			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
-				stop()
-				return
-			}
-			if err := rc.Flush(); err != nil {
+			if !send(ctx, []byte(": keep-alive\n\n")) {
 				stop()
 				return
 			}
@@ -108,8 +133,7 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 				we := s.WireError(ctx, "stream", err)
 				frame := append([]byte("event: error\ndata: "), enc.Error(we)...)
 				frame = append(frame, "\n\n"...)
-				_, _ = w.Write(frame)
-				_ = rc.Flush()
+				send(ctx, frame)
 			}
 			return
 		}
