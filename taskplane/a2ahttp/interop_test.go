@@ -410,6 +410,98 @@ func TestBadContentType(t *testing.T) {
 	}
 }
 
+// contentTypeRT sends every request with Content-Type ct, whatever the client set.
+type contentTypeRT struct {
+	ct   string
+	base http.RoundTripper
+}
+
+func (rt contentTypeRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Content-Type", rt.ct)
+	return rt.base.RoundTrip(r)
+}
+
+// nested is a map n levels deep.
+func nested(n int) map[string]any {
+	m := map[string]any{"leaf": 1}
+	for range n {
+		m = map[string]any{"x": m}
+	}
+	return m
+}
+
+// TestAJSONRPCStreamingSendRefusedBeforeParsingGivesTheClientItsError: a streaming send that the
+// JSON-RPC binding refuses before it parses the request — a body over MaxBodyBytes, nesting past
+// the depth bound, a wrong Content-Type — reaches the a2a-go client, which reads a streaming
+// method's errors only from the stream, as that error and not as an empty stream; nothing is
+// accepted. The error is one event under the request's id; a non-streaming method keeps its plain
+// JSON-RPC error even when the request accepts text/event-stream.
+func TestAJSONRPCStreamingSendRefusedBeforeParsingGivesTheClientItsError(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.Limits.MaxTextBytes = 4 << 20 })
+	for _, tc := range []struct {
+		name        string
+		msg         *a2a.Message
+		contentType string
+		want        error
+	}{
+		{"body over MaxBodyBytes", userMessage(strings.Repeat("x", 2<<20)), "", a2a.ErrInvalidParams},
+		{"nested past the depth bound", a2a.NewMessage(a2a.MessageRoleUser, a2a.NewDataPart(nested(45))), "", a2a.ErrInvalidParams},
+		{"wrong Content-Type", userMessage("complete"), "text/plain", a2a.ErrUnsupportedContentType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hc := httpClient(tokenAlice, nil)
+			if tc.contentType != "" {
+				hc.Transport = contentTypeRT{ct: tc.contentType, base: hc.Transport}
+			}
+			c := e.clientWith(a2awire.BindingJSONRPC, hc)
+			events := 0
+			var got error
+			for _, err := range c.SendStreamingMessage(ctxT(t), &a2a.SendMessageRequest{Message: tc.msg}) {
+				if err != nil {
+					got = err
+					break
+				}
+				events++
+			}
+			if events != 0 || !errors.Is(got, tc.want) {
+				t.Fatalf("a refused streaming send: %d events, error %v; want no event and %v", events, got, tc.want)
+			}
+		})
+	}
+	list, err := e.client(a2awire.BindingJSONRPC, tokenAlice).ListTasks(ctxT(t), &a2a.ListTasksRequest{})
+	if err != nil || len(list.Tasks) != 0 {
+		t.Fatalf("after refused sends: %v, %d tasks, want none", err, len(list.Tasks))
+	}
+
+	body := func(method string) []byte {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "keep-me", "method": method,
+			"params": map[string]any{"message": wireMsg("ct-stream-1", "complete")}})
+		return b
+	}
+	textPlain := map[string]string{"Content-Type": "text/plain"}
+	s, status, rb := e.openSSE(ctxT(t), http.MethodPost, "/jsonrpc", tokenAlice, body("SendStreamingMessage"), textPlain)
+	if s == nil {
+		t.Fatalf("a refused streaming send accepting text/event-stream: HTTP %d %s, want a stream", status, rb)
+	}
+	evs := s.all()
+	s.close()
+	var r rpcResponse
+	if len(evs) != 1 || json.Unmarshal([]byte(evs[0].Data), &r) != nil || r.Error == nil || r.Error.Code != -32005 ||
+		r.reason() != "CONTENT_TYPE_NOT_SUPPORTED" || string(r.ID) != `"keep-me"` {
+		t.Fatalf("the refusal's stream: %+v, want one CONTENT_TYPE_NOT_SUPPORTED error under id \"keep-me\"", evs)
+	}
+	s, status, rb = e.openSSE(ctxT(t), http.MethodPost, "/jsonrpc", tokenAlice, body("SendMessage"), textPlain)
+	if s != nil {
+		s.close()
+		t.Fatal("a refused non-streaming send answered a stream")
+	}
+	r = rpcResponse{}
+	if err := json.Unmarshal(rb, &r); err != nil || status != http.StatusOK || r.Error == nil || r.Error.Code != -32005 {
+		t.Fatalf("a refused non-streaming send: HTTP %d %s, want a plain CONTENT_TYPE_NOT_SUPPORTED error", status, rb)
+	}
+}
+
 // TestUnsupportedPartMediaTypeIsRefusedAndNothingAccepted: a part whose media type the card does
 // not offer is CONTENT_TYPE_NOT_SUPPORTED on both bindings, and nothing is accepted (the same
 // messageId is new work afterwards); text and data parts, and file parts of an offered range, pass.

@@ -150,6 +150,30 @@ func readableID(body []byte) json.RawMessage {
 	return req.ID
 }
 
+// readable is the id (as readableID) and the method of body, as far as they can be read: the
+// method is "" when the body is no request object with a method.
+func readable(body []byte) (json.RawMessage, string) {
+	req, _ := ParseRequest(body)
+	return req.ID, req.Method
+}
+
+func streamingMethod(method string) bool {
+	return method == MethodSendStreamingMessage || method == MethodSubscribeToTask
+}
+
+// refuse answers e, an error found before the stream of a streaming method could start, for a
+// request of method ("" when it cannot be read: a body over the limit, or no request object). A
+// client that accepts text/event-stream on a streaming method gets a stream of the one error
+// event, since the SDK clients read a streaming method's errors only from the stream; with the
+// method unknown, Accept alone decides. Anything else is a plain JSON-RPC error.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id json.RawMessage, method string, e *a2awire.Error) {
+	if acceptsSSE(r) && (method == "" || streamingMethod(method)) {
+		h.svc.ServeSSE(w, r, errorStream(h.svc), encoder{id: id, pre: e})
+		return
+	}
+	write(w, http.StatusOK, encode(id, nil, e))
+}
+
 // ServeHTTP serves one JSON-RPC request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -168,40 +192,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	lim := h.svc.Limits()
 	body, rerr := io.ReadAll(io.LimitReader(r.Body, lim.MaxBodyBytes+1))
 	if rerr != nil {
-		write(w, http.StatusOK, encode(nullID, nil, a2awire.Errorf(a2awire.ErrInvalidRequest, "read request body: %v", rerr)))
+		h.refuse(w, r, nullID, "", a2awire.Errorf(a2awire.ErrInvalidRequest, "read request body: %v", rerr))
 		return
 	}
 	if int64(len(body)) > lim.MaxBodyBytes {
-		write(w, http.StatusOK, encode(nullID, nil, a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes)))
+		h.refuse(w, r, nullID, "", a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes))
 		return
 	}
 	// A request refused before it is parsed still gets its id back when the body has one: JSON-RPC
 	// answers null only when the id cannot be read.
 	if err := a2aservice.CheckContentType(r); err != nil {
-		write(w, http.StatusOK, encode(readableID(body), nil, err))
+		id, method := readable(body)
+		h.refuse(w, r, id, method, err)
 		return
 	}
 	if err := a2awire.CheckBody(body, lim); err != nil {
-		write(w, http.StatusOK, encode(readableID(body), nil, err))
+		id, method := readable(body)
+		h.refuse(w, r, id, method, err)
 		return
 	}
 	req, perr := ParseRequest(body)
 	if perr != nil {
-		write(w, http.StatusOK, encode(req.ID, nil, perr))
+		h.refuse(w, r, req.ID, req.Method, perr)
 		return
 	}
-	streaming := req.Method == MethodSendStreamingMessage || req.Method == MethodSubscribeToTask
 	fail := func(e *a2awire.Error) {
 		if errors.Is(e, a2awire.ErrUnauthenticated) {
 			// As for a request refused before dispatch (the extended card without credentials).
 			unauthorized(w, req.ID, e)
 			return
 		}
-		if streaming && acceptsSSE(r) {
-			h.svc.ServeSSE(w, r, errorStream(h.svc), encoder{id: req.ID, pre: e})
-			return
-		}
-		write(w, http.StatusOK, encode(req.ID, nil, e))
+		h.refuse(w, r, req.ID, req.Method, e)
 	}
 	ext, nerr := h.svc.Negotiate(r)
 	if nerr != nil {
