@@ -309,19 +309,31 @@ func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (
 	if limit > 0 {
 		lim = &limit
 	}
-	var n int
-	err := t.q.QueryRow(ctx, `WITH gone AS (
-			DELETE FROM deliveries WHERE (principal, id) IN (
-				SELECT principal, id FROM deliveries WHERE state IN ('delivered', 'failed') AND updated_at < $1
-				ORDER BY updated_at LIMIT $2)
-			RETURNING principal, id
-		), attempts AS (
-			DELETE FROM delivery_attempts a USING gone WHERE a.principal = gone.principal AND a.delivery_id = gone.id
-		)
-		SELECT count(*) FROM gone`, cutoff, lim).Scan(&n)
-	if err != nil {
+	// The outer conditions repeat the inner ones: a row changed while the delete waited for its lock
+	// (an operator's retry made it prepared again) is read again and kept. Its attempts go in a
+	// statement of their own, whose snapshot sees every attempt committed before the rows were
+	// locked (in one statement, one recorded in between was left behind for good).
+	rows, _ := t.q.Query(ctx, `DELETE FROM deliveries WHERE (principal, id) IN (
+			SELECT principal, id FROM deliveries WHERE state IN ('delivered', 'failed') AND updated_at < $1
+			ORDER BY updated_at LIMIT $2)
+		AND state IN ('delivered', 'failed') AND updated_at < $1
+		RETURNING principal, id`, cutoff, lim)
+	var ps, ids []string
+	var p, id string
+	if _, err := pgx.ForEachRow(rows, []any{&p, &id}, func() error {
+		ps, ids = append(ps, p), append(ids, id)
+		return nil
+	}); err != nil {
 		return 0, fmt.Errorf("prune deliveries: %w", err)
 	}
+	if len(ids) > 0 {
+		if _, err := t.q.Exec(ctx, `DELETE FROM delivery_attempts a
+			USING (SELECT unnest($1::text[]) AS principal, unnest($2::text[]) AS id) gone
+			WHERE a.principal = gone.principal AND a.delivery_id = gone.id`, ps, ids); err != nil {
+			return 0, fmt.Errorf("prune delivery attempts: %w", err)
+		}
+	}
+	n := len(ids)
 	if _, err := t.q.Exec(ctx, `DELETE FROM delivery_lanes WHERE next_allowed < $1`, cutoff); err != nil {
 		return 0, fmt.Errorf("prune delivery lanes: %w", err)
 	}

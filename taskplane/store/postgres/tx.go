@@ -254,17 +254,24 @@ func (t *tx) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.C
 }
 
 // pruneTasksSQL deletes up to $3 terminal tasks unchanged since before $1 in contexts idle since
-// before $1, with their events, anchors, wakes and push configs, in one statement. SKIP LOCKED leaves tasks that a live transaction
-// holds for a later run instead of waiting for it.
+// before $1 and returns their keys; pruneDependentsSQL then deletes their events, anchors, wakes
+// and push configs. SKIP LOCKED leaves tasks that a live transaction holds for a later run instead
+// of waiting for it.
 const pruneTasksSQL = `WITH victims AS (
 		SELECT t.principal, t.id FROM tasks t
 		JOIN contexts c ON c.principal = t.principal AND c.id = t.context_id
 		WHERE c.last_event_at < $1 AND t.updated_at < $1 AND t.state = ANY($2)
 		LIMIT $3
 		FOR UPDATE OF t SKIP LOCKED
-	), dt AS (
-		DELETE FROM tasks t USING victims v WHERE t.principal = v.principal AND t.id = v.id
-		RETURNING t.principal, t.id
+	)
+	DELETE FROM tasks t USING victims v WHERE t.principal = v.principal AND t.id = v.id
+	RETURNING t.principal, t.id`
+
+// pruneDependentsSQL runs as a statement of its own, after pruneTasksSQL: its snapshot sees every
+// anchor or push config committed before the tasks were locked, and a writer that comes later
+// waits for the deleted task row and finds it gone. (In one statement with the tasks' delete, an
+// anchor committed between the statement's snapshot and the task's lock was left behind for good.)
+const pruneDependentsSQL = `WITH dt AS (SELECT unnest($1::text[]) AS principal, unnest($2::text[]) AS id
 	), de AS (
 		DELETE FROM task_events e USING dt WHERE e.principal = dt.principal AND e.task_id = dt.id RETURNING 1
 	), da AS (
@@ -274,8 +281,7 @@ const pruneTasksSQL = `WITH victims AS (
 	), dp AS (
 		DELETE FROM push_configs p USING dt WHERE p.principal = dt.principal AND p.task_id = dt.id RETURNING 1
 	)
-	SELECT (SELECT count(*) FROM dt), (SELECT count(*) FROM de), (SELECT count(*) FROM da), (SELECT count(*) FROM dw),
-		(SELECT count(*) FROM dp)`
+	SELECT (SELECT count(*) FROM de), (SELECT count(*) FROM da), (SELECT count(*) FROM dw), (SELECT count(*) FROM dp)`
 
 // pruneClaimsSQL deletes up to $2 done claims older than $1 whose context (if they name one that
 // exists) is idle since before $1 and whose task (if any) is gone: a claim must outlive its task,
@@ -314,9 +320,21 @@ func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, lim
 	if terminal == nil {
 		terminal = []string{}
 	}
-	if err := t.q.QueryRow(ctx, pruneTasksSQL, cutoff, terminal, lim).
-		Scan(&res.Tasks, &res.Events, &res.Anchors, &res.Wakes, &res.PushConfigs); err != nil {
+	rows, _ := t.q.Query(ctx, pruneTasksSQL, cutoff, terminal, lim)
+	var ps, ids []string
+	var p, id string
+	if _, err := pgx.ForEachRow(rows, []any{&p, &id}, func() error {
+		ps, ids = append(ps, p), append(ids, id)
+		return nil
+	}); err != nil {
 		return store.PruneResult{}, fmt.Errorf("prune tasks: %w", err)
+	}
+	res.Tasks = len(ids)
+	if len(ids) > 0 {
+		if err := t.q.QueryRow(ctx, pruneDependentsSQL, ps, ids).
+			Scan(&res.Events, &res.Anchors, &res.Wakes, &res.PushConfigs); err != nil {
+			return store.PruneResult{}, fmt.Errorf("prune tasks: %w", err)
+		}
 	}
 	tag, err := t.q.Exec(ctx, pruneClaimsSQL, cutoff, lim)
 	if err != nil {
