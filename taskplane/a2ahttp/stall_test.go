@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -144,4 +145,86 @@ func TestAStalledStreamEndsAfterTheWriteTimeoutAndFreesItsSlot(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitHeld(t, alice, task.ID) // the stream ended while its task kept going
+}
+
+// TestCloseEndsAnOpenStreamCleanly: docs/a2a.md promises Close() "ends every open stream
+// cleanly". A stream whose client is reading must end with the chunked terminator (a clean EOF),
+// not a connection cut mid-body (unexpected EOF), which SSE clients report as an error.
+func TestCloseEndsAnOpenStreamCleanly(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	task := send(t, c, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+	defer e.exec.release(string(task.ID))
+	waitHeld(t, c, task.ID)
+	s, status, body := e.openSSE(ctxT(t), http.MethodGet, "/tasks/"+string(task.ID)+":subscribe", tokenAlice, nil, nil)
+	if s == nil {
+		t.Fatalf("%d %s", status, body)
+	}
+	defer s.close()
+	if _, ok := s.next(); !ok {
+		t.Fatal("no snapshot")
+	}
+	time.Sleep(50 * time.Millisecond)
+	e.srv.Close()
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(s.resp.Body); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the stream ended by Close ended with %v, want a clean end of the body", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end on Close")
+	}
+}
+
+// TestAStreamingSendAfterCloseEndsWithoutAnError: through the a2a-go client, a streaming send in
+// flight at shutdown gets its Task and then a clean end of stream, not an error after it.
+func TestAStreamingSendAfterCloseEndsWithoutAnError(t *testing.T) {
+	forEachBinding(t, func(t *testing.T, binding string) {
+		e := newEnv(t)
+		c := e.client(binding, tokenAlice)
+		e.srv.Close()
+		failed := 0
+		var last error
+		for i := 0; i < 20; i++ {
+			n := 0
+			for _, err := range c.SendStreamingMessage(ctxT(t), &a2a.SendMessageRequest{Message: userMessage("complete")}) {
+				if err != nil {
+					failed, last = failed+1, err
+					break
+				}
+				n++
+			}
+			if n == 0 {
+				t.Fatal("no event")
+			}
+		}
+		if failed > 0 {
+			t.Fatalf("%d of 20 streaming sends after Close gave the SDK an error after the Task: %v", failed, last)
+		}
+	})
+}
+
+// TestAJSONRPCRefusalStreamAfterCloseEndsCleanly: the one-event error stream of a refusal
+// answered during shutdown is also cut instead of ending: the client gets its error
+// event and then an unexpected EOF.
+func TestAJSONRPCRefusalStreamAfterCloseEndsCleanly(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Close()
+	body := []byte(`{"jsonrpc":"2.0","id":"r9","method":"SendStreamingMessage","params":{}}`)
+	cut := 0
+	for i := 0; i < 50; i++ {
+		s, status, rb := e.openSSE(ctxT(t), http.MethodPost, "/jsonrpc", tokenAlice, body, map[string]string{"Content-Type": "text/plain"})
+		if s == nil {
+			t.Fatalf("%d %s", status, rb)
+		}
+		if _, err := io.ReadAll(s.resp.Body); err != nil {
+			cut++
+		}
+		s.close()
+	}
+	if cut > 0 {
+		t.Fatalf("%d of 50 refusal streams answered after Close ended with a cut connection, want a clean end", cut)
+	}
 }

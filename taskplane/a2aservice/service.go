@@ -81,7 +81,7 @@ type Config struct {
 	// KeepAlive is the interval of SSE keep-alive comments (default 15s).
 	KeepAlive time.Duration
 	// StreamWriteTimeout bounds each write of an SSE stream, a keep-alive comment included
-	// (default 30s, two default keep-alive intervals): a client that takes no write for that long
+	// (default 30s, whatever KeepAlive is): a client that takes no write for that long
 	// (it stopped reading, and the socket buffers are full) loses its stream, and the stream's
 	// slot comes back.
 	StreamWriteTimeout time.Duration

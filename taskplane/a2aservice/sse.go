@@ -19,6 +19,10 @@ type Encoder interface {
 	Error(*a2awire.Error) []byte
 }
 
+// endWriteTimeout bounds the write of a stream's end (the chunked body's terminator) after its
+// handler returns.
+const endWriteTimeout = time.Second
+
 // ServeSSE writes st as a text/event-stream: each event as "id: <seq>" (when it has one) and
 // "data: <json>", keep-alive comments every KeepAlive, and a mid-stream error as one
 // "event: error" before closing. It returns when the stream closes, the client goes away or
@@ -73,7 +77,7 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	if st.first != nil {
 		first := *st.first
 		st.first = nil
-		if !write(r.Context(), first) {
+		if !write(context.WithoutCancel(r.Context()), first) {
 			return
 		}
 	}
@@ -97,6 +101,10 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	defer func() {
 		close(unwatch)
 		<-unwatched
+		// The watcher's deadline of now was for a write in progress; the end of the body, which
+		// net/http writes once the handler returns, must still reach a client that reads (a
+		// write cut before leaves the connection failed, so this gives a stalled one nothing).
+		_ = rc.SetWriteDeadline(time.Now().Add(endWriteTimeout))
 	}()
 	events := make(chan Event)
 	done := make(chan error, 1)
