@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // TxID returns the id of the Postgres transaction tx runs in.
@@ -34,4 +35,26 @@ func SetEvidenceWait(tb interface {
 	old := evidenceWait
 	evidenceWait = d
 	tb.Cleanup(func() { evidenceWait = old })
+}
+
+// hookQ calls before with each statement's SQL just before the statement is sent.
+type hookQ struct {
+	querier
+	before func(sql string)
+}
+
+func (h hookQ) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	h.before(sql)
+	return h.querier.Query(ctx, sql, args...)
+}
+
+func (h hookQ) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	h.before(sql)
+	return h.querier.QueryRow(ctx, sql, args...)
+}
+
+// HookedReader returns a Reader on s's pool that calls before with each statement's SQL just
+// before the statement is sent.
+func (s *Store) HookedReader(before func(sql string)) store.Reader {
+	return reader{q: hookQ{querier: s.pool, before: before}}
 }

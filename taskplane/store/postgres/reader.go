@@ -249,9 +249,7 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 		if err != nil {
 			return nil, fmt.Errorf("list evidence: %w", err)
 		}
-		if h > 0 {
-			w.add("id < ?", h)
-		}
+		w.add("id < ?", h)
 	}
 	order := ` ORDER BY id DESC`
 	if f.Forward {
@@ -276,45 +274,47 @@ func (r reader) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]sto
 
 // Evidence ids are drawn when a row is inserted, but transactions commit in their own order, so
 // a follower that has read id N+1 could miss an N committed after it. A read after an id
-// (AfterID) therefore stops short of the first gap in the ids that may still fill, and passes a
-// gap only once every transaction that could have drawn its id has ended (committed, so the
-// record is there to read, or rolled back, so it never will be).
+// (AfterID) therefore reads only the run of ids after it that has no gap, as one snapshot saw
+// them, and passes a gap only once every transaction that could have drawn its id has ended
+// (committed, so the record is there to read, or rolled back, so it never will be).
 //
-// Which transactions could have: an evidence insert takes its transaction's id (xid) before it
-// draws its evidence id (InsertEvidence), so every id drawn up to a moment belongs to a
-// transaction whose xid is below one assigned after that moment. The barrier reads the evidence
-// sequence's last value L and then takes a fresh xid a; once the oldest transaction still running
-// is newer than a, every id up to L is settled. A transaction left open (any writer older than
-// a) holds the follower at the gap for as long as it stays open: it waits, it does not skip.
+// Which transactions could have: one that draws an evidence id holds a ROW EXCLUSIVE lock on the
+// table from before the draw (the statement takes it) until it ends. So once the sequence's last
+// value L is read, every transaction still able to commit an id up to L is among those holding
+// that lock when it is looked at next; once none of them holds it any more, every id up to L is
+// settled. A transaction left open holds the follower at its gap for as long as it stays open: the
+// follower waits, it does not skip. Transactions that never wrote evidence here (in another
+// database, say) hold nothing up.
 const evidenceHorizonMax = 10000 // ids looked at past a start; the read stops after them
 
 // evidenceWait bounds how long one read waits for the transactions that may own a gap to end
 // before it stops short of the gap; the follower's next read tries again. A variable for tests.
 var evidenceWait = 2 * time.Second
 
-// evidenceHorizon returns the id a follower's read after `after` must stay below, or 0 for none.
+// evidenceHorizon returns the id a follower's read after `after` must stay below.
 func (r reader) evidenceHorizon(ctx context.Context, after int64) (int64, error) {
-	h, err := r.firstGap(ctx, after)
-	if err != nil || h == 0 {
+	h, gap, err := r.evidenceRun(ctx, after)
+	if err != nil || !gap {
 		return h, err
 	}
 	settled, err := r.evidenceSettled(ctx)
-	if err != nil || settled == 0 {
+	if err != nil || settled <= after {
 		return h, err
 	}
 	// Every id up to settled is final: the read may pass its gaps, and a follower whose filter
 	// matched nothing for a while (its after far behind) is not held evidenceHorizonMax ids past it.
-	return r.firstGap(ctx, max(after, settled))
+	h, _, err = r.evidenceRun(ctx, settled)
+	return h, err
 }
 
-// firstGap returns the first id above `after` that is not there while a later one is (or the id
-// evidenceHorizonMax past `after`, where the scan stops), or 0 when the ids above `after` have no
-// gap.
-func (r reader) firstGap(ctx context.Context, after int64) (int64, error) {
+// evidenceRun returns the id just past the run of ids after `after` that has no gap (after+1 when
+// there is none), and whether the run ends at a gap below a later id or at the scan's bound
+// (evidenceHorizonMax ids) rather than at the newest id.
+func (r reader) evidenceRun(ctx context.Context, after int64) (end int64, gap bool, err error) {
 	rows, _ := r.q.Query(ctx, `SELECT id FROM evidence WHERE id > $1 ORDER BY id LIMIT `+strconv.Itoa(evidenceHorizonMax), after)
 	next, n := after+1, 0
 	var id int64
-	_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
 		n++
 		if id > next {
 			return errHorizon
@@ -324,41 +324,37 @@ func (r reader) firstGap(ctx context.Context, after int64) (int64, error) {
 	})
 	switch {
 	case errors.Is(err, errHorizon):
-		return next, nil
+		return next, true, nil
 	case err != nil:
-		return 0, err
-	case n == evidenceHorizonMax:
-		return next, nil
+		return 0, false, err
 	}
-	return 0, nil
+	return next, n == evidenceHorizonMax, nil
 }
 
 var errHorizon = errors.New("horizon found")
 
 // evidenceSettled returns an evidence id up to which every id drawn is settled, waiting up to
 // evidenceWait for the transactions that may own one to end; 0 when they did not (or the read
-// runs inside a transaction, whose own xid would hold the barrier).
+// runs inside a transaction).
 func (r reader) evidenceSettled(ctx context.Context) (int64, error) {
 	if _, inTx := r.q.(pgx.Tx); inTx {
 		return 0, nil
 	}
 	var last int64
-	var xid string
-	// One statement: the sequence is read (its scan) before the projection takes the xid.
-	err := r.q.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END,
-		pg_current_xact_id()::text FROM evidence_id_seq`).Scan(&last, &xid)
+	if err := r.q.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM evidence_id_seq`).Scan(&last); err != nil {
+		return 0, err
+	}
+	// Read after last: the writers that may hold an id up to it.
+	const writers = `SELECT l.virtualtransaction FROM pg_locks l
+		WHERE l.locktype = 'relation' AND l.relation = 'evidence'::regclass AND l.mode = 'RowExclusiveLock'
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	rows, _ := r.q.Query(ctx, writers)
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return 0, err
 	}
 	deadline := time.Now().Add(evidenceWait)
-	for {
-		var ended bool
-		if err := r.q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8`, xid).Scan(&ended); err != nil {
-			return 0, err
-		}
-		if ended {
-			return last, nil
-		}
+	for len(held) > 0 {
 		if !time.Now().Before(deadline) {
 			return 0, nil
 		}
@@ -367,7 +363,12 @@ func (r reader) evidenceSettled(ctx context.Context) (int64, error) {
 			return 0, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
+		rows, _ := r.q.Query(ctx, writers+` AND l.virtualtransaction = ANY($1)`, held)
+		if held, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return 0, err
+		}
 	}
+	return last, nil
 }
 
 func (r reader) ListWakes(ctx context.Context, state store.WakeState, limit int) ([]store.Wake, error) {
