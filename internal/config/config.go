@@ -776,9 +776,6 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateSources(c.Sources)...)
 	errs = append(errs, c.ExecutorProblems()...)
-	if c.KeepAlive <= 0 {
-		errs = append(errs, fmt.Errorf("keep_alive must be positive, got %s", c.KeepAlive))
-	}
 	if c.AgentName == "" {
 		errs = append(errs, errors.New("agent_name must not be empty"))
 	}
