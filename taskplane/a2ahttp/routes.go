@@ -14,8 +14,23 @@ import (
 type routeMatch struct {
 	op      string
 	methods []string
-	id      string
-	serve   func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error
+	id      string // the task id of a tasks/{id} route
+	// idField names id as JSON-RPC's params do ("id", or "taskId" where a config id is "id");
+	// configID is a push config's id.
+	idField, configID string
+	serve             func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error
+}
+
+// checkIDs refuses a path id longer than the ids a request body may carry (MaxIDBytes), as
+// JSON-RPC does, without echoing it.
+func (rt routeMatch) checkIDs(maxID int) *a2awire.Error {
+	if len(rt.id) > maxID {
+		return a2awire.Invalid(rt.idField, "longer than %d bytes", maxID)
+	}
+	if len(rt.configID) > maxID {
+		return a2awire.Invalid("id", "longer than %d bytes", maxID)
+	}
+	return nil
 }
 
 func (rt routeMatch) allows(method string) bool { return slices.Contains(rt.methods, method) }
@@ -39,20 +54,21 @@ func route(segs []string) (routeMatch, bool) {
 			return routeMatch{}, false
 		}
 		if !hasVerb {
-			return routeMatch{op: "GetTask", methods: get, id: id, serve: (*Server).getTask}, true
+			return routeMatch{op: "GetTask", methods: get, id: id, idField: "id", serve: (*Server).getTask}, true
 		}
 		switch verb { // an empty verb ("/tasks/{id}:") is no route
 		case "cancel":
-			return routeMatch{op: "CancelTask", methods: post, id: id, serve: (*Server).cancelTask}, true
+			return routeMatch{op: "CancelTask", methods: post, id: id, idField: "id", serve: (*Server).cancelTask}, true
 		case "subscribe":
-			return routeMatch{op: "SubscribeToTask", methods: []string{http.MethodGet, http.MethodPost}, id: id, serve: (*Server).subscribe}, true
+			return routeMatch{op: "SubscribeToTask", methods: []string{http.MethodGet, http.MethodPost}, id: id, idField: "id", serve: (*Server).subscribe}, true
 		}
 	case len(segs) == 3 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs":
-		return routeMatch{op: "PushNotificationConfigs", methods: []string{http.MethodGet, http.MethodPost}, id: segs[1], serve: (*Server).pushConfigs}, true
+		return routeMatch{op: "PushNotificationConfigs", methods: []string{http.MethodGet, http.MethodPost}, id: segs[1], idField: "taskId",
+			serve: (*Server).pushConfigs}, true
 	case len(segs) == 4 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs" && segs[3] != "":
 		configID := segs[3]
 		return routeMatch{op: "PushNotificationConfig", methods: []string{http.MethodGet, http.MethodDelete}, id: segs[1],
-			serve: func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+			idField: "taskId", configID: configID, serve: func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
 				return s.pushConfig(w, r, call, id, configID)
 			}}, true
 	}

@@ -90,15 +90,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt, ok := route(segs)
 	if !ok {
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", r.URL.Path))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", shortPath(r.URL.Path)))
 		return
 	}
 	if !rt.allows(r.Method) {
 		w.Header().Set("Allow", strings.Join(rt.methods, ", "))
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", r.URL.Path, r.Method))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", shortPath(r.URL.Path), r.Method))
 		return
 	}
 	call, werr := s.begin(w, r, tenant, rt.op)
+	if werr == nil {
+		werr = rt.checkIDs(s.svc.Limits().MaxIDBytes)
+	}
 	if werr != nil {
 		writeError(w, werr)
 		return
@@ -106,6 +109,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := rt.serve(s, w, r, call, rt.id); err != nil {
 		writeError(w, s.svc.WireError(r.Context(), rt.op, err).WithTask(rt.id))
 	}
+}
+
+// shortPath is a request path as an error quotes it: at most 128 bytes of it, so a long one (up
+// to the header limit) is not sent back whole.
+func shortPath(p string) string {
+	const most = 128
+	if len(p) <= most {
+		return p
+	}
+	return strings.ToValidUTF8(p[:most], "") + "…"
 }
 
 // begin authenticates and negotiates a request for operation op.
