@@ -63,6 +63,9 @@ type Request struct {
 
 var nullID = json.RawMessage("null")
 
+// MaxIDBytes bounds a request's id, as JSON (a string's quotes and escapes included).
+const MaxIDBytes = 512
+
 // ParseRequest decodes and validates a JSON-RPC 2.0 request envelope. On failure the returned
 // Request still carries the id when it could be read.
 func ParseRequest(body []byte) (*Request, *a2awire.Error) {
@@ -83,6 +86,9 @@ func ParseRequest(body []byte) (*Request, *a2awire.Error) {
 		id = bytes.TrimSpace(id)
 		switch {
 		case len(id) == 0, string(id) == "null":
+		case len(id) > MaxIDBytes:
+			// Echoed in the answer and in every event of a stream: bounded like the ids in params.
+			return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "id longer than %d bytes", MaxIDBytes)
 		case id[0] == '"', id[0] == '-' || (id[0] >= '0' && id[0] <= '9'):
 			req.ID = id
 		default:
