@@ -326,7 +326,7 @@ var (
 	wakeDesc = prometheus.NewDesc("channels_wake_queue_depth",
 		"Wakes in the queue, by state (pending: waiting for an executor; active: a turn holds it).", []string{"state"}, nil)
 	deliveriesDesc = prometheus.NewDesc("channels_deliveries",
-		"Outbound deliveries in the store, by source, lane and state.", []string{"source", "lane", "state"}, nil)
+		"Outbound deliveries in the store, by source and state.", []string{"source", "state"}, nil)
 	tasksDesc = prometheus.NewDesc("channels_tasks",
 		"Tasks in the store, by source and state.", []string{"source", "state"}, nil)
 	storeUpDesc = prometheus.NewDesc("channels_store_up",
@@ -397,18 +397,20 @@ func (c *storeCollector) read() ([]prometheus.Metric, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := map[[2]string]bool{}
+	// By source and state, not lane: a lane is a conversation (a Slack channel, a DM), as many as
+	// the people the bot answered, too many for series (`channels deliveries` lists lanes). Every
+	// state of a source that has deliveries is there, zeros included, so "ambiguous > 0" alerts
+	// see the series before the first ambiguous delivery.
+	bySourceState := map[string]map[store.DeliveryState]int64{}
 	for _, d := range ds {
-		out = append(out, prometheus.MustNewConstMetric(deliveriesDesc, prometheus.GaugeValue, float64(d.N), d.Source, d.Lane, string(d.State)))
-		seen[[2]string{d.Source, d.Lane}] = true
+		if bySourceState[d.Source] == nil {
+			bySourceState[d.Source] = map[store.DeliveryState]int64{}
+		}
+		bySourceState[d.Source][d.State] += d.N
 	}
-	// Every state of a (source, lane) that has deliveries, zeros included, so "ambiguous > 0"
-	// alerts see the series before the first ambiguous delivery.
-	for k := range seen {
+	for source, states := range bySourceState {
 		for _, st := range DeliveryStates {
-			if !hasDelivery(ds, k[0], k[1], st) {
-				out = append(out, prometheus.MustNewConstMetric(deliveriesDesc, prometheus.GaugeValue, 0, k[0], k[1], string(st)))
-			}
+			out = append(out, prometheus.MustNewConstMetric(deliveriesDesc, prometheus.GaugeValue, float64(states[st]), source, string(st)))
 		}
 	}
 	ts, err := c.r.CountTasks(ctx)
@@ -423,15 +425,6 @@ func (c *storeCollector) read() ([]prometheus.Metric, error) {
 		out = append(out, prometheus.MustNewConstMetric(tasksDesc, prometheus.GaugeValue, float64(n), k[0], k[1]))
 	}
 	return out, nil
-}
-
-func hasDelivery(ds []store.DeliveryCount, source, lane string, st store.DeliveryState) bool {
-	for _, d := range ds {
-		if d.Source == source && d.Lane == lane && d.State == st {
-			return true
-		}
-	}
-	return false
 }
 
 type healthCollector struct{ h *Health }

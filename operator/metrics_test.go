@@ -2,13 +2,16 @@ package operator_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/channels-dev/channels/operator"
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -58,5 +61,50 @@ func TestAnAnchorMissIsCountedAsOneIntakeEvent(t *testing.T) {
 	}
 	if v := got[`channels_evidence_records_total{kind="anchor-miss",source="slack"}`]; v != 1 {
 		t.Errorf("channels_evidence_records_total{kind=anchor-miss} = %v, want 1", v)
+	}
+}
+
+// TestDeliverySeriesDoNotGrowWithLanes: channels_deliveries has one series per source and state,
+// whatever the number of lanes (one per conversation: as many as the people a bot answers), and
+// sums the lanes' deliveries.
+func TestDeliverySeriesDoNotGrowWithLanes(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.OpenSQLite(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		for i := range 300 {
+			state := store.DeliveryDelivered
+			if i%100 == 0 {
+				state = store.DeliveryAmbiguous
+			}
+			if _, _, err := tx.InsertDelivery(ctx, store.Delivery{Principal: "alice", ID: fmt.Sprintf("d%d", i), TaskID: fmt.Sprintf("t%d", i),
+				Source: "slack", Operation: "reply", Recovery: "lookup", Lane: fmt.Sprintf("slack:T1:C%d", i),
+				PayloadDigest: "x", State: state, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m := operator.NewMetrics()
+	m.WatchStore(s)
+	got := map[string]float64{}
+	for k, v := range scrape(t, m) {
+		if strings.HasPrefix(k, "channels_deliveries{") {
+			got[k] = v
+		}
+	}
+	if len(got) != len(operator.DeliveryStates) {
+		t.Errorf("%d channels_deliveries series for 300 lanes of one source, want %d (one per state)", len(got), len(operator.DeliveryStates))
+	}
+	for k, want := range map[string]float64{
+		`channels_deliveries{source="slack",state="delivered"}`: 297,
+		`channels_deliveries{source="slack",state="ambiguous"}`: 3,
+		`channels_deliveries{source="slack",state="failed"}`:    0,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
 	}
 }
