@@ -58,8 +58,11 @@ func (r reader) CountEvidence(ctx context.Context, f store.EvidenceCountFilter) 
 	bucket := "0::bigint"
 	if f.Bucket > 0 {
 		// The bucket's index: whole bucket widths between Since and the row, in microseconds.
-		bucket = fmt.Sprintf(`floor((extract(epoch FROM created_at) * 1000000 - %d) / %d)::bigint`,
-			f.Since.UnixMicro(), f.Bucket.Microseconds())
+		// Since and the width are parameters, so every dashboard load runs one statement text
+		// (each text is a statement prepared on the connection).
+		n := len(w.args)
+		w.args = append(w.args, f.Since.UnixMicro(), f.Bucket.Microseconds())
+		bucket = fmt.Sprintf(`floor((extract(epoch FROM created_at) * 1000000 - $%d::bigint) / $%d::bigint)::bigint`, n+1, n+2)
 	}
 	rows, _ := r.q.Query(ctx, `SELECT source, kind, `+bucket+` AS b, count(*), sum(`+evidenceEvents+`)::bigint,
 		max(created_at) FROM evidence `+evidenceDetail+` WHERE `+w.sql()+` GROUP BY source, kind, b ORDER BY source, kind, b`, w.args...)

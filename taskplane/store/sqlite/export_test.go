@@ -10,3 +10,11 @@ func Queued(s *Store) int { return s.w.q.Len() }
 
 // Closing is closed once Close has begun.
 func Closing(s *Store) <-chan struct{} { return s.w.q.Closing() }
+
+// CachedStatements reports how many read statements the read pool's cache holds or will prepare.
+func CachedStatements(s *Store) int {
+	c := s.reader.db.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.stmts) + len(c.missed)
+}

@@ -584,3 +584,21 @@ func TestOpenThroughAHardLinkIsRefused(t *testing.T) {
 		t.Errorf("Open through a hard link = %v, want ErrInUse", err)
 	}
 }
+
+// TestDashboardLoadsShareOneCachedStatement: every load of the dashboard counts evidence from
+// another instant (Since) and in buckets; the query's text must not change with them, or each
+// load would take a slot of the bounded statement cache until it is full for good.
+func TestDashboardLoadsShareOneCachedStatement(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "channels.db"))
+	ctx := context.Background()
+	base := time.Now().Add(-24 * time.Hour)
+	for i := range 20 {
+		if _, err := s.CountEvidence(ctx, store.EvidenceCountFilter{Since: base.Add(time.Duration(i) * time.Second),
+			Bucket: time.Duration(30+i) * time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sqlite.CachedStatements(s); n > 1 {
+		t.Errorf("20 dashboard loads left %d statements in the cache, want 1", n)
+	}
+}

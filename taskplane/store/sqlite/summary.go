@@ -38,8 +38,11 @@ func countEvidence(ctx context.Context, q querier, f store.EvidenceCountFilter) 
 	where, args := w.where(), w.args
 	bucket := "0"
 	if f.Bucket > 0 {
-		// Integer division of the offset from Since: the bucket's index.
-		bucket = fmt.Sprintf("((created_at - %d) / %d)", micros(f.Since), f.Bucket.Microseconds())
+		// Integer division of the offset from Since: the bucket's index. Since and the width are
+		// parameters (placed before the filter's, as the select list comes first), so every
+		// dashboard load runs one statement text and the statement cache keeps one entry for it.
+		bucket = "((created_at - ?) / ?)"
+		args = append([]any{micros(f.Since), f.Bucket.Microseconds()}, args...)
 	}
 	rows, err := q.QueryContext(ctx, `SELECT source, kind, `+bucket+` AS b, COUNT(*), SUM(`+evidenceEvents+`), MAX(created_at)
 		FROM evidence`+where+` GROUP BY source, kind, b ORDER BY source, kind, b`, args...)
