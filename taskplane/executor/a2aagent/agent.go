@@ -67,6 +67,7 @@ type Config struct {
 type Executor struct {
 	cfg  Config
 	auth *bearer
+	host string // the agent URL's host, which the token is always sent to
 	hc   *http.Client
 	// name is the agent URL's origin, what errors, logs and metadata name the agent by: the
 	// URL's path and query may hold a key.
@@ -91,7 +92,7 @@ func New(cfg Config) (*Executor, error) {
 	}
 	auth := &bearer{token: cfg.Token}
 	auth.allow(u.Host)
-	return &Executor{cfg: cfg, auth: auth, hc: newHTTPClient(cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
+	return &Executor{cfg: cfg, auth: auth, host: u.Host, hc: newHTTPClient(cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
 }
 
 // connect returns the client, resolving the card on first use (and again after a failure). The
@@ -109,6 +110,7 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 	if err != nil {
 		return nil, nil, transportOr(fmt.Errorf("resolve the agent card of %s: %w", e.name, redact.Error(err)))
 	}
+	hosts := []string{e.host}
 	for _, iface := range card.SupportedInterfaces {
 		if iface == nil {
 			continue
@@ -117,7 +119,7 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 		if err != nil {
 			return nil, nil, fmt.Errorf("agent card interface: %w", err)
 		}
-		e.auth.allow(u.Host)
+		hosts = append(hosts, u.Host)
 	}
 	client, err = a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(e.hc), a2aclient.WithRESTTransport(e.hc))
@@ -128,6 +130,7 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 	defer e.mu.Unlock()
 	if e.client == nil {
 		e.client, e.card = client, card
+		e.auth.allow(hosts...) // the kept card's hosts, and only those
 	}
 	return e.client, e.card, nil
 }

@@ -115,12 +115,15 @@ type bearer struct {
 	hosts map[string]bool
 }
 
-func (b *bearer) allow(host string) {
-	b.mu.Lock()
-	if b.hosts == nil {
-		b.hosts = map[string]bool{}
+// allow makes hosts the ones the token may be sent to, in place of those before: a card read
+// again no longer lists an interface it dropped.
+func (b *bearer) allow(hosts ...string) {
+	set := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		set[strings.ToLower(h)] = true
 	}
-	b.hosts[strings.ToLower(host)] = true
+	b.mu.Lock()
+	b.hosts = set
 	b.mu.Unlock()
 }
 

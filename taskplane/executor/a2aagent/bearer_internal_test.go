@@ -1,0 +1,62 @@
+package a2aagent
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+)
+
+// TestTheTokenGoesOnlyToTheHostsOfTheCurrentCard: the bearer token is sent to the agent URL's
+// host and to the hosts of the interfaces its card lists; when the card is read again (after a
+// transport failure) and no longer lists a host, the token is no longer sent there.
+func TestTheTokenGoesOnlyToTheHostsOfTheCurrentCard(t *testing.T) {
+	other := func() *url.URL {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		return u
+	}
+	old, moved := other(), other()
+	var mu sync.Mutex
+	iface := old
+	cardSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		u := iface
+		mu.Unlock()
+		card := &a2a.AgentCard{Name: "agent", Description: "d", Version: "1",
+			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(u.String()+"/rpc", a2a.TransportProtocolJSONRPC)},
+			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
+		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
+	}))
+	t.Cleanup(cardSrv.Close)
+	e, err := New(Config{AgentURL: cardSrv.URL, Token: "tok", AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentURL, _ := url.Parse(cardSrv.URL)
+	sent := func(u *url.URL) bool { return e.auth.header(u) != "" }
+	if _, _, err := e.connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !sent(agentURL) || !sent(old) || sent(moved) {
+		t.Fatalf("first card: token to the agent URL %v, its interface %v, another host %v; want true, true, false",
+			sent(agentURL), sent(old), sent(moved))
+	}
+	mu.Lock()
+	iface = moved
+	mu.Unlock()
+	e.reset()
+	if _, _, err := e.connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !sent(agentURL) || sent(old) || !sent(moved) {
+		t.Errorf("card read again: token to the agent URL %v, the host it no longer lists %v, the host it lists now %v; want true, false, true",
+			sent(agentURL), sent(old), sent(moved))
+	}
+}
