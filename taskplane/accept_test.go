@@ -874,14 +874,19 @@ func TestAPassThatPrunesOnlyEvidenceRecordsIt(t *testing.T) {
 	})
 }
 
+// With no setting, retention is the documented 30 days (DESIGN.md §4, invariant 3): a terminal
+// task is kept 29 days after its last event and pruned after 31.
 func TestRetentionKeepsLiveStateAndReacceptsAPrunedIdentity(t *testing.T) {
+	if taskplane.DefaultRetention != 30*24*time.Hour {
+		t.Fatalf("DefaultRetention = %s, want 30 days", taskplane.DefaultRetention)
+	}
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		s := open(t)
 		var mu sync.Mutex
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 		advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-		p := taskplane.New(s, taskplane.WithClock(clock), taskplane.WithRetention(30*24*time.Hour))
+		p := taskplane.New(s, taskplane.WithClock(clock)) // the default window
 
 		done := mustAccept(t, p, nativeEvent("alice", "ev-done", "c-done", "x"))
 		if _, err := p.Apply(context.Background(), "alice", done.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
@@ -889,7 +894,14 @@ func TestRetentionKeepsLiveStateAndReacceptsAPrunedIdentity(t *testing.T) {
 		}
 		live := mustAccept(t, p, nativeEvent("alice", "ev-live", "c-live", "y"))
 		ask(t, p, "alice", live.Task.ID, taskplane.StateInputRequired)
-		advance(31 * 24 * time.Hour)
+		advance(29 * 24 * time.Hour)
+		if r, err := p.Prune(context.Background()); err != nil || r.Tasks != 0 {
+			t.Fatalf("pruned %+v (%v) after 29 days, want nothing: the window is 30 days", r, err)
+		}
+		if _, err := p.GetTask(context.Background(), "alice", done.Task.ID); err != nil {
+			t.Fatalf("terminal task dropped after 29 days: %v", err)
+		}
+		advance(2 * 24 * time.Hour)
 		recent := mustAccept(t, p, nativeEvent("alice", "ev-recent", "c-recent", "z"))
 		if _, err := p.Apply(context.Background(), "alice", recent.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
 			t.Fatal(err)

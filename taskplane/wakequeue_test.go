@@ -211,8 +211,16 @@ func TestWakeAuthorityAtDelivery(t *testing.T) {
 			t.Fatalf("update during the turn: %v", err)
 		}
 
-		// The lease runs out and another consumer takes the task: the first turn's authority is gone.
+		// The lease runs out: the turn's authority is gone at once, before anyone else claims the
+		// task (no re-claim is needed to take it away).
 		c.Advance(2 * time.Minute)
+		if err := turn.Update(ctx, artifact); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("update after the lease ran out, before a re-claim: %v, want ErrNoTurn", err)
+		}
+		if _, err := p.RenewTurn(ctx, g, time.Minute); !errors.Is(err, taskplane.ErrNoTurn) {
+			t.Fatalf("renewal after the lease ran out, before a re-claim: %v, want ErrNoTurn", err)
+		}
+		// Another consumer takes the task; the first turn stays without authority.
 		g2 := claimAs(t, p, "consumer-2")
 		if g2 == nil || g2.TaskID != task.ID || g2.Offer != 2 {
 			t.Fatalf("re-claim after the lease ran out: %+v", g2)
@@ -704,15 +712,17 @@ func TestWakeBoundedRetries(t *testing.T) {
 		}), 2)
 		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
 		waitFor(t, "the task to fail", func() bool { return taskState(t, p, task.ID).Status.State == taskplane.StateFailed })
-		if n := calls.Load(); n != 1+taskplane.TransportRetries {
-			t.Fatalf("executor called %d times, want 1 + %d retries", n, taskplane.TransportRetries)
+		// The documented bound (DESIGN.md §4, invariant 7: retry 3), not the constant, so a change
+		// of the constant is a change of this test.
+		if n := calls.Load(); n != 4 {
+			t.Fatalf("executor called %d times, want 4 (the first call and 3 retries)", n)
 		}
 		if r := reasonOf(taskState(t, p, task.ID)); r != taskplane.ReasonTransport {
 			t.Fatalf("failure reason %q, want %q", r, taskplane.ReasonTransport)
 		}
 		failed := evidenceDetails(t, p, taskplane.EvidenceWakeFailed, task.ID)
-		if len(failed) != 1 || failed[0]["reason"] != taskplane.ReasonTransport {
-			t.Fatalf("wake-failed evidence %v", failed)
+		if len(failed) != 1 || failed[0]["reason"] != taskplane.ReasonTransport || failed[0]["attempts"] != float64(4) {
+			t.Fatalf("wake-failed evidence %v, want reason transport after 4 attempts", failed)
 		}
 		// A transport failure is retried within the turn, not re-offered.
 		if n := len(evidenceDetails(t, p, taskplane.EvidenceWoken, task.ID)); n != 1 {
@@ -730,8 +740,9 @@ func TestWakeReofferCap(t *testing.T) {
 		}), 2)
 		task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
 		waitFor(t, "the task to fail", func() bool { return taskState(t, p, task.ID).Status.State == taskplane.StateFailed })
-		if n := calls.Load(); n != 1+taskplane.MaxReoffers {
-			t.Fatalf("offered %d times, want 1 + %d re-offers", n, taskplane.MaxReoffers)
+		// The documented cap (DESIGN.md §4, invariant 7: re-offer cap 5), not the constant.
+		if n := calls.Load(); n != 6 {
+			t.Fatalf("offered %d times, want 6 (the first offer and 5 re-offers)", n)
 		}
 		if r := reasonOf(taskState(t, p, task.ID)); r != taskplane.ReasonReofferCap {
 			t.Fatalf("failure reason %q", r)
@@ -747,7 +758,7 @@ func TestWakeReofferCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(wakes) != 1 || wakes[0].State != store.WakeFailed || wakes[0].Attempts != 1+taskplane.MaxReoffers {
+		if len(wakes) != 1 || wakes[0].State != store.WakeFailed || wakes[0].Attempts != 6 {
 			t.Fatalf("wake %+v, want failed after 6 offers", wakes)
 		}
 	}, taskplane.WithReofferDelay(time.Millisecond))

@@ -44,6 +44,19 @@ func TestNoConfigGivesLoopbackSQLiteEcho(t *testing.T) {
 	}
 }
 
+// With no setting, the server keeps terminal tasks and idempotency claims for the documented 30
+// days (DESIGN.md §4, invariant 3), whatever the task plane's own default.
+func TestRetentionDefaultsToThirtyDays(t *testing.T) {
+	getenv, environ := envOf(nil)
+	l, err := Load("", nil, getenv, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Retention != 30*24*time.Hour {
+		t.Fatalf("retention %s, want 720h (30 days)", l.Retention)
+	}
+}
+
 // With neither XDG_DATA_HOME nor HOME the default store has no place: there is none (a command
 // that needs it fails with ErrNoStore), never one in the temporary directory; a store given
 // explicitly is used as ever.
