@@ -52,7 +52,7 @@ func TestIdenticalConcurrentDeliveriesMakeOneProviderCall(t *testing.T) {
 func TestTwoEnginesOnTwoPostgresHandlesMakeOneProviderCall(t *testing.T) {
 	stores := storetest.OpenPostgresShared(t, 2)
 	p := newProvider(nil)
-	p.entered, p.gate = make(chan struct{}), make(chan struct{})
+	p.entered, p.again, p.gate = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
 	a := newEngine(t, stores[0], route, nil, delivery.WithOwner("process-a"))
 	b := newEngine(t, stores[1], route, nil, delivery.WithOwner("process-b"))
@@ -76,7 +76,25 @@ func TestTwoEnginesOnTwoPostgresHandlesMakeOneProviderCall(t *testing.T) {
 	for i := range perEngine {
 		bWG.Go(func() { bRecs[i], bErrs[i] = b.Deliver(ctx, request("t-1", "the answer")) })
 	}
-	bWG.Wait()
+	bDone := make(chan struct{})
+	go func() { bWG.Wait(); close(bDone) }()
+	// A second provider call while A is held in the first is the broken invariant: fail then,
+	// rather than wait for B's callers, which that call holds at the gate. The bound is generous
+	// (B's callers make no call and only read); it turns a hang into a failure.
+	var broken string
+	select {
+	case <-bDone:
+	case <-p.again:
+		broken = "process B called the provider while A held the lease"
+	case <-time.After(30 * time.Second):
+		broken = "process B's callers did not return within 30s while A held the lease"
+	}
+	if broken != "" {
+		cancel() // frees every Send held at the gate
+		aWG.Wait()
+		bWG.Wait()
+		t.Fatal(broken)
+	}
 	for i := range perEngine {
 		if bErrs[i] != nil {
 			t.Fatalf("process B caller %d: %v", i, bErrs[i])

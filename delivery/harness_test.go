@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,11 +53,12 @@ type post struct {
 type provider struct {
 	clock *clock // nil: wall clock
 	delay time.Duration
-	// entered, if set, is closed when the first Send begins; gate, if set, holds every Send until
-	// it is closed.
+	// entered, if set, is closed when the first Send begins; again, if set, when a second one
+	// begins; gate, if set, holds every Send until it is closed or its context is done.
 	entered chan struct{}
+	again   chan struct{}
 	gate    chan struct{}
-	once    sync.Once
+	sends   atomic.Int32 // Sends begun, counted only while entered is set
 
 	mu    sync.Mutex
 	calls map[string]int // Send calls per delivery ID
@@ -89,10 +91,21 @@ func laneOf(d delivery.Delivery) string {
 
 func (p *provider) Send(ctx context.Context, d delivery.Delivery) (delivery.Receipt, error) {
 	if p.entered != nil {
-		p.once.Do(func() { close(p.entered) })
+		switch p.sends.Add(1) {
+		case 1:
+			close(p.entered)
+		case 2:
+			if p.again != nil {
+				close(p.again)
+			}
+		}
 	}
 	if p.gate != nil {
-		<-p.gate
+		select {
+		case <-p.gate:
+		case <-ctx.Done():
+			return delivery.Receipt{}, ctx.Err()
+		}
 	}
 	if p.delay > 0 {
 		time.Sleep(p.delay)
