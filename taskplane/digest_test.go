@@ -23,6 +23,16 @@ func TestTheDigestOfAnEventWithoutMetadataIsUnchanged(t *testing.T) {
 	if !ev.matchesDigest(old, got) || !ev.matchesDigest(got, got) {
 		t.Fatal("the event does not match its own digest, or the older releases' claim of it")
 	}
+	// A changed payload under the same identity does not match the older releases' claim.
+	changed := ev
+	changed.Message.Parts = []Part{TextPart("rollback")}
+	changedDigest, err := changed.digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.matchesDigest(old, changedDigest) {
+		t.Fatal("a changed payload matches the older releases' claim of the event")
+	}
 	ev.Metadata = map[string]any{"k": "v"}
 	withMeta, err := ev.digest()
 	if err != nil {
