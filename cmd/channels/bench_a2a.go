@@ -166,7 +166,11 @@ func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, 
 			r.Ratio = round(load.ReqPerSec/pl.ReqPerSec, 3)
 		}
 	}
-	if load.Requests == load.Errors {
+	switch {
+	case load.Requests == 0:
+		// Every request was cut off by the end of the phase: nothing failed, nothing finished.
+		return r, fmt.Errorf("bench a2a: no request completed within the duration (%s) against %s", o.duration, target)
+	case load.Requests == load.Errors:
 		return r, fmt.Errorf("bench a2a: every request to %s failed: %s", target, load.FirstError)
 	}
 	return r, nil
