@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
@@ -589,6 +591,8 @@ func TestATurnUpdateAndACancelOfItsTaskDoNotDeadlock(t *testing.T) {
 	}
 	q := u.Query()
 	q.Set("deadlock_timeout", "60s") // a runtime parameter, sent when each connection starts
+	app := q.Get("search_path")      // the schema is the test's own
+	q.Set("application_name", app)
 	u.RawQuery = q.Encode()
 	ctx := context.Background()
 	s, err := store.Open(ctx, u.String())
@@ -596,6 +600,11 @@ func TestATurnUpdateAndACancelOfItsTaskDoNotDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	admin, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
 	h := newHoldStore(s, "UpdateTask")
 	p := taskplane.New(h)
 	task := mustAccept(t, p, a2aEvent("m-1", "hello")).Task
@@ -613,7 +622,16 @@ func TestATurnUpdateAndACancelOfItsTaskDoNotDeadlock(t *testing.T) {
 		_, _, err := p.Cancel(ctx, "alice", task.ID, nil)
 		canceled <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // the cancel reaches the turn's locks
+	// The cancel must write the task row the turn's transaction holds: it reaches the turn's
+	// locks when one of the store's connections waits on a lock.
+	waitFor(t, "the cancel to wait on the turn's locks", func() bool {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
 	close(h.release)
 	for what, ch := range map[string]chan error{"turn update": updated, "cancel": canceled} {
 		select {

@@ -1496,7 +1496,8 @@ func TestWakeCountsMigrationWaitsForWritersInFlight(t *testing.T) {
 		}
 		opened <- s
 	}()
-	time.Sleep(300 * time.Millisecond) // the migration reaches the writer's lock meanwhile
+	// pg_stat_activity keeps the first 1 kB of the migration's text: its name, not its LOCK.
+	waitLockWaitOn(t, u, "%0005_wake_counts%") // the migration reaches the writer's lock
 	if err := writer.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -1576,7 +1577,7 @@ func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
 		}
 		bDone <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // b waits on the slot meanwhile
+	waitLockWaitOn(t, u, "UPDATE wakes SET state = 'done' WHERE id = 'w3'") // b waits on the slot
 	// pending -> active
 	if err := exec(ta, `UPDATE wakes SET state = 'active' WHERE id = 'w0'`); err != nil {
 		t.Errorf("a: %v", err)
