@@ -202,11 +202,14 @@ func sign(secret string, ts time.Time, body []byte) string {
 }
 
 // post sends body to endpoint signed with secret at ts (no signature when secret is "").
+// post sends b to the endpoint and returns the answer's status and body. It may run on any
+// goroutine (concurrent redeliveries): a request that fails is an error of the test and status 0.
 func (d *eventsDriver) post(t testing.TB, endpoint string, b []byte, secret string, ts time.Time, header http.Header) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, d.url(endpoint), bytes.NewReader(b))
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("POST %s: %v", endpoint, err)
+		return 0, ""
 	}
 	ct := "application/json"
 	if endpoint == "interactive" {
@@ -224,7 +227,8 @@ func (d *eventsDriver) post(t testing.TB, endpoint string, b []byte, secret stri
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
-		t.Fatalf("POST %s: %v", endpoint, err)
+		t.Errorf("POST %s: %v", endpoint, err)
+		return 0, ""
 	}
 	defer resp.Body.Close()
 	var out bytes.Buffer
@@ -278,6 +282,8 @@ func (d *socketDriver) Inject(t *testing.T, in sourcetest.Input) sourcetest.Ack 
 }
 
 // deliver sends one envelope; a "X-Slack-Retry-Num" header makes it a redelivery (retry_attempt).
+// It may run on any goroutine (concurrent redeliveries): an envelope left unanswered is an error
+// of the test and Unacked.
 func (d *socketDriver) deliver(t testing.TB, kind string, payload obj, header http.Header) sourcetest.Ack {
 	typ := "events_api"
 	if kind == "interactive" {
@@ -297,7 +303,8 @@ func (d *socketDriver) deliver(t testing.TB, kind string, payload obj, header ht
 		return sourcetest.Acked
 	case ok = <-d.settledCh(id):
 	case <-time.After(20 * time.Second):
-		t.Fatalf("envelope %s was not handled within 20s", id)
+		t.Errorf("envelope %s was not handled within 20s", id)
+		return sourcetest.Unacked
 	}
 	if !ok {
 		select {
@@ -311,7 +318,7 @@ func (d *socketDriver) deliver(t testing.TB, kind string, payload obj, header ht
 	case <-acked:
 		return sourcetest.Acked
 	case <-time.After(20 * time.Second):
-		t.Fatalf("envelope %s was settled but its ack never reached Slack", id)
+		t.Errorf("envelope %s was settled but its ack never reached Slack", id)
 	}
 	return sourcetest.Unacked
 }
