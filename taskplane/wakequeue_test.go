@@ -909,42 +909,53 @@ func TestWakeClaimsAcrossProcessesNeverShareATurn(t *testing.T) {
 	for i, s := range stores {
 		planes[i] = taskplane.New(s)
 	}
-	const tasks = 20
-	for i := range tasks {
-		mustAccept(t, planes[0], a2aEvent(fmt.Sprintf("m-%02d", i), "work"))
-	}
-	var (
-		mu     sync.Mutex
-		grants = map[string]int{}
-		wg     sync.WaitGroup
-	)
-	for i, p := range planes {
-		for j := range 3 {
-			wg.Go(func() {
-				owner := fmt.Sprintf("process-%d-%d", i, j)
-				for {
-					g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: owner, Lease: time.Minute})
-					if err != nil {
-						t.Errorf("%s: %v", owner, err)
-						return
-					}
-					if g == nil {
-						return
-					}
-					mu.Lock()
-					grants[g.TaskID]++
-					mu.Unlock()
-				}
-			})
+	// Several rounds, each a fresh batch of tasks claimed by every claimer released at once: a
+	// claim that takes a row another claimer leased after the first read shows in one round or
+	// another.
+	const rounds, tasks = 8, 20
+	for round := range rounds {
+		for i := range tasks {
+			mustAccept(t, planes[0], a2aEvent(fmt.Sprintf("m-%d-%02d", round, i), "work"))
 		}
-	}
-	wg.Wait()
-	if len(grants) != tasks {
-		t.Fatalf("%d of %d tasks granted", len(grants), tasks)
-	}
-	for id, n := range grants {
-		if n != 1 {
-			t.Errorf("task %s granted %d times", id, n)
+		var (
+			mu     sync.Mutex
+			grants = map[string]int{}
+			wg     sync.WaitGroup
+			start  = make(chan struct{})
+		)
+		for i, p := range planes {
+			for j := range 3 {
+				wg.Go(func() {
+					owner := fmt.Sprintf("process-%d-%d", i, j)
+					<-start
+					for {
+						g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: owner, Lease: time.Minute})
+						if err != nil {
+							t.Errorf("%s: %v", owner, err)
+							return
+						}
+						if g == nil {
+							return
+						}
+						mu.Lock()
+						grants[g.TaskID]++
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		if len(grants) != tasks {
+			t.Fatalf("round %d: %d of %d tasks granted", round, len(grants), tasks)
+		}
+		for id, n := range grants {
+			if n != 1 {
+				t.Errorf("round %d: task %s granted %d times", round, id, n)
+			}
+		}
+		if t.Failed() {
+			return
 		}
 	}
 }
