@@ -674,13 +674,12 @@ func (p *Plane) continueTask(ctx context.Context, tx store.Tx, t *Task, msg Mess
 
 // Anchor conditions, as named in anchor-miss evidence.
 const (
-	AnchorNotStored       = "anchor-not-stored"      // the replied-to id is not a stored anchor (of this principal)
-	AnchorTaskMissing     = "anchor-task-missing"    // the anchored task no longer exists
-	AnchorNotInterrupted  = "task-not-interrupted"   // the task is not INPUT_REQUIRED / AUTH_REQUIRED
-	AnchorNotOurResponse  = "response-not-delivered" // the anchor was not a response sent for this task's source
-	AnchorNoInputRequest  = "no-input-request"       // no unanswered input request is recorded
-	AnchorPrincipalDiffer = "principal-differs"      // the task belongs to another principal
-	AnchorTaskFull        = "task-full"              // the task cannot hold the reply (MaxTaskBytes)
+	AnchorNotStored      = "anchor-not-stored"      // the replied-to id is not a stored anchor (of this principal)
+	AnchorTaskMissing    = "anchor-task-missing"    // the anchored task no longer exists
+	AnchorNotInterrupted = "task-not-interrupted"   // the task is not INPUT_REQUIRED / AUTH_REQUIRED
+	AnchorNotOurResponse = "response-not-delivered" // the anchor was not a response sent for this task's source
+	AnchorNoInputRequest = "no-input-request"       // no unanswered input request is recorded
+	AnchorTaskFull       = "task-full"              // the task cannot hold the reply (MaxTaskBytes)
 )
 
 // verifyAnchor checks the six conditions of a reply anchor. It returns the task to continue, or
@@ -689,7 +688,10 @@ const (
 // The conditions: the task is INPUT_REQUIRED or AUTH_REQUIRED; we sent a provider response for it
 // (the anchor was recorded by a delivery to the task's own source); that response's id is stored
 // as an anchor; the event directly replies to that id (ReplyTo, looked up exactly); same
-// principal; and the anchor carries the task's current, unanswered input request.
+// principal; and the anchor carries the task's current, unanswered input request. Same principal
+// has no check of its own: both reads are scoped to the event's principal, so another principal's
+// anchor is not stored (AnchorNotStored), and the store refuses an anchor naming a task of a
+// principal other than its own (PutAnchor).
 func (p *Plane) verifyAnchor(ctx context.Context, tx store.Tx, ev *Event) (*Task, string, error) {
 	a, err := tx.GetAnchor(ctx, ev.Principal, ev.Source, ev.ReplyTo)
 	if err != nil {
@@ -706,8 +708,6 @@ func (p *Plane) verifyAnchor(ctx context.Context, tx store.Tx, ev *Event) (*Task
 		return nil, "", err
 	}
 	switch {
-	case t.Origin.Principal != ev.Principal || a.Principal != ev.Principal:
-		return nil, AnchorPrincipalDiffer, nil
 	case !t.Status.State.Interrupted():
 		return nil, AnchorNotInterrupted, nil
 	case t.Origin.Source != a.Source:
