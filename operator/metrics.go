@@ -309,11 +309,11 @@ func (m *Metrics) WatchStore(r store.Reader) {
 	m.reg.MustRegister(&storeCollector{r: r, m: m})
 }
 
-// WatchPlane registers the SSE subscriber gauge of p.
+// WatchPlane registers the SSE subscriber gauge of p: its streams (Plane.Subscribers).
 func (m *Metrics) WatchPlane(p *taskplane.Plane) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "channels_sse_subscribers",
-		Help: "Open task-event subscriptions (SSE streams) in this process.",
+		Help: "A2A streams (SendStreamingMessage, SubscribeToTask) following a task in this process; blocking sends are not counted.",
 	}, func() float64 { return float64(p.Subscribers()) }))
 }
 

@@ -18,21 +18,28 @@ import (
 type broker struct {
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
-	// watches counts the subscriptions of running turns (watch), which are not streams.
-	watches int
+	// streams counts the subscriptions of clients' streams (FollowStream), the only ones the
+	// subscriber count reports: a running turn's watch and a blocking send's wait are not streams.
+	streams int
 }
 
 func newBroker() *broker { return &broker{subs: map[string]map[chan struct{}]struct{}{}} }
 
 func brokerKey(principal, taskID string) string { return principal + "\x00" + taskID }
 
+// subscribe subscribes to (principal, taskID) for a follower that is not a stream.
 func (b *broker) subscribe(principal, taskID string) (<-chan struct{}, func()) {
 	return b.add(principal, taskID, 0)
 }
 
-// add subscribes to (principal, taskID), adding watch to b.watches for as long (in the same
+// subscribeStream is subscribe for a client's stream: counted in b.streams while it lasts.
+func (b *broker) subscribeStream(principal, taskID string) (<-chan struct{}, func()) {
+	return b.add(principal, taskID, 1)
+}
+
+// add subscribes to (principal, taskID), adding stream to b.streams for as long (in the same
 // critical sections, so Subscribers never sees one without the other).
-func (b *broker) add(principal, taskID string, watch int) (<-chan struct{}, func()) {
+func (b *broker) add(principal, taskID string, stream int) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	k := brokerKey(principal, taskID)
 	b.mu.Lock()
@@ -40,13 +47,13 @@ func (b *broker) add(principal, taskID string, watch int) (<-chan struct{}, func
 		b.subs[k] = map[chan struct{}]struct{}{}
 	}
 	b.subs[k][ch] = struct{}{}
-	b.watches += watch
+	b.streams += stream
 	b.mu.Unlock()
 	return ch, func() {
 		b.mu.Lock()
 		if _, ok := b.subs[k][ch]; ok {
 			delete(b.subs[k], ch)
-			b.watches -= watch
+			b.streams -= stream
 		}
 		if len(b.subs[k]) == 0 {
 			delete(b.subs, k)
@@ -58,7 +65,7 @@ func (b *broker) add(principal, taskID string, watch int) (<-chan struct{}, func
 // watch is subscribe for a running turn watching its own task: not a stream, so Subscribers
 // leaves it out.
 func (b *broker) watch(principal, taskID string) (<-chan struct{}, func()) {
-	return b.add(principal, taskID, 1)
+	return b.subscribe(principal, taskID)
 }
 
 // publishAll pokes every subscriber: notifications may have been lost (the listener reconnected).
@@ -87,16 +94,14 @@ func (b *broker) publish(principal, taskID string) {
 	b.mu.Unlock()
 }
 
-// Subscribers reports how many in-process subscriptions of streams and followers are open (for
-// metrics); running turns watching their tasks are not counted.
+// Subscribers reports how many clients' streams (FollowStream: A2A SendStreamingMessage and
+// SubscribeToTask) follow tasks in this process, for the channels_sse_subscribers gauge. Other
+// followers are not streams and are not counted: a blocking send waiting for its task to settle,
+// a running turn watching its task.
 func (p *Plane) Subscribers() int {
 	p.broker.mu.Lock()
 	defer p.broker.mu.Unlock()
-	n := 0
-	for _, s := range p.broker.subs {
-		n += len(s)
-	}
-	return n - p.broker.watches
+	return p.broker.streams
 }
 
 // followRecheck is how often Follow re-reads the event log of a shared store without a poke.
@@ -119,19 +124,33 @@ func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int6
 	if err != nil {
 		return err
 	}
-	return p.follow(ctx, t, after, fn)
+	return p.follow(ctx, t, after, false, fn)
 }
 
 // FollowTask is Follow of t, a task its owner has from the plane (Accept, GetTask, Apply...): it
 // follows t's log after after without reading t again.
 func (p *Plane) FollowTask(ctx context.Context, t *Task, after int64, fn func(TaskEvent) error) error {
-	return p.follow(ctx, t, after, fn)
+	return p.follow(ctx, t, after, false, fn)
 }
 
-func (p *Plane) follow(ctx context.Context, t *Task, after int64, fn func(TaskEvent) error) error {
+// FollowStream is Follow for a client's stream (an A2A SendStreamingMessage or SubscribeToTask):
+// Subscribers counts it while it follows.
+func (p *Plane) FollowStream(ctx context.Context, principal, taskID string, after int64, fn func(TaskEvent) error) error {
+	t, err := getTask(ctx, p.store, principal, taskID)
+	if err != nil {
+		return err
+	}
+	return p.follow(ctx, t, after, true, fn)
+}
+
+func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, fn func(TaskEvent) error) error {
 	principal, taskID := t.Origin.Principal, t.ID
 	// Subscribe before the first read, so a commit between the read and the wait still pokes us.
-	poke, cancel := p.broker.subscribe(principal, taskID)
+	subscribe := p.broker.subscribe
+	if stream {
+		subscribe = p.broker.subscribeStream
+	}
+	poke, cancel := subscribe(principal, taskID)
 	defer cancel()
 	// Another process's notification is a hint that can be lost (a crash between its commit and
 	// its NOTIFY): on a shared store, also re-read the log now and then.

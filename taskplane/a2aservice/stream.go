@@ -143,7 +143,7 @@ func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 	// asked it (an artifact written with the question), which shares the question's time; an
 	// event of a later update is not sent.
 	var update time.Time
-	return st.svc.plane.Follow(ctx, st.principal, st.taskID, st.after, func(ev taskplane.TaskEvent) error {
+	return st.svc.plane.FollowStream(ctx, st.principal, st.taskID, st.after, func(ev taskplane.TaskEvent) error {
 		if !update.IsZero() && !ev.Time.Equal(update) {
 			return taskplane.ErrStopFollowing
 		}
