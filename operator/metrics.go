@@ -21,12 +21,15 @@ import (
 // disposition label of channels_intake_events_total. Each event has exactly one. anchor-miss is
 // not among them: it is written beside the accepted record of the same event (the reply became a
 // new task), so counting it too would count that event twice; channels_evidence_records_total
-// counts it.
+// counts it. settled is an event's disposition only when the event's acceptance wrote it (an A2A
+// send that settled a finished task, recorded under its messageId's claim); a settlement through
+// the worker API is no event taken in.
 var Dispositions = []string{
 	taskplane.EvidenceAccepted,
 	taskplane.EvidenceContinued,
 	taskplane.EvidenceDuplicate,
 	taskplane.EvidenceDuplicateConflict,
+	taskplane.EvidenceSettled,
 	sources.EvidenceNonWork,
 	sources.EvidenceRejected,
 	sources.EvidenceMalformed,
@@ -62,7 +65,7 @@ func NewMetrics() *Metrics {
 		reg: prometheus.NewRegistry(),
 		intake: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "channels_intake_events_total",
-			Help: "Provider and A2A events taken in by this process, each once, by source and disposition (the evidence kind: accepted, continued, duplicate, duplicate-conflict, non-work, rejected, malformed-envelope; an anchor miss is accepted, and counted in channels_evidence_records_total).",
+			Help: "Provider and A2A events taken in by this process, each once, by source and disposition (the evidence kind: accepted, continued, duplicate, duplicate-conflict, settled, non-work, rejected, malformed-envelope; an anchor miss is accepted, and counted in channels_evidence_records_total; settled is an A2A send that settled a finished task).",
 		}, []string{"source", "disposition"}),
 		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "channels_evidence_records_total",
@@ -70,7 +73,7 @@ func NewMetrics() *Metrics {
 		}, []string{"source", "kind"}),
 		accept: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "channels_accept_duration_seconds",
-			Help:    "Time the acceptance transaction of one event took to commit durably, by source.",
+			Help:    "Time the acceptance transaction of one event (accepted, continued, duplicate, duplicate-conflict or settled) took to commit durably, by source.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"source"}),
 		turns: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -109,15 +112,17 @@ func (m *Metrics) InitSource(source string) {
 }
 
 // observeCommitted counts the evidence one committed transaction wrote, and the transaction's
-// duration as an acceptance latency when it was an acceptance.
-func (m *Metrics) observeCommitted(es []store.Evidence, elapsed time.Duration) {
+// duration as an acceptance latency when it was an acceptance. claimed says the transaction
+// recorded an event's claim: its settled evidence, if any, is that event's disposition.
+func (m *Metrics) observeCommitted(es []store.Evidence, claimed bool, elapsed time.Duration) {
 	accepted := map[string]bool{}
 	for _, e := range es {
 		m.evidence.WithLabelValues(e.Source, e.Kind).Inc()
-		if isDisposition(e.Kind) {
+		settlement := e.Kind == taskplane.EvidenceSettled && claimed
+		if isDisposition(e.Kind) && (e.Kind != taskplane.EvidenceSettled || settlement) {
 			m.intake.WithLabelValues(e.Source, e.Kind).Add(float64(eventCount(e.Detail)))
 		}
-		if acceptKinds[e.Kind] && !accepted[e.Source] {
+		if (acceptKinds[e.Kind] || settlement) && !accepted[e.Source] {
 			accepted[e.Source] = true
 			m.accept.WithLabelValues(e.Source).Observe(elapsed.Seconds())
 		}
@@ -176,10 +181,20 @@ type instrumentedStore struct {
 // and the delivery engine built on the instrumented store measure leases on it.
 func (s *instrumentedStore) Now() time.Time { return store.NowFunc(s.Store)() }
 
-// evidenceTx records the evidence a transaction inserts.
+// evidenceTx records the evidence a transaction inserts, and whether it recorded an event's
+// claim (an acceptance).
 type evidenceTx struct {
 	store.Tx
-	seen *[]store.Evidence
+	seen    *[]store.Evidence
+	claimed *bool
+}
+
+func (t evidenceTx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool, error) {
+	existing, inserted, err := t.Tx.InsertClaim(ctx, c)
+	if err == nil && inserted {
+		*t.claimed = true
+	}
+	return existing, inserted, err
 }
 
 func (t evidenceTx) InsertEvidence(ctx context.Context, e store.Evidence) error {
@@ -192,14 +207,15 @@ func (t evidenceTx) InsertEvidence(ctx context.Context, e store.Evidence) error 
 
 func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
 	var (
-		seen  []store.Evidence
-		fnErr error
+		seen    []store.Evidence
+		claimed bool
+		fnErr   error
 	)
 	start := time.Now()
 	err := s.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		// fn may run more than once (a retried transaction): only the last run commits.
-		seen = seen[:0]
-		fnErr = fn(ctx, evidenceTx{Tx: tx, seen: &seen})
+		seen, claimed = seen[:0], false
+		fnErr = fn(ctx, evidenceTx{Tx: tx, seen: &seen, claimed: &claimed})
 		return fnErr
 	})
 	if err != nil {
@@ -216,7 +232,7 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 		}
 		return err
 	}
-	s.m.observeCommitted(seen, time.Since(start))
+	s.m.observeCommitted(seen, claimed, time.Since(start))
 	return nil
 }
 

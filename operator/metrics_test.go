@@ -108,3 +108,73 @@ func TestDeliverySeriesDoNotGrowWithLanes(t *testing.T) {
 		}
 	}
 }
+
+// A send that settles a finished task is an event taken in: channels_intake_events_total counts
+// it once, as settled, under the source it came in on (a2a, though the task came from a webhook),
+// and its acceptance transaction is timed; its resend is a duplicate of it. A settlement through
+// the worker API (Plane.Settle) is no event taken in: it is evidence of the task's source only.
+func TestASettlingSendIsCountedAsOneA2AIntakeEvent(t *testing.T) {
+	ctx := context.Background()
+	m := operator.NewMetrics()
+	m.InitSource(taskplane.SourceA2A)
+	m.InitSource("webhook")
+	p := taskplane.New(m.Store(storetest.OpenSQLite(t)))
+	msg := func(id string) taskplane.Message {
+		return taskplane.Message{ID: id, Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("x")}}
+	}
+	acc, err := p.Accept(ctx, taskplane.Event{Principal: "alice", Source: "webhook", Identity: "ev-1", ConversationKey: "c",
+		Message: msg("m1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := p.ClaimTurn(ctx, taskplane.ClaimRequest{Owner: "test", Lease: time.Minute})
+	if err != nil || g == nil {
+		t.Fatalf("claim: %v %v", g, err)
+	}
+	if err := p.NewTurn(g).Complete(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EndTurn(ctx, g, taskplane.TurnEnd{}); err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, m)
+
+	settle := taskplane.Event{Principal: "alice", Source: taskplane.SourceA2A, Identity: "settle-1", TaskID: acc.Task.ID,
+		Message: msg("settle-1"), Settlement: &taskplane.Settlement{Outcome: "accepted"}}
+	for _, want := range []taskplane.Outcome{taskplane.SettledOutcome, taskplane.Duplicate} {
+		if got, err := p.Accept(ctx, settle); err != nil || got.Outcome != want {
+			t.Fatalf("settling send: %v %v, want %s", got.Outcome, err, want)
+		}
+	}
+	if _, err := p.Settle(ctx, "alice", acc.Task.ID, taskplane.Settlement{Outcome: "partial"}); err != nil {
+		t.Fatal(err)
+	}
+
+	got := scrape(t, m)
+	for series, want := range map[string]float64{
+		`channels_intake_events_total{disposition="settled",source="a2a"}`:      1,
+		`channels_intake_events_total{disposition="duplicate",source="a2a"}`:    1,
+		`channels_intake_events_total{disposition="settled",source="webhook"}`:  0,
+		`channels_accept_duration_seconds_count{source="a2a"}`:                  2,
+		`channels_evidence_records_total{kind="settled",source="a2a"}`:          1,
+		`channels_evidence_records_total{kind="settled",source="webhook"}`:      1,
+		`channels_accept_duration_seconds_count{source="webhook"}`:              before[`channels_accept_duration_seconds_count{source="webhook"}`],
+		`channels_intake_events_total{disposition="accepted",source="webhook"}`: 1,
+	} {
+		if got[series] != want {
+			t.Errorf("%s = %v, want %v", series, got[series], want)
+		}
+	}
+	// The summary counts settlements per source as the evidence does.
+	sum, err := operator.Summarize(ctx, p.Store(), operator.SummaryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := map[string]int64{}
+	for _, s := range sum.Sources {
+		settled[s.Source] = s.Counts.Settled
+	}
+	if settled["a2a"] != 1 || settled["webhook"] != 1 {
+		t.Errorf("summary settled counts %v, want a2a 1 and webhook 1", settled)
+	}
+}

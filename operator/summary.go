@@ -71,13 +71,16 @@ func (e EvidenceView) DetailText() string {
 // Counts are one source's evidence counts over the summary's window. Counted kinds (non-work,
 // rejected) are in events, not rows.
 type Counts struct {
-	Accepted     int64 `json:"accepted"`
-	Continued    int64 `json:"continued"`
-	Duplicates   int64 `json:"duplicates"`
-	NonWork      int64 `json:"nonWork"`
-	Rejected     int64 `json:"rejected"`
-	Malformed    int64 `json:"malformed"`
-	Conflicts    int64 `json:"conflicts"`
+	Accepted   int64 `json:"accepted"`
+	Continued  int64 `json:"continued"`
+	Duplicates int64 `json:"duplicates"`
+	NonWork    int64 `json:"nonWork"`
+	Rejected   int64 `json:"rejected"`
+	Malformed  int64 `json:"malformed"`
+	Conflicts  int64 `json:"conflicts"`
+	// Settled counts outcomes recorded on finished tasks: settling A2A sends (under a2a) and
+	// worker API settlements (under the task's source).
+	Settled      int64 `json:"settled"`
 	AnchorMisses int64 `json:"anchorMisses"`
 	Woken        int64 `json:"woken"`
 	WakeFailed   int64 `json:"wakeFailed"`
@@ -103,6 +106,8 @@ func (c *Counts) add(kind string, n int64) {
 		c.Malformed += n
 	case taskplane.EvidenceDuplicateConflict, delivery.EvidenceConflict:
 		c.Conflicts += n
+	case taskplane.EvidenceSettled:
+		c.Settled += n
 	case taskplane.EvidenceAnchorMiss:
 		c.AnchorMisses += n
 	case taskplane.EvidenceWoken:

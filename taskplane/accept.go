@@ -542,7 +542,9 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 
 // settleNew settles t, the finished task ev names, with ev.Settlement, and records the claim of
 // ev's identity with the task as its outcome: a duplicate returns the task, a conflict is refused.
-// A contextId that is not the task's is ErrContextMismatch, and nothing is written.
+// A contextId that is not the task's is ErrContextMismatch, and nothing is written. The settled
+// evidence is the event's intake disposition: it is written under ev.Source, the source the event
+// came in on (as its duplicate will be), whichever source the task came from.
 func (p *Plane) settleNew(ctx context.Context, tx store.Tx, ev *Event, claim store.Claim, t *Task, now time.Time) (Acceptance, error) {
 	if ev.ContextID != "" && ev.ContextID != t.ContextID {
 		return Acceptance{}, ErrContextMismatch
@@ -550,7 +552,7 @@ func (p *Plane) settleNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	if err := ev.Settlement.Validate(); err != nil {
 		return Acceptance{}, err
 	}
-	if err := settleTx(ctx, tx, ev.Principal, t, *ev.Settlement, map[string]any{"identity": ev.Identity}, now); err != nil {
+	if err := settleTx(ctx, tx, ev.Principal, ev.Source, t, *ev.Settlement, map[string]any{"identity": ev.Identity}, now); err != nil {
 		return Acceptance{}, err
 	}
 	if err := advanceCheckpoint(ctx, tx, ev, now); err != nil {

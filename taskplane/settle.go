@@ -58,11 +58,12 @@ func (s Settlement) Validate() error {
 }
 
 // Settle records an outcome and feedback on a finished task of the principal without changing its
-// state (no status event; the version moves), and writes settled evidence. A later Settle
-// replaces the earlier one.
+// state (no status event; the version moves), and writes settled evidence under the task's
+// source. A later Settle replaces the earlier one.
 //
 // An A2A send settles through Accept instead (Event.Settlement), so that the settlement is
-// recorded under its messageId's claim.
+// recorded under its messageId's claim, and its evidence under the source it came in on (a2a):
+// it is that event's intake disposition.
 func (p *Plane) Settle(ctx context.Context, principal, taskID string, s Settlement) (*Task, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func (p *Plane) Settle(ctx context.Context, principal, taskID string, s Settleme
 			if t, err = getTask(ctx, tx, principal, taskID); err != nil {
 				return err
 			}
-			return settleTx(ctx, tx, principal, t, s, nil, p.clock())
+			return settleTx(ctx, tx, principal, t.Origin.Source, t, s, nil, p.clock())
 		})
 	})
 	if err != nil {
@@ -84,8 +85,8 @@ func (p *Plane) Settle(ctx context.Context, principal, taskID string, s Settleme
 }
 
 // settleTx records s on t, a task of principal read in tx, if it is finished (ErrNotFinished otherwise), with
-// settled evidence carrying detail besides the outcome and state.
-func settleTx(ctx context.Context, tx store.Tx, principal string, t *Task, s Settlement, detail map[string]any, now time.Time) error {
+// settled evidence of source carrying detail besides the outcome and state.
+func settleTx(ctx context.Context, tx store.Tx, principal, source string, t *Task, s Settlement, detail map[string]any, now time.Time) error {
 	if !t.Status.State.Terminal() {
 		return fmt.Errorf("%w: it is %s", ErrNotFinished, t.Status.State)
 	}
@@ -101,7 +102,7 @@ func settleTx(ctx context.Context, tx store.Tx, principal string, t *Task, s Set
 	}
 	d := map[string]any{"outcome": s.Outcome, "state": t.Status.State}
 	maps.Copy(d, detail)
-	return evidence(ctx, tx, principal, t.Origin.Source, EvidenceSettled, t.ID, d, now)
+	return evidence(ctx, tx, principal, source, EvidenceSettled, t.ID, d, now)
 }
 
 // outfitter returns the task's outfitter-task/v1 metadata object, creating it.

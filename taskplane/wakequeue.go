@@ -60,7 +60,9 @@ const (
 	EvidenceUnhealthy = "unhealthy"
 	// EvidenceTimeout: a task was failed by task_timeout (detail: reason timeout or no-response).
 	EvidenceTimeout = "timeout"
-	// EvidenceSettled: the dispatcher recorded an outcome on a finished task.
+	// EvidenceSettled: the dispatcher recorded an outcome on a finished task: by a send (under
+	// the source the send came in on, a2a; it is that event's intake disposition) or through the
+	// worker API (under the task's source).
 	EvidenceSettled = "settled"
 	// EvidenceResultFailed: a native task's question or outcome could not be handed to delivery.
 	EvidenceResultFailed = "result-failed"
