@@ -111,11 +111,15 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 			d.Unhealthy++
 		}
 		n := src.Counts
+		// Rows of five: what came in, what was refused or failed on the way, what became of it
+		// (the deliveries that settled in the window).
 		c.Stats = []stat{
 			{"accepted", n.Accepted, false}, {"continued", n.Continued, false}, {"duplicates", n.Duplicates, false},
-			{"non-work", n.NonWork, false}, {"woken", n.Woken, false},
+			{"settled", n.Settled, false}, {"non-work", n.NonWork, false},
 			{"malformed", n.Malformed, true}, {"rejected", n.Rejected, true}, {"conflicts", n.Conflicts, true},
 			{"anchor misses", n.AnchorMisses, false}, {"wake failed", n.WakeFailed, true},
+			{"woken", n.Woken, false}, {"delivered", n.Delivered, false}, {"delivery failed", n.DeliveryFail, true},
+			{"ambiguous", n.Ambiguous, true},
 		}
 		for _, st := range DeliveryStates {
 			c.Deliveries = append(c.Deliveries, stat{Label: string(st), Value: src.Deliveries[string(st)],
