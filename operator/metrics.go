@@ -297,12 +297,20 @@ type timedExecutor struct {
 func (t *timedExecutor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	start := time.Now()
 	err := t.ex.Execute(ctx, turn)
+	t.m.ObserveTurn(t.name, err, time.Since(start))
+	return err
+}
+
+// ObserveTurn records a turn of executor that took elapsed in
+// channels_executor_turn_duration_seconds, with outcome error when err is set, else ok. Executor
+// (the wrapper) does so for the executors Channels calls; the worker API, whose turns are run by
+// resident agents, reports its own (worker.Config.TurnEnded).
+func (m *Metrics) ObserveTurn(executor string, err error, elapsed time.Duration) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "error"
 	}
-	t.m.turns.WithLabelValues(t.name, outcome).Observe(time.Since(start).Seconds())
-	return err
+	m.turns.WithLabelValues(executor, outcome).Observe(elapsed.Seconds())
 }
 
 // scrapeCache is how long the store gauges are reused between scrapes, so an eager scraper

@@ -47,7 +47,8 @@ func workerTokens(t *testing.T) string {
 }
 
 // TestServeWorkerExecutor: `serve --executor worker` mounts the worker API; a resident agent
-// claims the task an A2A caller sent, completes it with an output, and the caller sees it.
+// claims the task an A2A caller sent, completes it with an output, and the caller sees it; the
+// turn is timed in channels_executor_turn_duration_seconds.
 func TestServeWorkerExecutor(t *testing.T) {
 	tokens := workerTokens(t)
 	c := newCLI(t, nil)
@@ -75,6 +76,11 @@ func TestServeWorkerExecutor(t *testing.T) {
 	}
 	if strings.Contains(c.stderr.String(), "worker-token-0123456789") {
 		t.Fatal("a worker token reached the log")
+	}
+	// The worker's turn, claim to complete, is timed as a turn of the worker executor.
+	if code, m := getText(t, base+"/metrics", ""); code != 200 ||
+		!strings.Contains(m, "\n"+`channels_executor_turn_duration_seconds_count{executor="worker",outcome="ok"} 1`+"\n") {
+		t.Errorf("/metrics = %d, want one worker turn in channels_executor_turn_duration_seconds:\n%s", code, m)
 	}
 }
 

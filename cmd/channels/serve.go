@@ -16,6 +16,7 @@ import (
 
 	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/operator"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2ahttp"
@@ -155,12 +156,14 @@ func planeOptions(cfg config.Config, parts serveParts, log *slog.Logger, home *r
 	return opts
 }
 
-// newWorkerAPI returns the worker API of the worker executor (nil for the others).
-func newWorkerAPI(cfg config.Config, parts serveParts, plane *taskplane.Plane, log *slog.Logger) (*worker.API, error) {
+// newWorkerAPI returns the worker API of the worker executor (nil for the others). Its turns, which
+// no wrapped executor times, are timed from claim to end in channels_executor_turn_duration_seconds.
+func newWorkerAPI(cfg config.Config, parts serveParts, plane *taskplane.Plane, metrics *operator.Metrics, log *slog.Logger) (*worker.API, error) {
 	if cfg.Executor != "worker" {
 		return nil, nil
 	}
-	return worker.New(plane, worker.Config{Tokens: parts.workerTokens, Lease: cfg.WorkerLease, Logger: log})
+	return worker.New(plane, worker.Config{Tokens: parts.workerTokens, Lease: cfg.WorkerLease, Logger: log,
+		TurnEnded: func(elapsed time.Duration) { metrics.ObserveTurn(cfg.Executor, nil, elapsed) }})
 }
 
 // serve runs until ctx ends (a signal), then shuts down gracefully. The "channels serving" log
@@ -213,7 +216,7 @@ func (a *app) serve(ctx context.Context) error {
 	if exec != nil {
 		disp = &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
 	}
-	workerAPI, err := newWorkerAPI(cfg, parts, plane, log)
+	workerAPI, err := newWorkerAPI(cfg, parts, plane, ops.metrics, log)
 	if err != nil {
 		return err
 	}

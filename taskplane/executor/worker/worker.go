@@ -167,6 +167,11 @@ type Config struct {
 	// (wakes accepted by another process). Default 1s.
 	Poll   time.Duration
 	Logger *slog.Logger
+	// TurnEnded, when set, is called when a worker ends a turn it claimed here (complete, reject,
+	// require-input or release), with the time since the claim by this API's clock: the turn
+	// durations of the worker executor (channels_executor_turn_duration_seconds). A turn whose
+	// lease ran out, or claimed before an upgrade that added this, is not reported.
+	TurnEnded func(elapsed time.Duration)
 }
 
 // API is the worker HTTP API. It is an http.Handler for Prefix.
@@ -271,6 +276,10 @@ type lease struct {
 	Principal string `json:"p"`
 	Wake      string `json:"w"`
 	Secret    string `json:"s"`
+	// Claimed is when the turn was claimed (Unix nanoseconds, the claiming process's clock), for
+	// the turn's duration when it ends. It proves nothing: a worker that alters it only skews its
+	// own durations.
+	Claimed int64 `json:"c,omitempty"`
 }
 
 func (l lease) encode() string {
@@ -357,11 +366,13 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	secret := uuid.NewString()
+	var claimed time.Time // when the claim that granted the turn was sent
 	req := taskplane.ClaimRequest{Owner: owner(tok, secret), Lease: a.cfg.Lease, Principals: tok.Principals}
 	tick := time.NewTicker(a.cfg.Poll)
 	defer tick.Stop()
 	for {
 		changed := a.plane.WakesChanged()
+		claimed = time.Now()
 		g, err := a.plane.ClaimTurn(r.Context(), req)
 		if err != nil {
 			a.fail(w, err)
@@ -380,7 +391,7 @@ func (a *API) claim(w http.ResponseWriter, r *http.Request, tok Token) {
 			}
 			a.cfg.Logger.Info("worker claimed a task", "worker", tok.Name, "task", g.TaskID, "offer", g.Offer)
 			writeJSON(w, http.StatusOK, Claimed{TaskID: g.TaskID, Principal: g.Principal,
-				Lease: lease{Principal: g.Principal, Wake: g.WakeID, Secret: secret}.encode(), LeaseUntil: g.LeaseUntil,
+				Lease: lease{Principal: g.Principal, Wake: g.WakeID, Secret: secret, Claimed: claimed.UnixNano()}.encode(), LeaseUntil: g.LeaseUntil,
 				LeaseMs: a.cfg.Lease.Milliseconds(), Offer: g.Offer, Task: a.plane.View(g.Task)})
 			return
 		}
@@ -515,6 +526,11 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, turn *taskplane.Tur
 	if err := a.plane.EndTurn(r.Context(), turn.Grant(), taskplane.TurnEnd{}); err != nil && !errors.Is(err, taskplane.ErrNoTurn) {
 		a.fail(w, err)
 		return
+	}
+	if l, ok := decodeLease(r.Header.Get(LeaseHeader)); ok && l.Claimed > 0 && a.cfg.TurnEnded != nil {
+		if d := time.Since(time.Unix(0, l.Claimed)); d >= 0 {
+			a.cfg.TurnEnded(d)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"taskId": turn.Task.ID, "state": turn.Task.Status.State})
 }
