@@ -26,9 +26,10 @@
 // A Notifier follows each config's task event log from a durable cursor stored with the config
 // (a restart resumes where it stopped) and makes each notification a delivery of the delivery
 // engine (source "a2a-push", recovery class idempotent): its ID is fixed by (task, config,
-// registration, sequence), every attempt is recorded as evidence, failures back off with a
-// bounded number of attempts (DefaultPolicy), and each attempt is bounded by a timeout
-// (DefaultTimeout, 15 s). A config's next notification is prepared only once the previous one
+// registration, sequence), every attempt is recorded with the delivery (its per-attempt rows,
+// delivery.Engine.Attempts) and only its final outcome as evidence (delivery-delivered,
+// delivery-failed or delivery-ambiguous), failures back off with a bounded number of attempts
+// (DefaultPolicy), and each attempt is bounded by a timeout (DefaultTimeout, 15 s). A config's next notification is prepared only once the previous one
 // has settled, so a receiver sees a task's events in order; a notification that exhausts its
 // attempts is failed and the config moves on.
 //
