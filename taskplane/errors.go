@@ -1,6 +1,7 @@
 package taskplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -32,7 +33,23 @@ var (
 	// ErrContinuationNotAllowed: a question was asked on a task whose source declares no
 	// continuation method.
 	ErrContinuationNotAllowed = errors.New("source declares no continuation method")
+	// ErrStore: the store failed a turn's write or read (unreachable, a connection lost, a
+	// commit that failed), not the turn's agent: the turn is offered again rather than its task
+	// failed. Turn operations wrap such failures in it.
+	ErrStore = errors.New("store failure")
 )
+
+// storeFault wraps err in ErrStore unless it is one of the task plane's own answers (or the
+// caller's context ending): what is left came from the store.
+func storeFault(err error) error {
+	for _, known := range []error{ErrNoTurn, ErrTaskNotFound, ErrTaskTerminal, ErrTaskNotCancelable, ErrIllegalTransition,
+		ErrConcurrentModification, ErrInvalid, ErrContinuationNotAllowed, ErrStore, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, known) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrStore, err)
+}
 
 // ConflictError is returned by Accept when an identity was already claimed with a different
 // payload digest. Nothing was changed except the duplicate-conflict evidence.

@@ -214,7 +214,7 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("update task %s: %w", taskID, err)
+		return nil, fmt.Errorf("update task %s: %w", taskID, storeFault(err))
 	}
 	if ended {
 		t.ended.Store(true)
@@ -248,7 +248,7 @@ func (t *Turn) prepare(changes []Change) *preparedUpdate {
 func (t *Turn) Refresh(ctx context.Context) error {
 	nt, err := t.plane.GetTask(ctx, t.Principal(), t.Task.ID)
 	if err != nil {
-		return err
+		return storeFault(err)
 	}
 	t.Task = nt
 	t.base, _ = encodeTask(nt)
@@ -579,7 +579,13 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 		}
 		return
 	}
-	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) {
+	switch {
+	case errors.Is(err, ErrStore):
+		// The store failed the turn's write (or read), not its agent: the task is not failed
+		// with the store's error; the turn ends unsettled and is offered again after a delay,
+		// counted against the re-offer cap, as a turn whose holder died would be.
+		log.Warn("the store failed during the turn; it is offered again", "err", err)
+	case err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn):
 		d.failTurn(bg, turn, err)
 	}
 	if turn.ended.Load() {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/internal/redact"
+	"github.com/channels-dev/channels/taskplane"
 )
 
 // ErrForbiddenURL is returned for a downstream URL that fails the SSRF check: not https, or an
@@ -172,8 +173,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // reached, the connection broke, or it answered with a transient status. An SSRF refusal and
 // every answer of the agent are not.
 func transient(err error) bool {
-	if err == nil || errors.Is(err, ErrForbiddenURL) || errors.Is(err, context.Canceled) {
-		return false
+	if err == nil || errors.Is(err, ErrForbiddenURL) || errors.Is(err, context.Canceled) || errors.Is(err, taskplane.ErrStore) {
+		return false // the store's failure is the dispatcher's to handle, not the agent's transport
 	}
 	var se *statusError
 	var ne net.Error
