@@ -113,12 +113,14 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 		n := src.Counts
 		// Rows of five: what came in, what was refused or failed on the way, what became of it
 		// (the deliveries that settled in the window).
+		// Settlements (a settling send's, or the worker API's) are what became of finished tasks,
+		// not all events taken in: they go with the work.
 		c.Stats = []stat{
 			{"accepted", n.Accepted, false}, {"continued", n.Continued, false}, {"duplicates", n.Duplicates, false},
-			{"settled", n.Settled, false}, {"non-work", n.NonWork, false},
+			{"non-work", n.NonWork, false}, {"anchor misses", n.AnchorMisses, false},
 			{"malformed", n.Malformed, true}, {"rejected", n.Rejected, true}, {"conflicts", n.Conflicts, true},
-			{"anchor misses", n.AnchorMisses, false}, {"wake failed", n.WakeFailed, true},
-			{"woken", n.Woken, false}, {"delivered", n.Delivered, false}, {"delivery failed", n.DeliveryFail, true},
+			{"wake failed", n.WakeFailed, true}, {"delivery failed", n.DeliveryFail, true},
+			{"woken", n.Woken, false}, {"settled", n.Settled, false}, {"delivered", n.Delivered, false},
 			{"ambiguous", n.Ambiguous, true},
 		}
 		for _, st := range DeliveryStates {

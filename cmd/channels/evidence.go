@@ -296,15 +296,15 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 	// Two tables, so that neither runs off a terminal: what came in, then what became of it.
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "intake per source over the last %s (non-work and rejected in events)\n", window)
-	fmt.Fprintln(tw, "SOURCE\tHEALTH\tACCEPTED\tCONTINUED\tDUPLICATES\tSETTLED\tNON-WORK\tREJECTED\tMALFORMED\tCONFLICTS\tANCHOR MISSES\tLAST EVENT")
+	fmt.Fprintln(tw, "SOURCE\tHEALTH\tACCEPTED\tCONTINUED\tDUPLICATES\tNON-WORK\tREJECTED\tMALFORMED\tCONFLICTS\tANCHOR MISSES\tLAST EVENT")
 	for _, s := range sum.Sources {
 		c := s.Counts
 		last := "-"
 		if !s.LastEvent.IsZero() {
 			last = s.LastEvent.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(s.Source), cellOrDash(s.Health),
-			c.Accepted, c.Continued, c.Duplicates, c.Settled, c.NonWork, c.Rejected, c.Malformed, c.Conflicts, c.AnchorMisses, last)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(s.Source), cellOrDash(s.Health),
+			c.Accepted, c.Continued, c.Duplicates, c.NonWork, c.Rejected, c.Malformed, c.Conflicts, c.AnchorMisses, last)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -312,7 +312,7 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 	fmt.Fprintln(a.stdout)
 	tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "work and deliveries per source over the last %s; DELIVERIES NOW counts every delivery by its current state, whatever its age\n", window)
-	fmt.Fprintln(tw, "SOURCE\tWOKEN\tWAKE FAILED\tDELIVERED\tDELIVERY FAILED\tAMBIGUOUS\tDELIVERIES NOW\tCHECKPOINT")
+	fmt.Fprintln(tw, "SOURCE\tWOKEN\tWAKE FAILED\tSETTLED\tDELIVERED\tDELIVERY FAILED\tAMBIGUOUS\tDELIVERIES NOW\tCHECKPOINT")
 	for _, s := range sum.Sources {
 		c := s.Counts
 		var ds []string
@@ -334,7 +334,7 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 			}
 			cp = strings.Join(parts, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", cell(s.Source), c.Woken, c.WakeFailed,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", cell(s.Source), c.Woken, c.WakeFailed, c.Settled,
 			c.Delivered, c.DeliveryFail, c.Ambiguous, cellOrDash(strings.Join(ds, " ")), cp)
 	}
 	if err := tw.Flush(); err != nil {

@@ -277,8 +277,8 @@ type lease struct {
 	Wake      string `json:"w"`
 	Secret    string `json:"s"`
 	// Claimed is when the turn was claimed (Unix nanoseconds, the claiming process's clock), for
-	// the turn's duration when it ends. It proves nothing: a worker that alters it only skews its
-	// own durations.
+	// the turn's duration when it ends. It proves nothing: a worker that alters it skews its own
+	// durations, within maxTimedTurn.
 	Claimed int64 `json:"c,omitempty"`
 }
 
@@ -517,18 +517,25 @@ func (a *API) release(w http.ResponseWriter, r *http.Request, turn *taskplane.Tu
 	a.finish(w, r, turn, nil)
 }
 
+// maxTimedTurn is the longest worker turn timed: a claim time further back than this is not
+// believed (a worker presents it in its lease, which proves nothing about it).
+const maxTimedTurn = 24 * time.Hour
+
 // finish ends the turn after a settling call (or a release) and answers with the task's state.
 func (a *API) finish(w http.ResponseWriter, r *http.Request, turn *taskplane.Turn, err error) {
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	if err := a.plane.EndTurn(r.Context(), turn.Grant(), taskplane.TurnEnd{}); err != nil && !errors.Is(err, taskplane.ErrNoTurn) {
+	err = a.plane.EndTurn(r.Context(), turn.Grant(), taskplane.TurnEnd{})
+	if err != nil && !errors.Is(err, taskplane.ErrNoTurn) {
 		a.fail(w, err)
 		return
 	}
-	if l, ok := decodeLease(r.Header.Get(LeaseHeader)); ok && l.Claimed > 0 && a.cfg.TurnEnded != nil {
-		if d := time.Since(time.Unix(0, l.Claimed)); d >= 0 {
+	// Timed once, by the call that ended the turn (a retried release racing the first finds no
+	// turn), and only within bounds: the claim time is the worker's to present, not proof.
+	if l, ok := decodeLease(r.Header.Get(LeaseHeader)); ok && err == nil && l.Claimed > 0 && a.cfg.TurnEnded != nil {
+		if d := time.Since(time.Unix(0, l.Claimed)); d >= 0 && d <= maxTimedTurn {
 			a.cfg.TurnEnded(d)
 		}
 	}
