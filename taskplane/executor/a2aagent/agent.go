@@ -66,9 +66,8 @@ type Config struct {
 // Executor is the remote A2A agent executor. It is safe for concurrent turns.
 type Executor struct {
 	cfg  Config
-	auth *bearer
-	host string // the agent URL's host, which the token is always sent to
-	hc   *http.Client
+	host string       // the agent URL's host, which the token is always sent to
+	hc   *http.Client // reads the card
 	// name is the agent URL's origin, what errors, logs and metadata name the agent by: the
 	// URL's path and query may hold a key.
 	name string
@@ -76,6 +75,7 @@ type Executor struct {
 	mu     sync.Mutex
 	client *a2aclient.Client
 	card   *a2a.AgentCard
+	auth   *bearer // the client's
 }
 
 // New returns the executor after checking the agent URL.
@@ -90,9 +90,9 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	auth := &bearer{token: cfg.Token}
-	auth.allow(u.Host)
-	return &Executor{cfg: cfg, auth: auth, host: u.Host, hc: newHTTPClient(cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
+	// The card is read with the token for the agent URL's host alone.
+	auth := &bearer{token: cfg.Token, hosts: hostSet([]string{u.Host})}
+	return &Executor{cfg: cfg, host: u.Host, hc: newHTTPClient(cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
 }
 
 // connect returns the client, resolving the card on first use (and again after a failure). The
@@ -121,16 +121,19 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 		}
 		hosts = append(hosts, u.Host)
 	}
+	// The client of this card sends the token to the card's hosts: a client of an earlier card,
+	// still in use by a turn that started with it, keeps its own.
+	auth := &bearer{token: e.cfg.Token, hosts: hostSet(hosts)}
+	hc := newHTTPClient(e.cfg.AllowPrivate, auth)
 	client, err = a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
-		a2aclient.WithJSONRPCTransport(e.hc), a2aclient.WithRESTTransport(e.hc))
+		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))
 	if err != nil {
 		return nil, nil, transportOr(fmt.Errorf("connect to the agent %s: %w", e.name, redact.Error(err)))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.client == nil {
-		e.client, e.card = client, card
-		e.auth.allow(hosts...) // the kept card's hosts, and only those
+		e.client, e.card, e.auth = client, card, auth
 	}
 	return e.client, e.card, nil
 }

@@ -40,7 +40,11 @@ func TestTheTokenGoesOnlyToTheHostsOfTheCurrentCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	agentURL, _ := url.Parse(cardSrv.URL)
-	sent := func(u *url.URL) bool { return e.auth.header(u) != "" }
+	sent := func(u *url.URL) bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.auth.header(u) != ""
+	}
 	if _, _, err := e.connect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -58,5 +62,59 @@ func TestTheTokenGoesOnlyToTheHostsOfTheCurrentCard(t *testing.T) {
 	if !sent(agentURL) || sent(old) || !sent(moved) {
 		t.Errorf("card read again: token to the agent URL %v, the host it no longer lists %v, the host it lists now %v; want true, false, true",
 			sent(agentURL), sent(old), sent(moved))
+	}
+}
+
+// TestATurnKeepsItsTokenWhenAnotherTurnReadsANewCard: a turn keeps the client it started with
+// (it polls its downstream task on it); another turn's transport failure makes the card be read
+// again, and the new card lists another host: the first turn's next poll still carries the token
+// to the host of its own card.
+func TestATurnKeepsItsTokenWhenAnotherTurnReadsANewCard(t *testing.T) {
+	var mu sync.Mutex
+	var authAtOld []string
+	oldSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		authAtOld = append(authAtOld, r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, "unauthenticated", http.StatusUnauthorized)
+	}))
+	t.Cleanup(oldSrv.Close)
+	movedSrv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(movedSrv.Close)
+	old, _ := url.Parse(oldSrv.URL)
+	moved, _ := url.Parse(movedSrv.URL)
+	iface := old
+	cardSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		u := iface
+		mu.Unlock()
+		card := &a2a.AgentCard{Name: "agent", Description: "d", Version: "1",
+			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(u.String()+"/rpc", a2a.TransportProtocolJSONRPC)},
+			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
+		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
+	}))
+	t.Cleanup(cardSrv.Close)
+	e, err := New(Config{AgentURL: cardSrv.URL, Token: "tok", AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	clientA, _, err := e.connect(ctx) // turn A's client, kept for its whole turn
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = clientA.GetTask(ctx, &a2a.GetTaskRequest{ID: "downstream"})
+	mu.Lock()
+	iface = moved
+	mu.Unlock()
+	e.reset() // turn B's transport failure: the card is read again, and lists moved
+	if _, _, err := e.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = clientA.GetTask(ctx, &a2a.GetTaskRequest{ID: "downstream"}) // turn A's next poll
+	mu.Lock()
+	defer mu.Unlock()
+	if len(authAtOld) != 2 || authAtOld[0] == "" || authAtOld[1] == "" {
+		t.Fatalf("turn A's polls of the host its card listed carried Authorization %q; want the token on both", authAtOld)
 	}
 }

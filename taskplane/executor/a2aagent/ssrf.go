@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -108,33 +107,26 @@ func newHTTPClient(allowPrivate bool, auth *bearer) *http.Client {
 	}
 }
 
-// bearer holds the token and the hosts it may be sent to: the agent URL's, and those of the
-// interfaces its card lists.
+// bearer holds the token and the hosts one client may send it to: the agent URL's, and those of
+// the interfaces of the card the client was made from. It does not change: a card read again
+// makes a client of its own, so a host the agent no longer lists stops receiving the token while
+// a turn still using the earlier client keeps it.
 type bearer struct {
 	token string
-	mu    sync.RWMutex
 	hosts map[string]bool
 }
 
-// allow makes hosts the ones the token may be sent to, in place of those before: a card read
-// again no longer lists an interface it dropped.
-func (b *bearer) allow(hosts ...string) {
+// hostSet is hosts as a bearer's set (host names are case-insensitive).
+func hostSet(hosts []string) map[string]bool {
 	set := make(map[string]bool, len(hosts))
 	for _, h := range hosts {
 		set[strings.ToLower(h)] = true
 	}
-	b.mu.Lock()
-	b.hosts = set
-	b.mu.Unlock()
+	return set
 }
 
 func (b *bearer) header(u *url.URL) string {
-	if b == nil || b.token == "" {
-		return ""
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if !b.hosts[strings.ToLower(u.Host)] {
+	if b == nil || b.token == "" || !b.hosts[strings.ToLower(u.Host)] {
 		return ""
 	}
 	return "Bearer " + b.token
