@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// TestEvidenceFollowerHorizonRaceWithMainQuery: the horizon (firstGap) is computed in one
+
 // statement's snapshot and the records are read in a later one. When the horizon finds no gap it
 // puts no upper bound on the read, so a record that commits between the two statements, with an
 // id above one still in flight, is returned, and the follower's next read (after it) steps over
