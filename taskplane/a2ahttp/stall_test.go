@@ -228,3 +228,38 @@ func TestAJSONRPCRefusalStreamAfterCloseEndsCleanly(t *testing.T) {
 		t.Fatalf("%d of 50 refusal streams answered after Close ended with a cut connection, want a clean end", cut)
 	}
 }
+
+// TestAStreamBlockedOnItsFirstEventEndsOnClose: a subscriber that never reads blocks the
+// stream's first write (its headers and the task); Close cuts that write too, within a second,
+// rather than leaving it to StreamWriteTimeout.
+func TestAStreamBlockedOnItsFirstEventEndsOnClose(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) {
+		c.Limits.MaxStreamsPerPrincipal = 1
+		c.StreamWriteTimeout = time.Hour
+	})
+	alice := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	task := send(t, alice, userMessage("gate"), &a2a.SendMessageConfig{ReturnImmediately: true})
+	defer e.exec.release(string(task.ID))
+	waitHeld(t, alice, task.ID)
+
+	ln := &pipeListener{conns: make(chan net.Conn, 1), done: make(chan struct{})}
+	hs := &http.Server{Handler: e.srv}
+	go func() { _ = hs.Serve(ln) }()
+	cli, srvEnd := net.Pipe()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		_ = cli.Close()
+	})
+	ln.conns <- srvEnd
+	if _, err := fmt.Fprintf(cli, "GET /tasks/%s:subscribe HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", task.ID, tokenAlice); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the handler is blocked writing the response: nobody reads
+
+	e.srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal("a graceful shutdown after Close still waits after 3s: the stream blocked on its first write is not cut by Close (only by StreamWriteTimeout)")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/a2awire"
@@ -30,31 +31,82 @@ const endWriteTimeout = time.Second
 func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, enc Encoder) {
 	defer st.Close()
 	rc := http.NewResponseController(w)
+	ctx, cancel := s.withBase(r.Context())
+	defer cancel()
 	// Each write gets its own deadline instead of a server-wide WriteTimeout, which would cut a
 	// long-lived stream: a client that stops reading fills the socket buffers, and without a
 	// deadline the write would block, holding the stream's slot, until the connection closes.
-	// net/http clears the deadline once the handler is done. ctx is checked after the deadline is
-	// set, so a deadline of now set when ctx ended (below) is never pushed back.
-	send := func(ctx context.Context, b []byte) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
-		if ctx.Err() != nil {
+	// When ctx ends (the service closes, the client goes away), a write blocked then is cut: at
+	// once, or, while the headers and the first event are being written (a request accepted as
+	// the service closes still tells its client what it made), within endWriteTimeout. After
+	// that nothing more is written. mu keeps the watcher's deadline and a write's from crossing.
+	var (
+		mu      sync.Mutex
+		opening = true // the headers and the first event are not all written yet
+		cut     bool   // ctx ended
+	)
+	send := func(b []byte, header bool) bool {
+		mu.Lock()
+		d := s.cfg.StreamWriteTimeout
+		switch {
+		case cut && !opening:
+			mu.Unlock()
 			return false
+		case cut:
+			d = endWriteTimeout
 		}
-		if _, err := w.Write(b); err != nil {
+		_ = rc.SetWriteDeadline(time.Now().Add(d))
+		mu.Unlock()
+		if header {
+			w.WriteHeader(http.StatusOK)
+		} else if _, err := w.Write(b); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
+	opened := func() {
+		mu.Lock()
+		opening = false
+		mu.Unlock()
+	}
+	// The watcher is done before ServeSSE returns, so it never touches a connection that has
+	// moved on to its next request.
+	unwatch := make(chan struct{})
+	unwatched := make(chan struct{})
+	go func() {
+		defer close(unwatched)
+		select {
+		case <-ctx.Done():
+			mu.Lock()
+			cut = true
+			if opening {
+				_ = rc.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+			} else {
+				_ = rc.SetWriteDeadline(time.Now())
+			}
+			mu.Unlock()
+		case <-unwatch:
+		}
+	}()
+	defer func() {
+		close(unwatch)
+		<-unwatched
+		// The watcher's deadline of now was for a write in progress; the end of the body, which
+		// net/http writes once the handler returns, must still reach a client that reads (a
+		// write cut before leaves the connection failed, so this gives a stalled one nothing).
+		_ = rc.SetWriteDeadline(time.Now().Add(endWriteTimeout))
+	}()
+
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
-	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush()
+	if !send(nil, true) {
+		return
+	}
 
 	// write frames one event and sends it; false: the client is gone (or encoding failed).
-	write := func(ctx context.Context, ev Event) bool {
+	write := func(ev Event) bool {
 		b, err := enc.Event(ev.Response)
 		if err != nil {
 			s.log.ErrorContext(ctx, "encode stream event", "err", err)
@@ -69,43 +121,19 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 		frame = append(frame, "data: "...)
 		frame = append(frame, b...)
 		frame = append(frame, "\n\n"...)
-		return send(ctx, frame)
+		return send(frame, false)
 	}
-	// The first event (the Task snapshot, or the direct Message) is written before anything can
-	// cut the stream off: a request accepted when the service closes (one in flight at shutdown)
-	// still tells its client what it made.
+	// The first event (the Task snapshot, or the direct Message) is written even if the service
+	// has closed meanwhile (within endWriteTimeout then): a request accepted when the service
+	// closes (one in flight at shutdown) still tells its client what it made.
 	if st.first != nil {
 		first := *st.first
 		st.first = nil
-		if !write(context.WithoutCancel(r.Context()), first) {
+		if !write(first) {
 			return
 		}
 	}
-
-	ctx, cancel := s.withBase(r.Context())
-	defer cancel()
-	// A write blocked on a client that stops reading never reaches the select below: when the
-	// stream's context ends (the service closes, the client goes away), a deadline of now fails
-	// it. The watcher is done before ServeSSE returns, so it never touches a connection that has
-	// moved on to its next request.
-	unwatch := make(chan struct{})
-	unwatched := make(chan struct{})
-	go func() {
-		defer close(unwatched)
-		select {
-		case <-ctx.Done():
-			_ = rc.SetWriteDeadline(time.Now())
-		case <-unwatch:
-		}
-	}()
-	defer func() {
-		close(unwatch)
-		<-unwatched
-		// The watcher's deadline of now was for a write in progress; the end of the body, which
-		// net/http writes once the handler returns, must still reach a client that reads (a
-		// write cut before leaves the connection failed, so this gives a stalled one nothing).
-		_ = rc.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-	}()
+	opened()
 	events := make(chan Event)
 	done := make(chan error, 1)
 	go func() {
@@ -127,12 +155,12 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	for {
 		select {
 		case ev := <-events:
-			if !write(ctx, ev) {
+			if !write(ev) {
 				stop()
 				return
 			}
 		case <-tick.C:
-			if !send(ctx, []byte(": keep-alive\n\n")) {
+			if !send([]byte(": keep-alive\n\n"), false) {
 				stop()
 				return
 			}
@@ -141,7 +169,7 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 				we := s.WireError(ctx, "stream", err)
 				frame := append([]byte("event: error\ndata: "), enc.Error(we)...)
 				frame = append(frame, "\n\n"...)
-				send(ctx, frame)
+				send(frame, false)
 			}
 			return
 		}
