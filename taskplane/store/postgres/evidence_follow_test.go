@@ -16,11 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-
-// statement's snapshot and the records are read in a later one. When the horizon finds no gap it
-// puts no upper bound on the read, so a record that commits between the two statements, with an
-// id above one still in flight, is returned, and the follower's next read (after it) steps over
-// the earlier id for good.
 // TestAFollowerReadsOnlyTheRunItsHorizonSaw: a record that commits after the follower's horizon
 // is worked out and before its records are read, above an id still in flight, is not read then
 // (which would step over the id in flight): the read stays within the run of ids the horizon saw.
