@@ -36,10 +36,10 @@ func (l *pipeListener) Accept() (net.Conn, error) {
 func (l *pipeListener) Close() error   { close(l.done); return nil }
 func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
-// stalledSubscribe subscribes to taskID over a pipe served by its own http.Server over e's
-// handler, reads the stream up to the end of its first event (the snapshot), and then reads no
-// more. It returns that server, which the test may shut down; cleanup closes it and the pipe.
-func stalledSubscribe(t *testing.T, e *env, taskID a2a.TaskID) *http.Server {
+// pipeSubscribe serves e's handler on one in-memory connection (unbuffered: a write the client
+// does not read blocks) and sends a SubscribeToTask of taskID on it. It returns the server, which
+// the test may shut down, and the client's end; cleanup closes both.
+func pipeSubscribe(t *testing.T, e *env, taskID a2a.TaskID) (*http.Server, net.Conn) {
 	t.Helper()
 	ln := &pipeListener{conns: make(chan net.Conn, 1), done: make(chan struct{})}
 	hs := &http.Server{Handler: e.srv}
@@ -53,6 +53,15 @@ func stalledSubscribe(t *testing.T, e *env, taskID a2a.TaskID) *http.Server {
 	go func() {
 		_, _ = fmt.Fprintf(cli, "GET /tasks/%s:subscribe HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", taskID, tokenAlice)
 	}()
+	return hs, cli
+}
+
+// stalledSubscribe subscribes to taskID over a pipe served by its own http.Server over e's
+// handler, reads the stream up to the end of its first event (the snapshot), and then reads no
+// more. It returns that server, which the test may shut down; cleanup closes it and the pipe.
+func stalledSubscribe(t *testing.T, e *env, taskID a2a.TaskID) *http.Server {
+	t.Helper()
+	hs, cli := pipeSubscribe(t, e, taskID)
 	// A small buffer: nothing past what is asked for is taken off the pipe.
 	br := bufio.NewReaderSize(cli, 16)
 	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -242,18 +251,7 @@ func TestAStreamBlockedOnItsFirstEventEndsOnClose(t *testing.T) {
 	defer e.exec.release(string(task.ID))
 	waitHeld(t, alice, task.ID)
 
-	ln := &pipeListener{conns: make(chan net.Conn, 1), done: make(chan struct{})}
-	hs := &http.Server{Handler: e.srv}
-	go func() { _ = hs.Serve(ln) }()
-	cli, srvEnd := net.Pipe()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		_ = cli.Close()
-	})
-	ln.conns <- srvEnd
-	if _, err := fmt.Fprintf(cli, "GET /tasks/%s:subscribe HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", task.ID, tokenAlice); err != nil {
-		t.Fatal(err)
-	}
+	hs, _ := pipeSubscribe(t, e, task.ID)
 	time.Sleep(300 * time.Millisecond) // the handler is blocked writing the response: nobody reads
 
 	e.srv.Close()

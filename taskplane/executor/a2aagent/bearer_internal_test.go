@@ -23,23 +23,12 @@ func TestTheTokenGoesOnlyToTheHostsOfTheCurrentCard(t *testing.T) {
 		return u
 	}
 	old, moved := other(), other()
-	var mu sync.Mutex
-	iface := old
-	cardSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		u := iface
-		mu.Unlock()
-		card := &a2a.AgentCard{Name: "agent", Description: "d", Version: "1",
-			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(u.String()+"/rpc", a2a.TransportProtocolJSONRPC)},
-			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
-		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
-	}))
-	t.Cleanup(cardSrv.Close)
-	e, err := New(Config{AgentURL: cardSrv.URL, Token: "tok", AllowPrivate: true})
+	agent, move := movingCard(t, old)
+	e, err := New(Config{AgentURL: agent, Token: "tok", AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentURL, _ := url.Parse(cardSrv.URL)
+	agentURL, _ := url.Parse(agent)
 	sent := func(u *url.URL) bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -52,9 +41,7 @@ func TestTheTokenGoesOnlyToTheHostsOfTheCurrentCard(t *testing.T) {
 		t.Fatalf("first card: token to the agent URL %v, its interface %v, another host %v; want true, true, false",
 			sent(agentURL), sent(old), sent(moved))
 	}
-	mu.Lock()
-	iface = moved
-	mu.Unlock()
+	move(moved)
 	e.reset()
 	if _, _, err := e.connect(context.Background()); err != nil {
 		t.Fatal(err)
@@ -83,18 +70,8 @@ func TestATurnKeepsItsTokenWhenAnotherTurnReadsANewCard(t *testing.T) {
 	t.Cleanup(movedSrv.Close)
 	old, _ := url.Parse(oldSrv.URL)
 	moved, _ := url.Parse(movedSrv.URL)
-	iface := old
-	cardSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		u := iface
-		mu.Unlock()
-		card := &a2a.AgentCard{Name: "agent", Description: "d", Version: "1",
-			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(u.String()+"/rpc", a2a.TransportProtocolJSONRPC)},
-			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
-		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
-	}))
-	t.Cleanup(cardSrv.Close)
-	e, err := New(Config{AgentURL: cardSrv.URL, Token: "tok", AllowPrivate: true})
+	agent, move := movingCard(t, old)
+	e, err := New(Config{AgentURL: agent, Token: "tok", AllowPrivate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +81,7 @@ func TestATurnKeepsItsTokenWhenAnotherTurnReadsANewCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = clientA.GetTask(ctx, &a2a.GetTaskRequest{ID: "downstream"})
-	mu.Lock()
-	iface = moved
-	mu.Unlock()
+	move(moved)
 	e.reset() // turn B's transport failure: the card is read again, and lists moved
 	if _, _, err := e.connect(ctx); err != nil {
 		t.Fatal(err)
@@ -116,5 +91,27 @@ func TestATurnKeepsItsTokenWhenAnotherTurnReadsANewCard(t *testing.T) {
 	defer mu.Unlock()
 	if len(authAtOld) != 2 || authAtOld[0] == "" || authAtOld[1] == "" {
 		t.Fatalf("turn A's polls of the host its card listed carried Authorization %q; want the token on both", authAtOld)
+	}
+}
+
+// movingCard serves an agent card whose one interface is on host at first; move puts it on
+// another host, for the next read of the card.
+func movingCard(t *testing.T, host *url.URL) (agentURL string, move func(*url.URL)) {
+	t.Helper()
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		u := host
+		mu.Unlock()
+		card := &a2a.AgentCard{Name: "agent", Description: "d", Version: "1",
+			SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(u.String()+"/rpc", a2a.TransportProtocolJSONRPC)},
+			DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
+		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func(u *url.URL) {
+		mu.Lock()
+		host = u
+		mu.Unlock()
 	}
 }

@@ -318,12 +318,8 @@ func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (
 			ORDER BY updated_at LIMIT $2)
 		AND state IN ('delivered', 'failed') AND updated_at < $1
 		RETURNING principal, id`, cutoff, lim)
-	var ps, ids []string
-	var p, id string
-	if _, err := pgx.ForEachRow(rows, []any{&p, &id}, func() error {
-		ps, ids = append(ps, p), append(ids, id)
-		return nil
-	}); err != nil {
+	ps, ids, err := collectKeys(rows)
+	if err != nil {
 		return 0, fmt.Errorf("prune deliveries: %w", err)
 	}
 	if len(ids) > 0 {

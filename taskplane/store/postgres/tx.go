@@ -307,6 +307,17 @@ const pruneContextsSQL = `DELETE FROM contexts WHERE (principal, id) IN (
 		FOR UPDATE SKIP LOCKED
 	) AND last_event_at < $1`
 
+// collectKeys reads rows of (principal, id), as a statement deleting rows returns them, into two
+// slices a later statement takes as arrays (unnest).
+func collectKeys(rows pgx.Rows) (principals, ids []string, err error) {
+	var p, id string
+	_, err = pgx.ForEachRow(rows, []any{&p, &id}, func() error {
+		principals, ids = append(principals, p), append(ids, id)
+		return nil
+	})
+	return principals, ids, err
+}
+
 // Prune deletes old terminal work as store.Tx specifies. limit bounds each kind it deletes (tasks,
 // claims, contexts) per call; 0 means no limit.
 func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
@@ -319,12 +330,8 @@ func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, lim
 		terminal = []string{}
 	}
 	rows, _ := t.q.Query(ctx, pruneTasksSQL, cutoff, terminal, lim)
-	var ps, ids []string
-	var p, id string
-	if _, err := pgx.ForEachRow(rows, []any{&p, &id}, func() error {
-		ps, ids = append(ps, p), append(ids, id)
-		return nil
-	}); err != nil {
+	ps, ids, err := collectKeys(rows)
+	if err != nil {
 		return store.PruneResult{}, fmt.Errorf("prune tasks: %w", err)
 	}
 	res.Tasks = len(ids)
