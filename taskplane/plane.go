@@ -124,8 +124,8 @@ func encodeTask(t *Task) (store.Task, error) {
 		Origin:       t.Origin,
 		InputRequest: t.InputRequest,
 	})
-	if err != nil {
-		return store.Task{}, fmt.Errorf("encode task %s: %w", t.ID, err)
+	if err != nil { // a value of the caller's that JSON cannot hold (a NaN, raw data not JSON)
+		return store.Task{}, fmt.Errorf("%w: encode task %s: %w", ErrInvalid, t.ID, err)
 	}
 	return store.Task{
 		Principal:  t.Origin.Principal,
@@ -175,7 +175,7 @@ func isNotFound(err error) bool { return err != nil && errors.Is(err, store.ErrN
 func appendEvent(ctx context.Context, tx eventAppender, t *Task, kind string, payload any, at time.Time) (int64, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
-		return 0, fmt.Errorf("encode %s event: %w", kind, err)
+		return 0, fmt.Errorf("%w: encode %s event: %w", ErrInvalid, kind, err)
 	}
 	seq := t.LastSeq + 1
 	if err := tx.AppendTaskEvent(ctx, t.Origin.Principal, t.ID, seq, kind, b, at); err != nil {

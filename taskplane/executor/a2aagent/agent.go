@@ -66,8 +66,9 @@ type Config struct {
 // Executor is the remote A2A agent executor. It is safe for concurrent turns.
 type Executor struct {
 	cfg  Config
-	host string       // the agent URL's host, which the token is always sent to
-	hc   *http.Client // reads the card
+	host string          // the agent URL's host, which the token is always sent to
+	tr   *http.Transport // every client's connections
+	hc   *http.Client    // reads the card
 	// name is the agent URL's origin, what errors, logs and metadata name the agent by: the
 	// URL's path and query may hold a key.
 	name string
@@ -92,7 +93,8 @@ func New(cfg Config) (*Executor, error) {
 	}
 	// The card is read with the token for the agent URL's host alone.
 	auth := &bearer{token: cfg.Token, hosts: hostSet([]string{u.Host})}
-	return &Executor{cfg: cfg, host: u.Host, hc: newHTTPClient(cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
+	tr := newTransport(cfg.AllowPrivate)
+	return &Executor{cfg: cfg, host: u.Host, tr: tr, hc: newHTTPClient(tr, cfg.AllowPrivate, auth), name: redact.Origin(cfg.AgentURL)}, nil
 }
 
 // connect returns the client, resolving the card on first use (and again after a failure). The
@@ -124,7 +126,7 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 	// The client of this card sends the token to the card's hosts: a client of an earlier card,
 	// still in use by a turn that started with it, keeps its own.
 	auth := &bearer{token: e.cfg.Token, hosts: hostSet(hosts)}
-	hc := newHTTPClient(e.cfg.AllowPrivate, auth)
+	hc := newHTTPClient(e.tr, e.cfg.AllowPrivate, auth)
 	client, err = a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))
 	if err != nil {
@@ -298,9 +300,11 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 			return st.fail(ctx, err)
 		}
 		if err := st.apply(ctx, ev); err != nil || st.settled {
-			if ctx.Err() != nil || errors.Is(err, taskplane.ErrTaskTerminal) || errors.Is(err, taskplane.ErrNoTurn) {
+			if ctx.Err() != nil || errors.Is(err, taskplane.ErrTaskTerminal) || errors.Is(err, taskplane.ErrNoTurn) ||
+				errors.Is(err, taskplane.ErrStore) {
 				// Our task could not record this one (the turn ended while the link was being
-				// written, or the task finished, or the authority was lost).
+				// written, or the task finished, or the authority was lost, or the store failed
+				// and the turn will be offered again: it must find the link, or no task left).
 				st.settleUnrecorded(ctx, ev)
 			}
 			return err

@@ -67,11 +67,12 @@ func checkURL(raw string, allowPrivate bool) (*url.URL, error) {
 	return u, nil
 }
 
-// newHTTPClient returns the client every downstream call uses. Its dialer checks the address it
-// actually connects to (after DNS, so a name that resolves to a private address is refused too,
-// however it was reached: the card, a redirect, the agent's interfaces). It uses no proxy from the
-// environment, since the SSRF check must see the real destination.
-func newHTTPClient(allowPrivate bool, auth *bearer) *http.Client {
+// newTransport returns the transport every downstream call uses (its connections shared by the
+// clients of every card read). Its dialer checks the address it actually connects to (after DNS,
+// so a name that resolves to a private address is refused too, however it was reached: the card,
+// a redirect, the agent's interfaces). It uses no proxy from the environment, since the SSRF check
+// must see the real destination.
+func newTransport(allowPrivate bool) *http.Transport {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
 		Control: func(network, address string, _ syscall.RawConn) error {
 			if allowPrivate {
@@ -86,7 +87,7 @@ func newHTTPClient(allowPrivate bool, auth *bearer) *http.Client {
 			}
 			return nil
 		}}
-	tr := &http.Transport{
+	return &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,
 		ForceAttemptHTTP2:     true,
@@ -95,6 +96,11 @@ func newHTTPClient(allowPrivate bool, auth *bearer) *http.Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+}
+
+// newHTTPClient returns a client on tr that sends auth's token to auth's hosts and checks every
+// redirect's URL.
+func newHTTPClient(tr http.RoundTripper, allowPrivate bool, auth *bearer) *http.Client {
 	return &http.Client{
 		Transport: &roundTripper{next: tr, auth: auth},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {

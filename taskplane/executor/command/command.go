@@ -195,8 +195,10 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 func apply(ctx context.Context, turn *taskplane.Turn, res Result) error {
 	if res.Result != ResultComplete {
 		for _, o := range res.Outputs {
-			if err := turn.RecordOutput(ctx, o); err != nil {
+			if err := turn.RecordOutput(ctx, o); errors.Is(err, taskplane.ErrInvalid) {
 				return fmt.Errorf("%w: output %q: %v", ErrBadOutput, o.Name, err)
+			} else if err != nil {
+				return err // not the command's: the store's failure, say, which offers the turn again
 			}
 		}
 	}

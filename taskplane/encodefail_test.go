@@ -1,0 +1,63 @@
+package taskplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// TestAnExecutorsUnencodableChangeFailsTheTaskAtOnce (review of a694aad): a change the plane
+// cannot encode (a data part that is not JSON, a NaN in metadata) is the executor's error, not the
+// store's; storeFault wraps every error that is not one of the plane's sentinels in ErrStore, so
+// the turn is now offered again, 1+MaxReoffers runs of the executor, and the task is failed in
+// the end by the re-offer cap, with no word of what was wrong.
+// TestAnExecutorsUnencodableChangeFailsTheTaskAtOnce: a change JSON cannot hold (a data part that
+// is not JSON, a NaN) is the executor's error, not the store's: the task fails at once with it,
+// rather than being offered again until the re-offer cap.
+func TestAnExecutorsUnencodableChangeFailsTheTaskAtOnce(t *testing.T) {
+	for name, change := range map[string]func(*taskplane.Turn, context.Context) error{
+		"data part not JSON": func(turn *taskplane.Turn, ctx context.Context) error {
+			return turn.Complete(ctx, &taskplane.Message{ID: "r", Role: taskplane.RoleAgent,
+				Parts: []taskplane.Part{{Data: json.RawMessage(`{"unterminated`)}}})
+		},
+		"NaN metadata": func(turn *taskplane.Turn, ctx context.Context) error {
+			return turn.Update(ctx, taskplane.SetMetadata{Key: "score", Value: math.NaN()})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := taskplane.New(storetest.OpenSQLite(t), taskplane.WithReofferDelay(time.Millisecond))
+			var runs atomic.Int32
+			exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+				runs.Add(1)
+				return change(turn, ctx)
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 5 * time.Millisecond, Lease: time.Minute}
+			done := make(chan struct{})
+			go func() { defer close(done); _ = d.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			acc, err := p.Accept(ctx, a2aEvent("m1", "hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var task *taskplane.Task
+			waitFor(t, "the task to finish", func() bool {
+				task, err = p.GetTask(ctx, "alice", acc.Task.ID)
+				return err == nil && task.Status.State.Terminal()
+			})
+			var text string
+			if m := task.Status.Message; m != nil && len(m.Parts) > 0 {
+				text = m.Parts[0].Text
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the executor ran %d times (task %s, %q); want once, the task failed with the encoding error", n, task.Status.State, text)
+			}
+		})
+	}
+}

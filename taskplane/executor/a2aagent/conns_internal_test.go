@@ -1,0 +1,69 @@
+package a2aagent
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+)
+
+// TestCardReadsAfterTransientFailuresReuseConnections (review of 952011c): each card read makes
+// an http.Transport of its own, so every reset (each 429/502/503/504 or broken connection) opens
+// a fresh connection to the agent and leaves the last one idle in a transport nobody uses again,
+// open until IdleConnTimeout (90 s). Before, one transport served every client and its idle
+// connection was reused.
+// TestCardReadsAfterTransientFailuresReuseConnections: each card read makes a client of its own,
+// but their connections are one transport's: after transient failures (each dropping the client)
+// the agent sees its connection reused, not a new one per failure left idle in a transport no
+// client uses.
+func TestCardReadsAfterTransientFailuresReuseConnections(t *testing.T) {
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	rpc := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable) // a transient answer: the executor resets
+	}))
+	rpc.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(open, c)
+		}
+	}
+	rpc.Start()
+	t.Cleanup(rpc.Close)
+	host, _ := url.Parse(rpc.URL)
+	agent, _ := movingCard(t, host)
+	e, err := New(Config{AgentURL: agent, Token: "tok", AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const failures = 10
+	for range failures {
+		client, _, err := e.connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = client.GetTask(ctx, &a2a.GetTaskRequest{ID: "downstream"})
+		if !transient(err) {
+			t.Fatalf("GetTask: %v, want a transient failure", err)
+		}
+		e.classify(err) // a transient failure: the client is dropped, the card read again next time
+	}
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	n := len(open)
+	mu.Unlock()
+	if n > 1 {
+		t.Fatalf("after %d transient failures %d connections to the agent are still open (idle in transports no client uses); want the one reused", failures, n)
+	}
+}
