@@ -110,17 +110,37 @@ const followRecheck = 2 * time.Second
 // followPage bounds one read of the log while following.
 const followPage = 256
 
+// DefaultFollowOutage is how long a follower keeps retrying failed reads of the event log before
+// it gives up with the read's error (see WithFollowOutage).
+const DefaultFollowOutage = 30 * time.Second
+
+// Retries of a failed read while following wait followRetryFirst, doubling up to followRetryMax.
+const (
+	followRetryFirst = 50 * time.Millisecond
+	followRetryMax   = 2 * time.Second
+)
+
+// WithFollowOutage sets how long Follow (a blocking send's wait, a stream, a subscription) keeps
+// retrying failed reads of the event log before it returns the read's error (default
+// DefaultFollowOutage). A store restart or failover costs each follower a failed read or a few
+// (a pooled connection that was cut); a shorter outage than this is invisible to the follower
+// but for the delay. The caller's context bounds the retries too: a blocking send stops at its
+// blocking timeout.
+func WithFollowOutage(d time.Duration) Option { return func(p *Plane) { p.followOutage = d } }
+
 // ErrStopFollowing, returned by a Follow callback, ends Follow with a nil error.
 var ErrStopFollowing = errors.New("stop following")
 
 // Follow calls fn for every event of the task with Seq > after, in order, each exactly once,
 // waiting for new events until fn returns ErrStopFollowing (Follow returns nil), fn returns another
-// error (returned), or ctx ends (ctx.Err()). Events committed by other processes arrive when the
+// error (returned), or ctx ends (ctx.Err()). A failed read of the log is retried, with a backoff,
+// for up to the plane's follow outage (WithFollowOutage); a read failing for longer ends Follow
+// with its error. Events committed by other processes arrive when the
 // store has the Listen capability and RunListener is running.
 func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int64, fn func(TaskEvent) error) error {
 	// Ownership and the context id are checked once; the log read is itself scoped to the
 	// principal, so a wake-up costs one indexed read of the new events and no task decode.
-	t, err := getTask(ctx, p.store, principal, taskID)
+	t, err := p.followedTask(ctx, principal, taskID)
 	if err != nil {
 		return err
 	}
@@ -136,7 +156,7 @@ func (p *Plane) FollowTask(ctx context.Context, t *Task, after int64, fn func(Ta
 // FollowStream is Follow for a client's stream (an A2A SendStreamingMessage or SubscribeToTask):
 // Subscribers counts it while it follows.
 func (p *Plane) FollowStream(ctx context.Context, principal, taskID string, after int64, fn func(TaskEvent) error) error {
-	t, err := getTask(ctx, p.store, principal, taskID)
+	t, err := p.followedTask(ctx, principal, taskID)
 	if err != nil {
 		return err
 	}
@@ -161,10 +181,17 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, f
 		recheck = t.C
 	}
 	for {
-		rows, err := p.store.TaskEvents(ctx, principal, taskID, after, followPage)
+		var rows []store.TaskEvent
+		err := p.retryRead(ctx, func() (err error) {
+			rows, err = p.store.TaskEvents(ctx, principal, taskID, after, followPage)
+			return err
+		})
 		if err != nil {
-			if isNotFound(err) {
+			switch {
+			case isNotFound(err):
 				return ErrTaskNotFound // pruned while followed
+			case ctx.Err() != nil:
+				return ctx.Err()
 			}
 			return fmt.Errorf("read events of task %s: %w", taskID, err)
 		}
@@ -190,6 +217,56 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, f
 		case <-poke:
 		case <-recheck:
 		}
+	}
+}
+
+// followedTask is getTask for a follower: a failed read is retried (retryRead).
+func (p *Plane) followedTask(ctx context.Context, principal, taskID string) (*Task, error) {
+	if !storableKey(principal) || !storableKey(taskID) {
+		return nil, ErrTaskNotFound
+	}
+	var row store.Task
+	err := p.retryRead(ctx, func() (err error) {
+		row, err = p.store.GetTask(ctx, principal, taskID)
+		return err
+	})
+	if err != nil {
+		switch {
+		case isNotFound(err):
+			return nil, ErrTaskNotFound
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("get task %s: %w", taskID, err)
+	}
+	return decodeTask(row)
+}
+
+// retryRead calls read until it succeeds, finds nothing (store.ErrNotFound), or ctx ends, or
+// until it has failed for p.followOutage; it returns read's last error. A store restart or
+// failover fails a read or a few (a pooled connection that was cut): a follower carries on
+// through that, and gives up only when the store stays unreadable.
+func (p *Plane) retryRead(ctx context.Context, read func() error) error {
+	var failing time.Time // when the reads began to fail
+	retry := followRetryFirst
+	for {
+		err := read()
+		if err == nil || isNotFound(err) || ctx.Err() != nil {
+			return err
+		}
+		if failing.IsZero() {
+			failing = time.Now()
+		} else if time.Since(failing) >= p.followOutage {
+			return fmt.Errorf("failing for %s: %w", time.Since(failing).Round(time.Millisecond), err)
+		}
+		wait := time.NewTimer(min(retry, max(p.followOutage-time.Since(failing), 0)))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return ctx.Err()
+		case <-wait.C:
+		}
+		retry = min(2*retry, followRetryMax)
 	}
 }
 

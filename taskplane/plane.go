@@ -28,6 +28,8 @@ type Plane struct {
 	newID     func() string
 	log       *slog.Logger
 	retention time.Duration
+	// followOutage bounds the retries of a follower's failed reads (follow.go).
+	followOutage time.Duration
 	// queue holds the wake queue's settings and its change signal (wakequeue.go).
 	queue queueConfig
 	// manifest declares the workflow outputs executors may record (turn.go); nil allows any.
@@ -58,6 +60,8 @@ func New(s store.Store, opts ...Option) *Plane {
 		newID:     func() string { return uuid.Must(uuid.NewV7()).String() },
 		log:       slog.Default(),
 		retention: DefaultRetention,
+
+		followOutage: DefaultFollowOutage,
 	}
 	for _, o := range opts {
 		o(p)

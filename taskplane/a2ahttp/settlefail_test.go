@@ -3,9 +3,13 @@ package a2ahttp_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/google/uuid"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
@@ -37,15 +41,17 @@ func (f *failingReads) GetTask(ctx context.Context, principal, id string) (store
 }
 
 // A blocking send whose message was accepted durably answers with the task as accepted when
-// reading what became of it fails: an error would read as "not accepted", and a client sending
-// the message again (with messageId deduplication off) would make a second task.
+// reading what became of it keeps failing (for longer than the plane's follow outage, short
+// here): an error would read as "not accepted", and a client sending the message again (with
+// messageId deduplication off) would make a second task.
 func TestABlockingSendWhoseWaitCannotReadAnswersWithTheAcceptedTask(t *testing.T) {
 	st := &failingReads{Store: storetest.OpenSQLite(t)}
 	waiting := taskplane.ExecutorFunc(func(ctx context.Context, _ *taskplane.Turn) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	e := newEnvExec(t, st, nil, waiting, func(c *a2aConfig) { c.BlockingTimeout = 10 * time.Second })
+	popts := []taskplane.Option{taskplane.WithFollowOutage(200 * time.Millisecond)}
+	e := newEnvExec(t, st, popts, waiting, func(c *a2aConfig) { c.BlockingTimeout = 10 * time.Second })
 	st.fail.Store(true)
 	task := send(t, e.client(a2awire.BindingHTTPJSON, tokenAlice), userMessage("hello"), nil)
 	st.fail.Store(false)
@@ -55,4 +61,75 @@ func TestABlockingSendWhoseWaitCannotReadAnswersWithTheAcceptedTask(t *testing.T
 	if _, err := e.plane.GetTask(context.Background(), "alice", string(task.ID)); err != nil {
 		t.Fatalf("the task answered is not in the store: %v", err)
 	}
+}
+
+// outageTurn is an agent whose turn makes st's reads fail (as a database restart does, for the
+// pooled connections it cut) from just before its WORKING update until a while after it, then
+// completes the task.
+func outageTurn(st *failingReads, outage time.Duration) taskplane.Executor {
+	return taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		st.fail.Store(true)
+		if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking}); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(outage):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		st.fail.Store(false)
+		return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: agentMsg("done")})
+	})
+}
+
+// A blocking send waits through a short store outage: its failed reads are retried until the
+// blocking timeout (or the plane's follow outage), and it answers with the settled task, not
+// with the task as accepted on the first failed read.
+func TestABlockingSendWaitsThroughAShortStoreOutage(t *testing.T) {
+	st := &failingReads{Store: storetest.OpenSQLite(t)}
+	e := newEnvExec(t, st, nil, outageTurn(st, 400*time.Millisecond))
+	forEachBinding(t, func(t *testing.T, binding string) {
+		task := send(t, e.client(binding, tokenAlice), userMessage("hello"), nil)
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("answer in state %s, want %s: the wait gave up on a failed read", task.Status.State, a2a.TaskStateCompleted)
+		}
+	})
+}
+
+// A stream follows its task through a short store outage to the end, with no error event.
+func TestAStreamFollowsThroughAShortStoreOutage(t *testing.T) {
+	st := &failingReads{Store: storetest.OpenSQLite(t)}
+	e := newEnvExec(t, st, nil, outageTurn(st, 400*time.Millisecond))
+	s, status, body := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice,
+		sendBody(t, wireMsg(uuid.NewString(), "hello"), nil), nil)
+	if s == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	defer s.close()
+	evs := s.all()
+	if len(evs) == 0 {
+		t.Fatal("no events")
+	}
+	last := evs[len(evs)-1]
+	if k, state := kind(t, last.Data); k != "statusUpdate" || state != string(a2a.TaskStateCompleted) {
+		t.Fatalf("the stream ended with %s %s (%s), want the COMPLETED status update", k, state, last.Data)
+	}
+}
+
+// A stream whose reads fail for longer than the plane's follow outage ends with an error event.
+func TestAStreamEndsWithAnErrorAfterASustainedStoreOutage(t *testing.T) {
+	st := &failingReads{Store: storetest.OpenSQLite(t)}
+	popts := []taskplane.Option{taskplane.WithFollowOutage(300 * time.Millisecond)}
+	e := newEnvExec(t, st, popts, outageTurn(st, time.Hour))
+	s, status, body := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice,
+		sendBody(t, wireMsg(uuid.NewString(), "hello"), nil), nil)
+	if s == nil {
+		t.Fatalf("stream: %d %s", status, body)
+	}
+	defer s.close()
+	evs := s.all()
+	if k, _ := kind(t, evs[len(evs)-1].Data); k != "error" {
+		t.Fatalf("the stream ended with %s, want an error event", evs[len(evs)-1].Data)
+	}
+	st.fail.Store(false)
 }
