@@ -226,7 +226,9 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 			if isStoreFailure(err) {
 				s.writes.record(err)
 			}
-		} else if storageFault(fnErr) {
+		} else if store.StorageFault(fnErr) {
+			// On Postgres a full disk fails the statement that needs a new page, inside fn; on
+			// SQLite a read-only database file fails the first statement that writes.
 			s.m.storeError("update", fnErr)
 			s.writes.record(fnErr)
 		}

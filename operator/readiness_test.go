@@ -2,10 +2,12 @@ package operator_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -276,5 +278,87 @@ func TestReadinessCountsADatabaseFailureTheCallerPassesOn(t *testing.T) {
 	disk.full.Store(false)
 	if code, r := readyz(t, mux); code != 200 {
 		t.Fatalf("space freed: readyz %d %v, want 200", code, r.Reasons)
+	}
+}
+
+// readOnlyFile is a SQLite store whose database file cannot be written while ro is set: the first
+// statement that writes fails inside fn, with the driver's SQLITE_READONLY error, which fn passes
+// on. (The error is the real driver's, from a connection made query-only: the tests run as root,
+// who may write any file. The sqlite package's tests check that its store fails a write so.)
+type readOnlyFile struct {
+	store.Store
+	ro  atomic.Bool
+	err error
+}
+
+type readOnlyTx struct {
+	store.Tx
+	err error
+}
+
+func (f *readOnlyFile) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	if !f.ro.Load() {
+		return f.Store.Update(ctx, fn)
+	}
+	return f.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error { return fn(ctx, readOnlyTx{tx, f.err}) })
+}
+
+func (t readOnlyTx) InsertEvidence(context.Context, store.Evidence) error {
+	return fmt.Errorf("insert evidence: %w", t.err)
+}
+
+func (t readOnlyTx) InsertClaim(context.Context, store.Claim) (store.Claim, bool, error) {
+	return store.Claim{}, false, fmt.Errorf("insert claim: %w", t.err)
+}
+
+// sqliteReadOnlyError returns the error SQLite answers a write to a read-only database with.
+func sqliteReadOnlyError(t *testing.T) error {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "ro.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("PRAGMA query_only=ON"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec("CREATE TABLE t (x)")
+	if err == nil || !strings.Contains(err.Error(), "readonly database") {
+		t.Fatalf("a write to a query-only database: %v", err)
+	}
+	return err
+}
+
+// TestReadinessCountsAReadOnlySQLiteDatabase: a SQLite database file that cannot be written fails
+// every write transaction at its first statement, inside fn, with SQLITE_READONLY (8): /readyz
+// turns 503 "store not taking writes" as it does for a read-only Postgres, and ready again once
+// the file takes writes.
+func TestReadinessCountsAReadOnlySQLiteDatabase(t *testing.T) {
+	operator.ProbeAlways(t)
+	ctx := context.Background()
+	file := &readOnlyFile{Store: storetest.OpenSQLite(t), err: sqliteReadOnlyError(t)}
+	st := operator.NewMetrics().Store(file)
+	var ready atomic.Bool
+	ready.Store(true)
+	srv := &operator.Server{Store: st, StoreName: "sqlite", Ready: &ready, Token: "op-token", Log: slog.New(slog.DiscardHandler)}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	file.ro.Store(true)
+	for range 3 {
+		err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "accepted",
+				Detail: []byte(`{}`), CreatedAt: time.Now()})
+		})
+		if !errors.Is(err, file.err) {
+			t.Fatalf("a write to the read-only file: %v", err)
+		}
+	}
+	if code, r := readyz(t, mux); code != 503 || !strings.Contains(strings.Join(r.Reasons, ";"), "store not taking writes") {
+		t.Fatalf("after three writes failed on a read-only file: readyz %d %v, want 503 store not taking writes", code, r.Reasons)
+	}
+	file.ro.Store(false)
+	if code, r := readyz(t, mux); code != 200 {
+		t.Fatalf("the file takes writes again: readyz %d %v, want 200", code, r.Reasons)
 	}
 }

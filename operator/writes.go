@@ -2,9 +2,7 @@ package operator
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -80,22 +78,6 @@ func (w *writeHealth) check(now time.Time, probe func() error) error {
 		return fmt.Errorf("%d write transactions failed (the last: %v); readiness's own write is under way", w.failed, w.last)
 	}
 	return fmt.Errorf("%d write transactions failed (the last: %v), and readiness's own write fails: %w", w.failed, w.last, w.probeErr)
-}
-
-// sqlStater is a database error with its SQLSTATE (Postgres's pgconn.PgError).
-type sqlStater interface{ SQLState() string }
-
-// storageFault reports whether err, returned by a caller's fn, passes on a failure of the
-// database rather than the caller's decision: SQLSTATE class 53 (insufficient resources: disk
-// full, out of memory), class 58 (system error: I/O) or 25006 (the database is read-only). On
-// Postgres a full disk shows there, at the statement that needs a new page, before any commit.
-func storageFault(err error) bool {
-	var s sqlStater
-	if !errors.As(err, &s) {
-		return false
-	}
-	code := s.SQLState()
-	return strings.HasPrefix(code, "53") || strings.HasPrefix(code, "58") || code == "25006"
 }
 
 // writeChecker is implemented by the store Metrics.Store returns; Check asks it whether the store

@@ -1,5 +1,7 @@
 package sqlite
 
+import "context"
+
 // Hooks for the external tests (package sqlite_test) to observe the writer.
 
 // Batches reports how many transactions the writer has run.
@@ -17,4 +19,12 @@ func CachedStatements(s *Store) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.stmts) + len(c.missed)
+}
+
+// SetWriterPragma runs "PRAGMA <pragma>" on the writer's connection (between its batches): a
+// test makes the database refuse writes with query_only=ON, as a read-only database file does
+// (root, which tests run as, ignores a file's permissions), or fills it with max_page_count.
+func SetWriterPragma(ctx context.Context, s *Store, pragma string) error {
+	_, err := s.wdb.ExecContext(ctx, "PRAGMA "+pragma)
+	return err
 }

@@ -1,0 +1,49 @@
+package store
+
+import (
+	"errors"
+	"strings"
+)
+
+// sqlStater is a database error with its SQLSTATE (Postgres: pgconn.PgError).
+type sqlStater interface{ SQLState() string }
+
+// sqliteCoder is a database error with its SQLite result code (modernc.org/sqlite's *Error);
+// an extended code's low byte is its primary code.
+type sqliteCoder interface{ Code() int }
+
+// SQLite primary result codes of a storage failure.
+const (
+	sqliteReadOnly = 8  // SQLITE_READONLY: attempt to write a readonly database
+	sqliteIOErr    = 10 // SQLITE_IOERR: a disk I/O error
+	sqliteCorrupt  = 11 // SQLITE_CORRUPT: the database disk image is malformed
+	sqliteFull     = 13 // SQLITE_FULL: database or disk is full
+	sqliteCantOpen = 14 // SQLITE_CANTOPEN: unable to open the database file
+	sqliteNotADB   = 26 // SQLITE_NOTADB: file is not a database
+)
+
+// StorageFault reports whether err carries a failure of the database's storage — it cannot
+// write (read-only, disk full) or read its files (I/O error, corruption) — rather than an answer
+// to the statement (a constraint, a row not found): on Postgres SQLSTATE class 53 (insufficient
+// resources: disk full, out of memory), class 58 (system error: I/O) or 25006 (read-only
+// transaction: a read-only database or a standby); on SQLite the result codes READONLY, IOERR,
+// CORRUPT, FULL, CANTOPEN and NOTADB, extended codes included. Such a failure shows at the
+// statement, inside a transaction's fn, which returns it as its own error; callers that tell
+// the store's failures from their own (readiness, the metrics) ask this.
+//
+// It recognises the drivers' errors by their methods, so that shared code needs neither driver.
+func StorageFault(err error) bool {
+	var s sqlStater
+	if errors.As(err, &s) {
+		code := s.SQLState()
+		return strings.HasPrefix(code, "53") || strings.HasPrefix(code, "58") || code == "25006"
+	}
+	var c sqliteCoder
+	if errors.As(err, &c) {
+		switch c.Code() & 0xff {
+		case sqliteReadOnly, sqliteIOErr, sqliteCorrupt, sqliteFull, sqliteCantOpen, sqliteNotADB:
+			return true
+		}
+	}
+	return false
+}
