@@ -88,12 +88,14 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	sum, err := s.summary(ctx, DashboardWindow, dashboardBuckets)
 	if err != nil {
 		s.log().Warn("admin: dashboard summary", "err", err)
+		w.Header().Set("Retry-After", storeRetryAfter)
 		http.Error(w, "the store is unavailable; see /readyz", http.StatusServiceUnavailable)
 		return
 	}
 	rows, err := s.Store.ListEvidence(ctx, store.EvidenceFilter{Limit: recentEvidence})
 	if err != nil {
 		s.log().Warn("admin: dashboard evidence", "err", err)
+		w.Header().Set("Retry-After", storeRetryAfter)
 		http.Error(w, "the store is unavailable; see /readyz", http.StatusServiceUnavailable)
 		return
 	}

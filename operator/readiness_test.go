@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -360,5 +361,43 @@ func TestReadinessCountsAReadOnlySQLiteDatabase(t *testing.T) {
 	file.ro.Store(false)
 	if code, r := readyz(t, mux); code != 200 {
 		t.Fatalf("the file takes writes again: readyz %d %v, want 200", code, r.Reasons)
+	}
+}
+
+// unreadable is a store whose reads of evidence fail while down is set.
+type unreadable struct {
+	store.Store
+	down atomic.Bool
+}
+
+var errUnreachable = errors.New("failed to connect to `user=secretuser database=secretdb`: 127.0.0.1:5432: connection refused")
+
+func (u *unreadable) ListEvidence(ctx context.Context, f store.EvidenceFilter) ([]store.Evidence, error) {
+	if u.down.Load() {
+		return nil, errUnreachable
+	}
+	return u.Store.ListEvidence(ctx, f)
+}
+
+// The operator API answers a read the store cannot serve 503 with Retry-After, naming no detail
+// of the store's error.
+func TestTheOperatorAPIAnswersAStoreOutage503WithRetryAfter(t *testing.T) {
+	st := &unreadable{Store: storetest.OpenSQLite(t)}
+	var ready atomic.Bool
+	ready.Store(true)
+	srv := &operator.Server{Store: st, StoreName: "sqlite", Ready: &ready, Token: "op-token", Log: slog.New(slog.DiscardHandler)}
+	mux := http.NewServeMux()
+	srv.Mount(mux)
+	st.down.Store(true)
+	for _, path := range []string{"/admin/api/evidence", "/admin"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer op-token")
+		mux.ServeHTTP(rec, req)
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" ||
+			strings.Contains(rec.Body.String(), "secret") {
+			t.Errorf("%s while the store is down: %d Retry-After %q %s, want 503 with Retry-After and no detail", path,
+				rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
+		}
 	}
 }

@@ -279,6 +279,7 @@ func (s *Server) apiEvidence(w http.ResponseWriter, r *http.Request) {
 	rows, err := s.Store.ListEvidence(r.Context(), f)
 	if err != nil {
 		s.log().Warn("admin: list evidence", "err", err)
+		w.Header().Set("Retry-After", storeRetryAfter)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "store unavailable"})
 		return
 	}
@@ -308,11 +309,15 @@ func (s *Server) apiSummary(w http.ResponseWriter, r *http.Request) {
 	sum, err := s.summary(r.Context(), since, 0)
 	if err != nil {
 		s.log().Warn("admin: summary", "err", err)
+		w.Header().Set("Retry-After", storeRetryAfter)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "store unavailable"})
 		return
 	}
 	writeJSON(w, http.StatusOK, sum)
 }
+
+// storeRetryAfter is the Retry-After of an answer the store could not give.
+const storeRetryAfter = "5"
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -39,6 +39,12 @@ var (
 	ErrStore = errors.New("store failure")
 )
 
+// StoreUnavailable reports whether err is the store's failure to do the work rather than an
+// answer of the task plane's: a failure a turn operation wrapped in ErrStore, or a store error
+// store.Unavailable recognises (the database unreachable, restarting, read-only, its disk
+// full). It passes, so the bindings answer 503 with Retry-After, and do not quote it.
+func StoreUnavailable(err error) bool { return errors.Is(err, ErrStore) || store.Unavailable(err) }
+
 // storeFault wraps err in ErrStore unless it is one of the task plane's own answers (or the
 // caller's context ending): what is left came from the store.
 func storeFault(err error) error {

@@ -190,6 +190,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *a2awire.Error) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter.Round(time.Second)/time.Second)))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(a2awire.KindOf(e).HTTPStatus)
 	_, _ = w.Write(e.RESTBody())

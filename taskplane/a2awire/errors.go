@@ -104,6 +104,8 @@ type Error struct {
 	Message    string
 	Metadata   map[string]string
 	Violations []FieldViolation
+	// RetryAfter, when set, is sent as the HTTP Retry-After of a REST error.
+	RetryAfter time.Duration
 }
 
 // Error returns the message.
@@ -141,8 +143,13 @@ func (e *Error) WithTask(taskID string) *Error {
 	return &c
 }
 
+// StoreRetryAfter is the Retry-After of an error answering a request the store could not serve
+// (taskplane.StoreUnavailable): a database restart or failover takes seconds.
+const StoreRetryAfter = 5 * time.Second
+
 // FromError turns any error into a protocol error. A *Error is returned as is; the task plane's
-// sentinels map by errors.Is; anything else is an internal error whose text is not shown to the
+// sentinels map by errors.Is; a store that is unavailable (taskplane.StoreUnavailable) is
+// UNAVAILABLE, with Retry-After; anything else is an internal error whose text is not shown to the
 // caller (log it before converting).
 func FromError(err error) *Error {
 	if err == nil {
@@ -171,6 +178,11 @@ func FromError(err error) *Error {
 		return Errorf(ErrUnavailable, "deadline exceeded")
 	case errors.Is(err, context.Canceled):
 		return Errorf(ErrUnavailable, "request canceled")
+	case taskplane.StoreUnavailable(err):
+		// Never the store's text: it may name the database's host, user and database.
+		e := Errorf(ErrUnavailable, "the task store is unavailable; retry later")
+		e.RetryAfter = StoreRetryAfter
+		return e
 	}
 	return Errorf(ErrInternal, "internal error")
 }

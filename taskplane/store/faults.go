@@ -1,7 +1,11 @@
 package store
 
 import (
+	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"io"
+	"net"
 	"strings"
 )
 
@@ -46,4 +50,32 @@ func StorageFault(err error) bool {
 		}
 	}
 	return false
+}
+
+// retrier is a driver error that says whether the operation may be tried again as it is
+// (pgconn's: a connection closed before it was used, a lost connection before anything was sent).
+type retrier interface{ SafeToRetry() bool }
+
+// Unavailable reports whether err says the store could not be reached or could not do the work
+// for a reason of its own, one that passes: a connection refused, reset or closed (the database
+// restarting, failing over, a network fault), a server shutting down or starting up (Postgres
+// SQLSTATE class 08, 57P01-57P03), or a storage fault (StorageFault). The caller may try again
+// later; a client is told 503 rather than 500. Errors of the caller's own (not found, a
+// conflict, a constraint) and a cancelled context are not.
+func Unavailable(err error) bool {
+	if err == nil || StorageFault(err) {
+		return err != nil
+	}
+	var s sqlStater
+	if errors.As(err, &s) {
+		code := s.SQLState()
+		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
+	}
+	var r retrier
+	if errors.As(err, &r) && r.SafeToRetry() {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, sql.ErrConnDone)
 }

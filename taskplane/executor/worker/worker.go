@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -614,6 +615,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// storeRetryAfter is the Retry-After, in seconds, of an answer the store could not give (a
+// database restart or failover takes seconds).
+const storeRetryAfter = 5
+
 // fail maps an error to a status and a stable code.
 func (a *API) fail(w http.ResponseWriter, err error) {
 	switch {
@@ -632,6 +637,11 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the request ended")
+	case taskplane.StoreUnavailable(err):
+		// Never the store's text: it may name the database's host, user and database.
+		a.cfg.Logger.Warn("worker API: store unavailable", "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(storeRetryAfter))
+		writeError(w, http.StatusServiceUnavailable, "store-unavailable", "the task store is unavailable; retry later")
 	default:
 		a.cfg.Logger.Error("worker API", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal", "internal error")
