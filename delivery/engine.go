@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/channels-dev/channels/internal/outage"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -56,6 +57,9 @@ type Engine struct {
 	poll          time.Duration
 	workers       int
 	anchor        AnchorRecorder
+	// claims follows Run's failed claims (the store down): it backs the loop off and keeps the
+	// log to a line now and then.
+	claims outage.Tracker
 
 	locks   keyLocks
 	changed signal
@@ -132,6 +136,7 @@ func New(s store.Store, router Router, opts ...Option) *Engine {
 	}
 	e.workers = max(e.workers, 1)
 	e.lease = max(e.lease, e.sendTimeout+time.Second)
+	e.claims.Name, e.claims.Log, e.claims.FirstWait = "delivery: claim", e.log, e.poll
 	return e
 }
 
@@ -345,10 +350,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		free := e.workers - len(sem)
 		var steps []step
+		var backoff time.Duration // the store failing: wait this long, whatever is due
 		if free > 0 {
 			var err error
-			if steps, err = e.claimBatch(ctx, free); err != nil && ctx.Err() == nil {
-				e.log.Error("delivery: claim", "err", err)
+			steps, err = e.claimBatch(ctx, free)
+			switch {
+			case err == nil:
+				e.claims.Succeeded()
+			case ctx.Err() == nil:
+				backoff = e.claims.Failed(err)
 			}
 		}
 		for _, st := range steps {
@@ -364,13 +374,13 @@ func (e *Engine) Run(ctx context.Context) error {
 		if free > 0 && len(steps) == free {
 			continue // more may be due right now
 		}
-		wait := e.poll
+		wait := max(e.poll, backoff)
 		// With every worker busy a due row cannot be claimed before a worker finishes, and a
 		// finishing worker pokes: waiting for the due time would re-read the store every
 		// millisecond while the workers are busy. Only with a free worker does the next due
 		// time matter, and only rows this engine can claim: another engine's due row must not
 		// make it spin.
-		if free > 0 && !e.noClaim { // with no sources, nil would ask for any source's due rows
+		if free > 0 && !e.noClaim && backoff == 0 { // with no sources, nil would ask for any source's due rows
 			if due, ok, err := e.store.NextDeliveryDue(ctx, e.sources); err == nil && ok {
 				wait = min(wait, max(due.Sub(e.clock()), time.Millisecond))
 			}

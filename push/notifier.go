@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/outage"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -80,6 +81,9 @@ type Notifier struct {
 	now    func() time.Time
 	poke   chan struct{}
 	view   a2awire.View
+	// passes follows the passes the store fails (it is down): they back the loop off and keep
+	// the log to a line now and then.
+	passes outage.Tracker
 }
 
 // New returns a notifier over plane's store. Run starts it; Registered and CheckURL serve the
@@ -129,7 +133,8 @@ func New(plane *taskplane.Plane, o Options) *Notifier {
 	return &Notifier{
 		plane: plane, store: st, guard: g, engine: eng, poll: o.Poll, work: o.Workers, log: o.Logger,
 		now: o.Clock, poke: make(chan struct{}, 1),
-		view: a2awire.View{History: a2awire.DefaultLimits().MaxHistoryLength, Artifacts: true},
+		view:   a2awire.View{History: a2awire.DefaultLimits().MaxHistoryLength, Artifacts: true},
+		passes: outage.Tracker{Name: "push: pass failed", Log: o.Logger, FirstWait: o.Poll},
 	}
 }
 
@@ -181,7 +186,15 @@ func (n *Notifier) Run(ctx context.Context) error {
 		case <-n.poke:
 		case <-t.C:
 		}
-		if _, err := n.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		_, err := n.RunOnce(ctx)
+		switch {
+		case err == nil:
+			n.passes.Succeeded()
+		case ctx.Err() != nil:
+		case store.Unavailable(err):
+			t.Reset(max(n.poll, n.passes.Failed(err)))
+			continue
+		default:
 			n.log.Error("push: pass failed", "err", err)
 		}
 		t.Reset(n.poll)

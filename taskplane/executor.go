@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 
+	"github.com/channels-dev/channels/internal/outage"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -301,6 +302,9 @@ type Dispatcher struct {
 	// have the Canceler told again.
 	toldFor map[string]time.Time
 	polls   chan struct{} // one poll on offer to the waiting claimers
+	// claims follows failed claims (the store down): the claimers back off, and the log keeps to
+	// a line now and then.
+	claims outage.Tracker
 }
 
 type liveTurn struct {
@@ -339,6 +343,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.running = map[string][]*liveTurn{}
 	d.polls = make(chan struct{}, 1)
 	d.mu.Unlock()
+	d.claims.Name, d.claims.Log, d.claims.FirstWait = "claim wake", d.Plane.log, poll
 	hints := d.Plane.wakeHints()
 	// conc claimers, each running the turns it claims. They claim concurrently, so their claim
 	// transactions share commits (SQLite group commit) or run side by side (Postgres, SKIP
@@ -426,10 +431,18 @@ func (d *Dispatcher) nudge() {
 	}
 }
 
+// claim claims a turn for owner, if one is due. While claims fail (the store down) the claimers
+// back off together: none claims until the wait the last failure asked for is over.
 func (d *Dispatcher) claim(ctx context.Context, owner string) *Grant {
+	if d.claims.Waiting() {
+		return nil
+	}
 	g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
-	if err != nil && ctx.Err() == nil {
-		d.Plane.log.Error("claim wake", "err", err)
+	switch {
+	case err == nil:
+		d.claims.Succeeded()
+	case ctx.Err() == nil:
+		d.claims.Failed(err)
 	}
 	return g
 }
