@@ -49,7 +49,8 @@ func StoreUnavailable(err error) bool { return errors.Is(err, ErrStore) || store
 // caller's context ending): what is left came from the store.
 func storeFault(err error) error {
 	for _, known := range []error{ErrNoTurn, ErrTaskNotFound, ErrTaskTerminal, ErrTaskNotCancelable, ErrIllegalTransition,
-		ErrConcurrentModification, ErrInvalid, ErrContinuationNotAllowed, ErrStore, context.Canceled, context.DeadlineExceeded} {
+		ErrConcurrentModification, ErrInvalid, ErrContinuationNotAllowed, ErrDuplicateConflict, ErrClaimPending,
+		ErrContextMismatch, ErrPushConfigLimit, store.ErrPushConfigLimit, ErrStore, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, known) {
 			return err
 		}

@@ -437,12 +437,13 @@ func (d *Dispatcher) claim(ctx context.Context, owner string) *Grant {
 	if d.claims.Waiting() {
 		return nil
 	}
+	start := time.Now()
 	g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
 	switch {
 	case err == nil:
 		d.claims.Succeeded()
 	case ctx.Err() == nil:
-		d.claims.Failed(err)
+		d.claims.FailedSince(start, err)
 	}
 	return g
 }

@@ -300,3 +300,9 @@ func decodeToken(s string, v any) error {
 	}
 	return json.Unmarshal(b, v)
 }
+
+// FollowedTask is GetTask for a follower (a blocking send's wait, a stream): a failed read is
+// retried as Follow retries its reads (WithFollowOutage).
+func (p *Plane) FollowedTask(ctx context.Context, principal, taskID string) (*Task, error) {
+	return p.followedTask(ctx, principal, taskID)
+}

@@ -29,19 +29,30 @@ type Tracker struct {
 
 	mu       sync.Mutex
 	failures int
+	level    int       // failures that lengthened the wait: those of calls begun after the last failure
+	last     time.Time // the last failure
 	since    time.Time // the first failure of the current run
 	logged   time.Time // the last failure logged
 	retryAt  time.Time // the end of the wait Failed returned last
 }
 
-// Failed records a failure and returns how long the loop should wait before its next try (the
-// loop waits the longer of that and its own poll). It logs the first failure of a run at ERROR,
-// and another at most every LogEvery, with how many there were and since when.
-func (t *Tracker) Failed(err error) time.Duration {
+// Failed records the failure of a call begun just now (a loop of one caller); see FailedSince.
+func (t *Tracker) Failed(err error) time.Duration { return t.FailedSince(time.Now(), err) }
+
+// FailedSince records the failure of a call begun at start and returns how long the loop should
+// wait before its next try (the loop waits the longer of that and its own poll). Only a call
+// begun after the last failure lengthens the wait: the calls of several callers in flight when
+// the store went away fail together, and count as one. It logs the first failure of a run at
+// ERROR, and another at most every LogEvery, with how many there were and since when.
+func (t *Tracker) FailedSince(start time.Time, err error) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
 	t.failures++
+	if t.failures == 1 || !start.Before(t.last) {
+		t.level++
+	}
+	t.last = now
 	switch {
 	case t.failures == 1:
 		t.since, t.logged = now, now
@@ -52,7 +63,7 @@ func (t *Tracker) Failed(err error) time.Duration {
 			"for", now.Sub(t.since).Round(time.Second).String())
 	}
 	wait := or(t.FirstWait, DefaultFirstWait)
-	for i := 1; i < t.failures && wait < or(t.MaxWait, DefaultMaxWait); i++ {
+	for i := 1; i < t.level && wait < or(t.MaxWait, DefaultMaxWait); i++ {
 		wait *= 2
 	}
 	wait = min(wait, or(t.MaxWait, DefaultMaxWait))
@@ -77,7 +88,7 @@ func (t *Tracker) Succeeded() {
 	}
 	t.log().Info(t.Name+": store reachable again", "failures", t.failures,
 		"for", time.Since(t.since).Round(time.Second).String())
-	t.failures = 0
+	t.failures, t.level = 0, 0
 }
 
 // Failing reports how many failures in a row there have been (0: the last call succeeded).

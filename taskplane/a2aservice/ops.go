@@ -156,8 +156,14 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 		return nil, ctx.Err()
 	}
 	if err == nil || wctx.Err() != nil {
+		// The task as it settled is read as the wait read it, a failed read tried again; past
+		// the blocking timeout, once.
+		read := s.plane.FollowedTask
+		if err != nil {
+			read = s.plane.GetTask
+		}
 		var nt *taskplane.Task
-		if nt, err = s.plane.GetTask(ctx, principal, t.ID); err == nil {
+		if nt, err = read(ctx, principal, t.ID); err == nil {
 			return nt, nil
 		}
 	}

@@ -152,7 +152,7 @@ func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 			if asked && ev.Seq >= st.settledAt {
 				// The events of the update are all committed with it: deliver up to the
 				// task's last one, stopping early at one of a later update.
-				t, err := st.svc.plane.GetTask(ctx, st.principal, st.taskID)
+				t, err := st.svc.plane.FollowedTask(ctx, st.principal, st.taskID)
 				if err != nil {
 					return err
 				}

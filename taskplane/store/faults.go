@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -63,8 +64,11 @@ type retrier interface{ SafeToRetry() bool }
 // later; a client is told 503 rather than 500. Errors of the caller's own (not found, a
 // conflict, a constraint) and a cancelled context are not.
 func Unavailable(err error) bool {
-	if err == nil || StorageFault(err) {
-		return err != nil
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's context ended (a deadline satisfies net.Error too)
+	}
+	if StorageFault(err) {
+		return true
 	}
 	var s sqlStater
 	if errors.As(err, &s) {
