@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/logcapture"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
@@ -32,40 +31,12 @@ func (d *downStore) Update(ctx context.Context, fn func(ctx context.Context, tx 
 	return d.Store.Update(ctx, fn)
 }
 
-// logLines is a slog handler counting records by level and message.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
-	return nil
-}
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logLines) WithGroup(string) slog.Handler      { return l }
-
-func (l *logLines) count(prefix string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.HasPrefix(s, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
 // While the store is down the engine's claims back off (the poll doubling up to a cap) and the
 // log says so once, then once more when the store is back; the engine claims again by itself.
 // It claimed every poll (10 ms here, half a second by default) and logged every failure.
 func TestAStoreOutageBacksTheClaimsOffAndLogsOnce(t *testing.T) {
 	st := &downStore{Store: storetest.OpenSQLite(t)}
-	lines := &logLines{}
+	lines := &logcapture.Lines{}
 	e := delivery.New(st, delivery.Routes{"slack": {Sender: newProvider(nil), Recovery: delivery.Lookup}},
 		delivery.WithLogger(slog.New(lines)), delivery.WithPoll(10*time.Millisecond))
 	st.down.Store(true)
@@ -80,13 +51,13 @@ func TestAStoreOutageBacksTheClaimsOffAndLogsOnce(t *testing.T) {
 	if calls < 2 || calls > 12 {
 		t.Errorf("%d claims in 600 ms of outage with a 10 ms poll, want a backoff (about 7)", calls)
 	}
-	if n := lines.count("ERROR delivery: claim"); n != 1 {
-		t.Errorf("%d ERROR lines for the outage, want 1: %q", n, lines.lines)
+	if n := lines.Count("ERROR delivery: claim"); n != 1 {
+		t.Errorf("%d ERROR lines for the outage, want 1: %q", n, lines.All())
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for lines.count("INFO delivery: claim: store reachable again") == 0 {
+	for lines.Count("INFO delivery: claim: store reachable again") == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no recovery line within 5 s of the store coming back: %q", lines.lines)
+			t.Fatalf("no recovery line within 5 s of the store coming back: %q", lines.All())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

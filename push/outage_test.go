@@ -4,13 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/internal/logcapture"
 	"github.com/channels-dev/channels/push"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -33,38 +32,11 @@ func (s *noPushWork) ListPushWork(ctx context.Context, limit int) ([]store.PushC
 	return s.Store.ListPushWork(ctx, limit)
 }
 
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
-	return nil
-}
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logLines) WithGroup(string) slog.Handler      { return l }
-
-func (l *logLines) count(prefix string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.HasPrefix(s, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
 // While the store is down the notifier's passes back off (from its poll, doubling up to a cap)
 // and the log says so once, then once when the store is back. It passed, and logged, every poll.
 func TestAStoreOutageBacksThePushPassesOffAndLogsOnce(t *testing.T) {
 	st := &noPushWork{Store: storetest.OpenSQLite(t)}
-	lines := &logLines{}
+	lines := &logcapture.Lines{}
 	n := push.New(taskplane.New(st), push.Options{Poll: 10 * time.Millisecond, Logger: slog.New(lines)})
 	st.down.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -76,13 +48,13 @@ func TestAStoreOutageBacksThePushPassesOffAndLogsOnce(t *testing.T) {
 	if calls := st.calls.Load(); calls < 2 || calls > 12 {
 		t.Errorf("%d passes in 600 ms of outage with a 10 ms poll, want a backoff (about 7)", calls)
 	}
-	if n := lines.count("ERROR push: pass failed"); n != 1 {
-		t.Errorf("%d ERROR lines for the outage, want 1: %q", n, lines.lines)
+	if n := lines.Count("ERROR push: pass failed"); n != 1 {
+		t.Errorf("%d ERROR lines for the outage, want 1: %q", n, lines.All())
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for lines.count("INFO push: pass failed: store reachable again") == 0 {
+	for lines.Count("INFO push: pass failed: store reachable again") == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no recovery line within 5 s of the store coming back: %q", lines.lines)
+			t.Fatalf("no recovery line within 5 s of the store coming back: %q", lines.All())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

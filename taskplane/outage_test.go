@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/internal/logcapture"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
@@ -30,39 +29,12 @@ func (u *unreachable) Update(ctx context.Context, fn func(ctx context.Context, t
 	return u.Store.Update(ctx, fn)
 }
 
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
-	return nil
-}
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logLines) WithGroup(string) slog.Handler      { return l }
-
-func (l *logLines) count(prefix string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.lines {
-		if strings.HasPrefix(s, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
 // While the store is down the dispatcher's claimers back off together (from the poll, doubling
 // up to a cap) and the log says so once, then once when the store is back. They claimed at every
 // poll and logged each failure.
 func TestAStoreOutageBacksTheDispatchersClaimsOffAndLogsOnce(t *testing.T) {
 	st := &unreachable{Store: storetest.OpenSQLite(t)}
-	lines := &logLines{}
+	lines := &logcapture.Lines{}
 	p := taskplane.New(st, taskplane.WithLogger(slog.New(lines)))
 	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error { return nil })
 	st.down.Store(true)
@@ -77,13 +49,13 @@ func TestAStoreOutageBacksTheDispatchersClaimsOffAndLogsOnce(t *testing.T) {
 	if calls := st.calls.Load(); calls < 2 || calls > 15 {
 		t.Errorf("%d claims in 600 ms of outage with a 10 ms poll, want a backoff (about 7)", calls)
 	}
-	if n := lines.count("ERROR claim wake"); n != 1 {
-		t.Errorf("%d ERROR lines for the outage, want 1: %q", n, lines.lines)
+	if n := lines.Count("ERROR claim wake"); n != 1 {
+		t.Errorf("%d ERROR lines for the outage, want 1: %q", n, lines.All())
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for lines.count("INFO claim wake: store reachable again") == 0 {
+	for lines.Count("INFO claim wake: store reachable again") == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no recovery line within 5 s of the store coming back: %q", lines.lines)
+			t.Fatalf("no recovery line within 5 s of the store coming back: %q", lines.All())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/internal/logcapture"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
@@ -37,7 +38,7 @@ func (r *restarting) Update(ctx context.Context, fn func(ctx context.Context, tx
 // the 10 s cap although the store answered again at once.
 func TestABlipSeenByConcurrentClaimersDoesNotStallClaimsForTheCap(t *testing.T) {
 	st := &restarting{Store: storetest.OpenSQLite(t)}
-	p := taskplane.New(st, taskplane.WithLogger(slog.New(&logLines{})))
+	p := taskplane.New(st, taskplane.WithLogger(slog.New(&logcapture.Lines{})))
 	ctx := context.Background()
 	const tasks = 3
 	for i := range tasks {
