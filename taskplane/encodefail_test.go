@@ -12,11 +12,6 @@ import (
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
-// TestAnExecutorsUnencodableChangeFailsTheTaskAtOnce (review of a694aad): a change the plane
-// cannot encode (a data part that is not JSON, a NaN in metadata) is the executor's error, not the
-// store's; storeFault wraps every error that is not one of the plane's sentinels in ErrStore, so
-// the turn is now offered again, 1+MaxReoffers runs of the executor, and the task is failed in
-// the end by the re-offer cap, with no word of what was wrong.
 // TestAnExecutorsUnencodableChangeFailsTheTaskAtOnce: a change JSON cannot hold (a data part that
 // is not JSON, a NaN) is the executor's error, not the store's: the task fails at once with it,
 // rather than being offered again until the re-offer cap.

@@ -11,10 +11,6 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// RR4: Unavailable's doc says a cancelled context is not Unavailable, but context.DeadlineExceeded
-// is a net.Error (it has Timeout and Temporary), and pgconn wraps a context that was already done
-// in an error whose SafeToRetry is true: both are taken for a store outage (503, Retry-After,
-// the outage trackers' backoff) although only the caller's context ended.
 // TestAContextThatEndedIsNotAStoreOutage: the caller's context ending (cancelled, or past its
 // deadline, which satisfies net.Error) is not the store being unavailable, as Unavailable says.
 func TestAContextThatEndedIsNotAStoreOutage(t *testing.T) {

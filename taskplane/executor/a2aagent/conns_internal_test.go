@@ -13,11 +13,6 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 )
 
-// TestCardReadsAfterTransientFailuresReuseConnections (review of 952011c): each card read makes
-// an http.Transport of its own, so every reset (each 429/502/503/504 or broken connection) opens
-// a fresh connection to the agent and leaves the last one idle in a transport nobody uses again,
-// open until IdleConnTimeout (90 s). Before, one transport served every client and its idle
-// connection was reused.
 // TestCardReadsAfterTransientFailuresReuseConnections: each card read makes a client of its own,
 // but their connections are one transport's: after transient failures (each dropping the client)
 // the agent sees its connection reused, not a new one per failure left idle in a transport no

@@ -2,13 +2,9 @@ package a2aagent_test
 
 import (
 	"context"
-	"errors"
 	"iter"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +14,6 @@ import (
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/executor/a2aagent"
-	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -35,33 +30,6 @@ func (c *countingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext)
 	return c.agent.Execute(ctx, ec)
 }
 
-// seeBlip fails, once, the first store write made while recording the downstream link
-// (turnState.see), the way a connection lost in a database restart does.
-type seeBlip struct {
-	store.Store
-	once  sync.Once
-	fired atomic.Bool
-}
-
-func (s *seeBlip) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
-	buf := make([]byte, 1<<16)
-	if strings.Contains(string(buf[:runtime.Stack(buf, false)]), "(*turnState).see") {
-		fire := false
-		s.once.Do(func() { fire = true })
-		if fire {
-			s.fired.Store(true)
-			return errors.New("begin: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)")
-		}
-	}
-	return s.Store.Update(ctx, fn)
-}
-
-// TestAStoreBlipWhileRecordingTheDownstreamTaskDoesNotSendTwice (review of a694aad): the store
-// fails the write of the link to the downstream task the first event named. The turn now ends
-// unsettled (ErrStore) and is offered again; the downstream task is neither recorded nor
-// canceled (Execute calls settleUnrecorded only for ctx end, ErrTaskTerminal and ErrNoTurn), so
-// the re-offered turn sends the same message again and the agent starts a second task, the first
-// one left running unwatched.
 // TestAStoreBlipWhileRecordingTheDownstreamTaskDoesNotSendTwice: the store failing the write of
 // the downstream task's link offers the turn again; the downstream task is settled (recorded once
 // the store is back, or canceled), so the offered-again turn does not send the message a second
@@ -83,12 +51,7 @@ func TestAStoreBlipWhileRecordingTheDownstreamTaskDoesNotSendTwice(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blip := &seeBlip{Store: storetest.OpenSQLite(t)}
-	t.Cleanup(func() {
-		if !blip.fired.Load() {
-			t.Error("the store never failed the write the test meant it to: the test proved nothing")
-		}
-	})
+	blip := storetest.NewBlip(t, storetest.OpenSQLite(t), "(*turnState).see")
 	p := taskplane.New(blip, taskplane.WithReofferDelay(10*time.Millisecond))
 	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 20 * time.Millisecond, RetryBackoff: time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
