@@ -32,26 +32,10 @@ func TestAnExecutorsUnencodableChangeFailsTheTaskAtOnce(t *testing.T) {
 				runs.Add(1)
 				return change(turn, ctx)
 			})
-			ctx, cancel := context.WithCancel(context.Background())
-			d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 5 * time.Millisecond, Lease: time.Minute}
-			done := make(chan struct{})
-			go func() { defer close(done); _ = d.Run(ctx) }()
-			defer func() { cancel(); <-done }()
-			acc, err := p.Accept(ctx, a2aEvent("m1", "hello"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var task *taskplane.Task
-			waitFor(t, "the task to finish", func() bool {
-				task, err = p.GetTask(ctx, "alice", acc.Task.ID)
-				return err == nil && task.Status.State.Terminal()
-			})
-			var text string
-			if m := task.Status.Message; m != nil && len(m.Parts) > 0 {
-				text = m.Parts[0].Text
-			}
+			runDispatcher(t, p, exec, 1)
+			task := finished(t, p, mustAccept(t, p, a2aEvent("m1", "hello")).Task.ID)
 			if n := runs.Load(); n != 1 {
-				t.Fatalf("the executor ran %d times (task %s, %q); want once, the task failed with the encoding error", n, task.Status.State, text)
+				t.Fatalf("the executor ran %d times (task %s, %q); want once, the task failed with the encoding error", n, task.Status.State, statusText(task))
 			}
 		})
 	}

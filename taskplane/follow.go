@@ -140,7 +140,7 @@ var ErrStopFollowing = errors.New("stop following")
 func (p *Plane) Follow(ctx context.Context, principal, taskID string, after int64, fn func(TaskEvent) error) error {
 	// Ownership and the context id are checked once; the log read is itself scoped to the
 	// principal, so a wake-up costs one indexed read of the new events and no task decode.
-	t, err := p.followedTask(ctx, principal, taskID)
+	t, err := p.FollowedTask(ctx, principal, taskID)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (p *Plane) FollowTask(ctx context.Context, t *Task, after int64, fn func(Ta
 // FollowStream is Follow for a client's stream (an A2A SendStreamingMessage or SubscribeToTask):
 // Subscribers counts it while it follows.
 func (p *Plane) FollowStream(ctx context.Context, principal, taskID string, after int64, fn func(TaskEvent) error) error {
-	t, err := p.followedTask(ctx, principal, taskID)
+	t, err := p.FollowedTask(ctx, principal, taskID)
 	if err != nil {
 		return err
 	}
@@ -220,8 +220,9 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, f
 	}
 }
 
-// followedTask is getTask for a follower: a failed read is retried (retryRead).
-func (p *Plane) followedTask(ctx context.Context, principal, taskID string) (*Task, error) {
+// FollowedTask is GetTask for a follower (a blocking send's wait, a stream): a failed read is
+// retried as Follow retries its reads (retryRead, WithFollowOutage).
+func (p *Plane) FollowedTask(ctx context.Context, principal, taskID string) (*Task, error) {
 	if !storableKey(principal) || !storableKey(taskID) {
 		return nil, ErrTaskNotFound
 	}
@@ -299,10 +300,4 @@ func decodeToken(s string, v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
-}
-
-// FollowedTask is GetTask for a follower (a blocking send's wait, a stream): a failed read is
-// retried as Follow retries its reads (WithFollowOutage).
-func (p *Plane) FollowedTask(ctx context.Context, principal, taskID string) (*Task, error) {
-	return p.followedTask(ctx, principal, taskID)
 }

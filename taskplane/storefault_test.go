@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -41,29 +40,33 @@ func TestAStoreFailureDuringATurnOffersItAgainInsteadOfFailingTheTask(t *testing
 			}
 			return turn.Complete(ctx, &taskplane.Message{ID: "reply", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("done")}})
 		})
-		ctx, cancel := context.WithCancel(context.Background())
-		d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
-		done := make(chan struct{})
-		go func() { defer close(done); _ = d.Run(ctx) }()
-		defer func() { cancel(); <-done }()
-		acc, err := p.Accept(ctx, a2aEvent("m1", "hello"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var task *taskplane.Task
-		waitFor(t, "the task to finish", func() bool {
-			task, err = p.GetTask(ctx, "alice", acc.Task.ID)
-			return err == nil && task.Status.State.Terminal()
-		})
+		runDispatcher(t, p, exec, 1)
+		task := finished(t, p, mustAccept(t, p, a2aEvent("m1", "hello")).Task.ID)
 		if task.Status.State != taskplane.StateCompleted || runs.Load() != 2 {
-			var text string
-			if m := task.Status.Message; m != nil && len(m.Parts) > 0 {
-				text = m.Parts[0].Text
-			}
-			t.Fatalf("task %s (%q) after %d runs; want completed on the second, not failed by the store's blip", task.Status.State, text, runs.Load())
+			t.Fatalf("task %s (%q) after %d runs; want completed on the second, not failed by the store's blip", task.Status.State, statusText(task), runs.Load())
 		}
-		if strings.Contains(string(task.Status.Message.Parts[0].Text), "SQLSTATE") {
-			t.Errorf("the status message carries the store's error: %q", task.Status.Message.Parts[0].Text)
+		if strings.Contains(statusText(task), "SQLSTATE") {
+			t.Errorf("the status message carries the store's error: %q", statusText(task))
 		}
 	})
+}
+
+// finished waits for task id (of alice) to reach a terminal state and returns it.
+func finished(t *testing.T, p *taskplane.Plane, id string) *taskplane.Task {
+	t.Helper()
+	var task *taskplane.Task
+	waitFor(t, "task "+id+" to finish", func() bool {
+		var err error
+		task, err = p.GetTask(context.Background(), "alice", id)
+		return err == nil && task.Status.State.Terminal()
+	})
+	return task
+}
+
+// statusText is the text of the first part of task's status message, or "".
+func statusText(task *taskplane.Task) string {
+	if m := task.Status.Message; m != nil && len(m.Parts) > 0 {
+		return m.Parts[0].Text
+	}
+	return ""
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
-	"github.com/google/uuid"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -47,17 +46,7 @@ func TestAStreamMeetingAQuestionSurvivesOneFailedRead(t *testing.T) {
 		return turn.RequireInput(ctx, taskplane.Question{Text: "which one?"})
 	})
 	e := newEnvExec(t, st, nil, asking)
-	s, status, body := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice,
-		sendBody(t, wireMsg(uuid.NewString(), "hello"), nil), nil)
-	if s == nil {
-		t.Fatalf("stream: %d %s", status, body)
-	}
-	defer s.close()
-	evs := s.all()
-	if len(evs) == 0 {
-		t.Fatal("no events")
-	}
-	last := evs[len(evs)-1]
+	last := streamEnd(t, e)
 	if k, state := kind(t, last.Data); k != "statusUpdate" || state != string(a2a.TaskStateInputRequired) {
 		t.Fatalf("the stream ended with %s %s (%s), want the INPUT_REQUIRED status update", k, state, last.Data)
 	}

@@ -100,17 +100,7 @@ func TestABlockingSendWaitsThroughAShortStoreOutage(t *testing.T) {
 func TestAStreamFollowsThroughAShortStoreOutage(t *testing.T) {
 	st := &failingReads{Store: storetest.OpenSQLite(t)}
 	e := newEnvExec(t, st, nil, outageTurn(st, 400*time.Millisecond))
-	s, status, body := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice,
-		sendBody(t, wireMsg(uuid.NewString(), "hello"), nil), nil)
-	if s == nil {
-		t.Fatalf("stream: %d %s", status, body)
-	}
-	defer s.close()
-	evs := s.all()
-	if len(evs) == 0 {
-		t.Fatal("no events")
-	}
-	last := evs[len(evs)-1]
+	last := streamEnd(t, e)
 	if k, state := kind(t, last.Data); k != "statusUpdate" || state != string(a2a.TaskStateCompleted) {
 		t.Fatalf("the stream ended with %s %s (%s), want the COMPLETED status update", k, state, last.Data)
 	}
@@ -121,6 +111,17 @@ func TestAStreamEndsWithAnErrorAfterASustainedStoreOutage(t *testing.T) {
 	st := &failingReads{Store: storetest.OpenSQLite(t)}
 	popts := []taskplane.Option{taskplane.WithFollowOutage(300 * time.Millisecond)}
 	e := newEnvExec(t, st, popts, outageTurn(st, time.Hour))
+	last := streamEnd(t, e)
+	if k, _ := kind(t, last.Data); k != "error" {
+		t.Fatalf("the stream ended with %s, want an error event", last.Data)
+	}
+	st.fail.Store(false)
+}
+
+// streamEnd sends a new message as a streaming send, reads its stream to the end and returns its
+// last event.
+func streamEnd(t *testing.T, e *env) sseEvent {
+	t.Helper()
 	s, status, body := e.openSSE(ctxT(t), http.MethodPost, "/message:stream", tokenAlice,
 		sendBody(t, wireMsg(uuid.NewString(), "hello"), nil), nil)
 	if s == nil {
@@ -128,8 +129,8 @@ func TestAStreamEndsWithAnErrorAfterASustainedStoreOutage(t *testing.T) {
 	}
 	defer s.close()
 	evs := s.all()
-	if k, _ := kind(t, evs[len(evs)-1].Data); k != "error" {
-		t.Fatalf("the stream ended with %s, want an error event", evs[len(evs)-1].Data)
+	if len(evs) == 0 {
+		t.Fatal("no events")
 	}
-	st.fail.Store(false)
+	return evs[len(evs)-1]
 }

@@ -76,7 +76,6 @@ type Executor struct {
 	mu     sync.Mutex
 	client *a2aclient.Client
 	card   *a2a.AgentCard
-	auth   *bearer // the client's
 }
 
 // New returns the executor after checking the agent URL.
@@ -112,20 +111,12 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 	if err != nil {
 		return nil, nil, transportOr(fmt.Errorf("resolve the agent card of %s: %w", e.name, redact.Error(err)))
 	}
-	hosts := []string{e.host}
-	for _, iface := range card.SupportedInterfaces {
-		if iface == nil {
-			continue
-		}
-		u, err := checkURL(iface.URL, e.cfg.AllowPrivate)
-		if err != nil {
-			return nil, nil, fmt.Errorf("agent card interface: %w", err)
-		}
-		hosts = append(hosts, u.Host)
-	}
 	// The client of this card sends the token to the card's hosts: a client of an earlier card,
 	// still in use by a turn that started with it, keeps its own.
-	auth := &bearer{token: e.cfg.Token, hosts: hostSet(hosts)}
+	auth, err := e.bearerFor(card)
+	if err != nil {
+		return nil, nil, err
+	}
 	hc := newHTTPClient(e.tr, e.cfg.AllowPrivate, auth)
 	client, err = a2aclient.NewFromCard(ctx, card, a2aclient.WithDefaultsDisabled(),
 		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc))
@@ -135,9 +126,26 @@ func (e *Executor) connect(ctx context.Context) (*a2aclient.Client, *a2a.AgentCa
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.client == nil {
-		e.client, e.card, e.auth = client, card, auth
+		e.client, e.card = client, card
 	}
 	return e.client, e.card, nil
+}
+
+// bearerFor returns the token's bearer for a client of card: the agent URL's host and the hosts
+// of the card's interfaces, each checked as the agent URL is.
+func (e *Executor) bearerFor(card *a2a.AgentCard) (*bearer, error) {
+	hosts := []string{e.host}
+	for _, iface := range card.SupportedInterfaces {
+		if iface == nil {
+			continue
+		}
+		u, err := checkURL(iface.URL, e.cfg.AllowPrivate)
+		if err != nil {
+			return nil, fmt.Errorf("agent card interface: %w", err)
+		}
+		hosts = append(hosts, u.Host)
+	}
+	return &bearer{token: e.cfg.Token, hosts: hostSet(hosts)}, nil
 }
 
 // reset drops the client after a transport failure, so the next turn reads the card again (the

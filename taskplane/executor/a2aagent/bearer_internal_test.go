@@ -29,23 +29,26 @@ func TestTheTokenGoesOnlyToTheHostsOfTheCurrentCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	agentURL, _ := url.Parse(agent)
-	sent := func(u *url.URL) bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.auth.header(u) != ""
+	var auth *bearer // the bearer of the client connect made last
+	connect := func() {
+		t.Helper()
+		_, card, err := e.connect(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth, err = e.bearerFor(card); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, _, err := e.connect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	sent := func(u *url.URL) bool { return auth.header(u) != "" }
+	connect()
 	if !sent(agentURL) || !sent(old) || sent(moved) {
 		t.Fatalf("first card: token to the agent URL %v, its interface %v, another host %v; want true, true, false",
 			sent(agentURL), sent(old), sent(moved))
 	}
 	move(moved)
 	e.reset()
-	if _, _, err := e.connect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	connect()
 	if !sent(agentURL) || sent(old) || !sent(moved) {
 		t.Errorf("card read again: token to the agent URL %v, the host it no longer lists %v, the host it lists now %v; want true, false, true",
 			sent(agentURL), sent(old), sent(moved))

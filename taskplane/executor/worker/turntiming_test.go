@@ -5,49 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/executor/worker"
-	"github.com/channels-dev/channels/taskplane/store"
-	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
-
-// eachDriverTimed is eachDriver with the worker API's TurnEnded hook recorded.
-func eachDriverTimed(t *testing.T, fn func(t *testing.T, e *env, ended func() []time.Duration)) {
-	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
-		c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-		p := taskplane.New(open(t), taskplane.WithClock(c.Now))
-		var mu sync.Mutex
-		var got []time.Duration
-		api, err := worker.New(p, worker.Config{Lease: time.Minute, MaxWait: 2 * time.Second, Poll: 20 * time.Millisecond,
-			Tokens:    []worker.Token{{Name: "all", Token: tokenAll}},
-			TurnEnded: func(d time.Duration) { mu.Lock(); got = append(got, d); mu.Unlock() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle(api.Pattern(), api)
-		e := &env{plane: p, clock: c}
-		e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			e.serving.Add(1)
-			defer e.serving.Add(-1)
-			mux.ServeHTTP(w, r)
-		}))
-		t.Cleanup(e.srv.Close)
-		fn(t, e, func() []time.Duration { mu.Lock(); defer mu.Unlock(); return append([]time.Duration(nil), got...) })
-	})
-}
 
 // TestAForgedClaimTimeInTheLeaseIsNotTimedAsIs: a worker holds its lease token and may alter the
 // claim time in it (the secret does not cover it): the turn it then ends must not put an absurd
 // duration into channels_executor_turn_duration_seconds (56 years, in the +Inf bucket and the
 // _sum for good).
 func TestAForgedClaimTimeInTheLeaseIsNotTimedAsIs(t *testing.T) {
-	eachDriverTimed(t, func(t *testing.T, e *env, ended func() []time.Duration) {
+	eachDriver(t, func(t *testing.T, e *env) {
 		e.accept(t, "alice", taskplane.SourceA2A, "m-forged")
 		id, l := e.claim(t, tokenAll)
 		raw, err := base64.RawURLEncoding.DecodeString(l)
@@ -64,7 +35,7 @@ func TestAForgedClaimTimeInTheLeaseIsNotTimedAsIs(t *testing.T) {
 		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenAll, forged, map[string]any{"response": "ok"}); code != http.StatusOK {
 			t.Fatalf("complete with the altered lease: %d %v (the altered lease is accepted: only the secret is checked)", code, body)
 		}
-		for _, d := range ended() {
+		for _, d := range e.turnsEnded() {
 			if d > time.Hour { // the lease is a minute; a turn longer than its lease could not end with ok
 				t.Fatalf("the forged claim time was observed as a turn of %v", d)
 			}
@@ -76,7 +47,7 @@ func TestAForgedClaimTimeInTheLeaseIsNotTimedAsIs(t *testing.T) {
 // answer lost or slow) sends it twice at once with the same lease: both resume the turn, one ends
 // it, the other's EndTurn finds no turn; the turn is timed once.
 func TestAReleaseRetriedAtOnceIsTimedOnce(t *testing.T) {
-	eachDriverTimed(t, func(t *testing.T, e *env, ended func() []time.Duration) {
+	eachDriver(t, func(t *testing.T, e *env) {
 		const rounds = 100
 		oks := 0
 		for i := range rounds {
@@ -108,7 +79,7 @@ func TestAReleaseRetriedAtOnceIsTimedOnce(t *testing.T) {
 		}
 		// A released wake is offered again later (not due on the test's clock): each round's claim
 		// takes that round's new task. rounds turns, each ended by a release.
-		if n := len(ended()); n != rounds {
+		if n := len(e.turnsEnded()); n != rounds {
 			t.Fatalf("%d turns, each released (twice at once), were observed %d times; %d of the %d release calls answered 200",
 				rounds, n, oks, 2*rounds)
 		}

@@ -48,21 +48,32 @@ type env struct {
 	srv   *httptest.Server
 	// serving counts the requests whose handler has not returned.
 	serving atomic.Int64
+
+	mu    sync.Mutex
+	ended []time.Duration // the turns the API timed (Config.TurnEnded)
+}
+
+// turnsEnded returns the durations of the turns the API timed so far.
+func (e *env) turnsEnded() []time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.ended)
 }
 
 func eachDriver(t *testing.T, fn func(t *testing.T, e *env), opts ...taskplane.Option) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 		p := taskplane.New(open(t), append([]taskplane.Option{taskplane.WithClock(c.Now)}, opts...)...)
+		e := &env{plane: p, clock: c}
 		api, err := worker.New(p, worker.Config{Lease: time.Minute, MaxWait: 2 * time.Second, Poll: 20 * time.Millisecond,
 			Tokens: []worker.Token{{Name: "all", Token: tokenAll}, {Name: "bob", Token: tokenBob, Principals: []string{"bob"}},
-				{Name: "other", Token: tokenOther}}})
+				{Name: "other", Token: tokenOther}},
+			TurnEnded: func(d time.Duration) { e.mu.Lock(); e.ended = append(e.ended, d); e.mu.Unlock() }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle(api.Pattern(), api)
-		e := &env{plane: p, clock: c}
 		e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			e.serving.Add(1)
 			defer e.serving.Add(-1)
