@@ -369,13 +369,13 @@ func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <
 	for ctx.Err() == nil {
 		var g *Grant
 		if claimNow {
-			g = d.claim(ctx, owner)
+			g = d.claim(ctx, owner, false)
 			claimNow = g != nil
 		} else {
-			handed, polled := false, false
-			g, handed, polled = d.wait(ctx, owner, hints, polls)
+			handed, hinted, polled := false, false, false
+			g, handed, hinted, polled = d.wait(ctx, owner, hints, polls)
 			if !handed && ctx.Err() == nil {
-				g = d.claim(ctx, owner)
+				g = d.claim(ctx, owner, hinted)
 				claimNow = polled && g != nil
 			}
 		}
@@ -432,9 +432,11 @@ func (d *Dispatcher) nudge() {
 }
 
 // claim claims a turn for owner, if one is due. While claims fail (the store down) the claimers
-// back off together: none claims until the wait the last failure asked for is over.
-func (d *Dispatcher) claim(ctx context.Context, owner string) *Grant {
-	if d.claims.Waiting() {
+// back off together: none claims until the wait the last failure asked for is over, unless
+// hinted: a hint is a commit of this process that enqueued or released a wake, so the store
+// answers again, and the wake would otherwise wait for a poll after the back-off.
+func (d *Dispatcher) claim(ctx context.Context, owner string, hinted bool) *Grant {
+	if !hinted && d.claims.Waiting() {
 		return nil
 	}
 	start := time.Now()
@@ -449,14 +451,13 @@ func (d *Dispatcher) claim(ctx context.Context, owner string) *Grant {
 }
 
 // wait parks the claimer until an acceptance hands it a turn (handed: g is that turn, or nil when
-// the acceptance made none), a hint arrives, a poll picks it (polled), or ctx ends.
-func (d *Dispatcher) wait(ctx context.Context, owner string, hints, polls <-chan struct{}) (g *Grant, handed, polled bool) {
+// the acceptance made none), a hint arrives (hinted), a poll picks it (polled), or ctx ends.
+func (d *Dispatcher) wait(ctx context.Context, owner string, hints, polls <-chan struct{}) (g *Grant, handed, hinted, polled bool) {
 	c := &idleClaimer{owner: owner, lease: d.lease(), grant: make(chan *Grant, 1)}
 	d.Plane.parkClaimer(c)
-	hinted := false
 	select {
 	case g = <-c.grant:
-		return g, true, false
+		return g, true, false, false
 	case <-ctx.Done():
 	case <-hints:
 		hinted = true
@@ -464,7 +465,7 @@ func (d *Dispatcher) wait(ctx context.Context, owner string, hints, polls <-chan
 		polled = true
 	}
 	if d.Plane.unparkClaimer(c) {
-		return nil, false, polled
+		return nil, false, hinted, polled
 	}
 	// An acceptance took the claimer meanwhile: its outcome is on the way. The hint or poll this
 	// claimer took is for another wake; pass it on.
@@ -474,7 +475,7 @@ func (d *Dispatcher) wait(ctx context.Context, owner string, hints, polls <-chan
 	if polled {
 		d.nudge()
 	}
-	return <-c.grant, true, false
+	return <-c.grant, true, false, false
 }
 
 // finish ends lt, the turn of taskID this process ran. Once a turn has ended, another claimer may

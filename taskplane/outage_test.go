@@ -60,3 +60,40 @@ func TestAStoreOutageBacksTheDispatchersClaimsOffAndLogsOnce(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A hint is a commit of this process that enqueued a wake: the store answers again. A claimer
+// that takes one while the claimers back off from an outage claims at once; it dropped the hint,
+// and the wake waited for a poll after the back-off (up to 10 s).
+func TestAHintDuringAnOutagesBackOffIsClaimedAtOnce(t *testing.T) {
+	st := &unreachable{Store: storetest.OpenSQLite(t)}
+	p := taskplane.New(st, taskplane.WithLogger(slog.New(&logcapture.Lines{})))
+	waiting := waitingNativeTask(t, p)
+	ran := make(chan string, 1)
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		ran <- turn.Grant().TaskID
+		return nil
+	})
+	st.down.Store(true)
+	// A poll of a minute: the back-off after the first failed claim is its cap, 10 s.
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: time.Minute, Lease: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for st.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	st.down.Store(false)
+	// The answer continues the waiting task (no hand-off: an explicit task id), leaving a hint.
+	ev := nativeEvent("alice", "e2", "conv", "four")
+	ev.TaskID = waiting.Grant().TaskID
+	mustAccept(t, p, ev)
+	select {
+	case id := <-ran:
+		if id != waiting.Grant().TaskID {
+			t.Fatalf("turn of %s, want %s", id, waiting.Grant().TaskID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the continued task's turn did not start within 5 s: its hint was dropped during the back-off")
+	}
+}
