@@ -136,7 +136,9 @@ func New(s store.Store, router Router, opts ...Option) *Engine {
 	}
 	e.workers = max(e.workers, 1)
 	e.lease = max(e.lease, e.sendTimeout+time.Second)
-	e.claims.Name, e.claims.Log, e.claims.FirstWait = "delivery: claim", e.log, e.poll
+	// Several engines may run in one process (results, push): their outage lines name their
+	// sources.
+	e.claims.Name, e.claims.Log, e.claims.FirstWait = "delivery: claim", e.log.With("sources", e.sources), e.poll
 	return e
 }
 
