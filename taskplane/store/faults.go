@@ -17,8 +17,10 @@ type sqlStater interface{ SQLState() string }
 // an extended code's low byte is its primary code.
 type sqliteCoder interface{ Code() int }
 
-// SQLite primary result codes of a storage failure.
+// SQLite primary result codes of a storage failure, and of a lock held too long.
 const (
+	sqliteBusy     = 5  // SQLITE_BUSY: the database file is locked (by another connection or process)
+	sqliteLocked   = 6  // SQLITE_LOCKED: a table is locked (by the same process)
 	sqliteReadOnly = 8  // SQLITE_READONLY: attempt to write a readonly database
 	sqliteIOErr    = 10 // SQLITE_IOERR: a disk I/O error
 	sqliteCorrupt  = 11 // SQLITE_CORRUPT: the database disk image is malformed
@@ -60,7 +62,9 @@ type retrier interface{ SafeToRetry() bool }
 // Unavailable reports whether err says the store could not be reached or could not do the work
 // for a reason of its own, one that passes: a connection refused, reset or closed (the database
 // restarting, failing over, a network fault), a server shutting down or starting up (Postgres
-// SQLSTATE class 08, 57P01-57P03), or a storage fault (StorageFault). The caller may try again
+// SQLSTATE class 08, 57P01-57P03), an SQLite database locked for longer than the busy timeout
+// (BUSY, LOCKED: another process holds its write lock, e.g. a migration or a backup), or a
+// storage fault (StorageFault). The caller may try again
 // later; a client is told 503 rather than 500. Errors of the caller's own (not found, a
 // conflict, a constraint) and a cancelled context are not.
 func Unavailable(err error) bool {
@@ -74,6 +78,10 @@ func Unavailable(err error) bool {
 	if errors.As(err, &s) {
 		code := s.SQLState()
 		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
+	}
+	var c sqliteCoder
+	if errors.As(err, &c) && (c.Code()&0xff == sqliteBusy || c.Code()&0xff == sqliteLocked) {
+		return true
 	}
 	var r retrier
 	if errors.As(err, &r) && r.SafeToRetry() {
