@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -111,6 +112,12 @@ func (b *botIdentity) postedByUs(botID, user, team, enterprise string, orgInstal
 	return (b.BotID != "" && botID == b.BotID) || (b.UserID != "" && user == b.UserID)
 }
 
+// apiTimeout bounds one Web API call, its answer read whole: a call that is never answered (a
+// proxy holding the connection) would otherwise hold what waits on it — the instance's auth.test
+// at start, a reconciliation — until shutdown. A delivery's call is bounded by the delivery
+// engine's send timeout too, whichever ends first.
+var apiTimeout = 30 * time.Second
+
 // New builds a Slack source from its configuration (see Options).
 func New(cfg sources.Config) (sources.Source, error) {
 	s := &Source{instance: cfg.Instance, principal: cfg.Principal, log: slog.Default().With("source", Name, "instance", cfg.Instance, "principal", cfg.Principal), now: time.Now}
@@ -120,7 +127,7 @@ func New(cfg sources.Config) (sources.Source, error) {
 	if err := s.opt.resolve(); err != nil {
 		return nil, err
 	}
-	opts := []slack.Option{slack.OptionAPIURL(s.opt.APIURL)}
+	opts := []slack.Option{slack.OptionAPIURL(s.opt.APIURL), slack.OptionHTTPClient(&http.Client{Timeout: apiTimeout})}
 	if s.opt.appToken != "" {
 		opts = append(opts, slack.OptionAppLevelToken(s.opt.appToken))
 	}
