@@ -43,7 +43,7 @@ const (
 
 var outcomeToken = regexp.MustCompile(`^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$`)
 
-// ErrNotFinished: Settle of a task that is not in a terminal state.
+// ErrNotFinished is Settle's error for a task that is not in a terminal state.
 var ErrNotFinished = errors.New("task is not finished")
 
 // Validate checks a settlement's outcome token and feedback size (ErrInvalid).

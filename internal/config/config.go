@@ -801,7 +801,6 @@ func (c *Config) InputModeList() []string {
 	return modes
 }
 
-// validateExecutor checks that the chosen executor has what it needs.
 // ExecutorProblems reports what Validate finds wrong with the executor's settings: an unknown
 // executor, or one missing what it needs.
 func (c *Config) ExecutorProblems() []error {
@@ -811,6 +810,7 @@ func (c *Config) ExecutorProblems() []error {
 	return c.validateExecutor()
 }
 
+// validateExecutor checks that the chosen executor has what it needs.
 func (c *Config) validateExecutor() []error {
 	var errs []error
 	switch c.Executor {

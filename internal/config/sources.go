@@ -148,12 +148,12 @@ func checkSourceSecrets(i int, s SourceConfig, getenv func(string) string, resol
 	return errs
 }
 
-// validateSources checks the instances' shape: what any source needs, before its own options
-// are checked by the source itself (channels config check, channels serve).
 // AnonymousPrincipal is the principal the A2A service gives unauthenticated callers
 // (a2aservice.AnonymousPrincipal): no credential and no source may own work under it.
 const AnonymousPrincipal = "anonymous"
 
+// validateSources checks the instances' shape: what any source needs, before its own options
+// are checked by the source itself (channels config check, channels serve).
 func validateSources(list []SourceConfig) []error {
 	var errs []error
 	seen := map[string]int{}
