@@ -21,6 +21,6 @@
 //     tasks left waiting too long, and Prune, which keeps every live task and what it needs.
 //
 // Every object is scoped to its principal: another principal's task, context or anchor reads as
-// missing. Errors are typed (ErrTaskNotFound, ErrConcurrentModification, ErrStore, …; see errors.go)
-// so that the A2A bindings can answer with the right protocol error.
+// missing. Errors are typed (ErrTaskNotFound, ErrConcurrentModification, ErrStore, …; see
+// errors.go) so that the A2A bindings can answer with the right protocol error.
 package taskplane
