@@ -23,7 +23,7 @@ func LoopbackHosts(mux *http.ServeMux, public string) http.Handler {
 		// pays for the mux lookup of exempt.
 		if !LoopbackHost(r.Host, public) && !exempt(mux, r) {
 			http.Error(w, "this server trusts requests only under its loopback names "+
-				"(localhost, 127.0.0.1, [::1]) and its public_url host", http.StatusMisdirectedRequest)
+				"(localhost, *.localhost, 127.0.0.0/8, [::1]) and its public_url host", http.StatusMisdirectedRequest)
 			return
 		}
 		mux.ServeHTTP(w, r)
