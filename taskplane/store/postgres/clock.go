@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -60,7 +59,7 @@ func (s *Store) measureClock(ctx context.Context) error {
 	}
 	prev := time.Duration(s.offset.Swap(int64(offset)))
 	if offset.Abs() > clockWarn && (prev-offset).Abs() > clockWarn/2 {
-		slog.Warn("postgres store: this host's clock and the database's differ; leases and due times follow the database's",
+		s.logger().Warn("postgres store: this host's clock and the database's differ; leases and due times follow the database's",
 			"database_ahead_by", offset.Round(time.Millisecond))
 	}
 	return nil
@@ -77,7 +76,7 @@ func (s *Store) keepClock() {
 			return
 		case <-t.C:
 			if err := s.measureClock(s.closing); err != nil && s.closing.Err() == nil {
-				slog.Warn("postgres store: clock offset not refreshed", "error", err)
+				s.logger().Warn("postgres store: clock offset not refreshed", "error", err)
 			}
 		}
 	}

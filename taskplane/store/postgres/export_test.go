@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -58,3 +59,6 @@ func (h hookQ) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 func (s *Store) HookedReader(before func(sql string)) store.Reader {
 	return reader{q: hookQ{querier: s.pool, before: before}}
 }
+
+// SetLogger sets the logger of s (before it runs anything that logs).
+func (s *Store) SetLogger(l *slog.Logger) { s.log = l }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
 	"time"
@@ -148,7 +147,7 @@ func (s *Store) runGroup(group []*groupcommit.Request) []*groupcommit.Request {
 		return s.backoff(retry, lastErr)
 	}
 	if hintErr != nil {
-		slog.Warn("postgres store: send task event hints", "error", hintErr, "tasks", len(hints))
+		s.logger().Warn("postgres store: send task event hints", "error", hintErr, "tasks", len(hints))
 	}
 	for _, r := range ok {
 		r.Answer(nil)

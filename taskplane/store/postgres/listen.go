@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/channels-dev/channels/internal/outage"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -41,10 +42,13 @@ func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string), r
 	outer := ctx
 	ctx, cancel := s.bind(ctx)
 	defer cancel()
-	backoff := listenBackoffMin
+	// While the database is away (a restart, a failover) the reconnects fail in a row: the log
+	// says so once, then now and then, and once when the listener listens again.
+	lost := outage.Tracker{Name: "postgres store: task event listener disconnected", Log: s.logger(),
+		FirstWait: listenBackoffMin, MaxWait: listenBackoffMax}
 	for again := false; ; again = true {
 		err := s.listenOnce(ctx, fn, func() {
-			backoff = listenBackoffMin
+			lost.Succeeded()
 			if again && reconnected != nil {
 				reconnected()
 			}
@@ -55,16 +59,21 @@ func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string), r
 		if ctx.Err() != nil {
 			return ErrClosed
 		}
-		slog.WarnContext(ctx, "postgres store: task event listener lost its connection; reconnecting",
-			"error", err, "backoff", backoff)
+		backoff := lost.Failed(err)
 		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 		case <-t.C:
 		}
-		backoff = min(2*backoff, listenBackoffMax)
 	}
+}
+
+func (s *Store) logger() *slog.Logger {
+	if s.log == nil {
+		return slog.Default()
+	}
+	return s.log
 }
 
 // listenOnce connects, LISTENs, calls listening, then delivers notifications until an error.

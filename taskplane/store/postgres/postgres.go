@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"sync"
@@ -65,6 +66,8 @@ type Store struct {
 	close     context.CancelFunc
 
 	queue *groupcommit.Queue // Updates waiting for a committer (see group.go)
+
+	log *slog.Logger // nil: slog.Default() (tests set one)
 
 	local     func() time.Time // this host's clock (time.Now)
 	offset    atomic.Int64     // the database's clock minus local's, in ns (see clock.go)

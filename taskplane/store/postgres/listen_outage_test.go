@@ -1,0 +1,132 @@
+package postgres_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/internal/logcapture"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// cutProxy forwards TCP connections to a database; cut refuses new ones and breaks the open ones
+// (the database away), mend accepts again on the same address.
+type cutProxy struct {
+	t      *testing.T
+	addr   string
+	target string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	p := &cutProxy{t: t, addr: "127.0.0.1:0", target: target}
+	p.mend()
+	p.addr = p.ln.Addr().String()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *cutProxy) mend() {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("proxy listen: %v", err)
+	}
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, d)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(d, c); d.Close() }()
+			go func() { _, _ = io.Copy(c, d); c.Close() }()
+		}
+	}()
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// While the database is away, the listener's reconnects fail in a row: the log says so once at
+// ERROR and once when it listens again. It logged a WARN for every reconnect (every 2.5–5 s of
+// an outage, per process).
+func TestTheListenersReconnectsDuringAnOutageAreLoggedOnce(t *testing.T) {
+	t.Parallel()
+	u := newSchema(t)
+	s := open(t, u)
+	seedTask(t, s, "alice", "task-1")
+	proxy := newCutProxy(t, u.Host)
+	pu := *u
+	pu.Host = proxy.addr
+	listener := open(t, &pu)
+	lines := &logcapture.Lines{}
+	listener.SetLogger(slog.New(lines))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan string, 100)
+	go listener.Listen(ctx, func(_, id string) { got <- id }, nil)
+	waitHint := func() {
+		t.Helper()
+		deadline := time.After(15 * time.Second)
+		for {
+			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+				_, err := storetest.AppendNext(ctx, tx, "alice", "task-1", "status", nil, t0)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-got:
+				return
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("no notification within 15s: %q", lines.All())
+			}
+		}
+	}
+	waitHint()
+	proxy.cut()
+	// 100, 200, 400, 800 ms (with jitter): four or more reconnects fail.
+	time.Sleep(1500 * time.Millisecond)
+	proxy.mend()
+	for len(got) > 0 {
+		<-got
+	}
+	waitHint()
+	if n := lines.Count("ERROR postgres store: task event listener disconnected"); n != 1 {
+		t.Errorf("%d ERROR lines for one outage, want 1: %q", n, lines.All())
+	}
+	if n := lines.Count("INFO postgres store: task event listener disconnected: store reachable again"); n != 1 {
+		t.Errorf("%d recovery lines, want 1: %q", n, lines.All())
+	}
+	if n := len(lines.All()); n != 2 {
+		t.Errorf("%d lines for one outage, want 2: %q", n, lines.All())
+	}
+}
