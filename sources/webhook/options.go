@@ -103,7 +103,9 @@ func parseJSON(b []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	// Only JSON whitespace may follow the value. (dec.More cannot tell: it is false at a stray
+	// closing bracket or brace.)
+	if rest := bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, errors.New("trailing data after the JSON value")
 	}
 	return v, nil
