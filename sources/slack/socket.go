@@ -144,23 +144,7 @@ const ackTimeout = 3 * time.Second
 // only, so once the client has stopped an ack could wait forever (the envelope is redelivered
 // instead).
 func (s *SocketSource) handle(ctx, clientCtx context.Context, smc *socketmode.Client, sink *sources.Sink, req *socketmode.Request) {
-	var (
-		v        verdict
-		classify func(*Source, []byte) verdict
-	)
-	switch req.Type {
-	case socketmode.RequestTypeEventsAPI:
-		classify = (*Source).classifyCallback
-	case socketmode.RequestTypeInteractive:
-		classify = (*Source).classifyInteraction
-	case socketmode.RequestTypeSlashCommands:
-		v = nonWork("slash-command")
-	default:
-		v = nonWork("envelope:" + req.Type)
-	}
-	if classify != nil {
-		v = classify(s.Source, req.Payload)
-	}
+	v, classify := s.classifyEnvelope(req)
 	acked := s.settleEnvelope(ctx, sink, v, req.Payload, classify)
 	if acked {
 		actx, cancel := context.WithTimeout(clientCtx, ackTimeout)
@@ -173,6 +157,22 @@ func (s *SocketSource) handle(ctx, clientCtx context.Context, smc *socketmode.Cl
 	if s.settled != nil {
 		s.settled(req.EnvelopeID, acked)
 	}
+}
+
+// classifyEnvelope classifies a Socket Mode envelope by its type and payload. classify is how
+// its payload was read (nil for an envelope whose payload is not read).
+func (s *Source) classifyEnvelope(req *socketmode.Request) (v verdict, classify func(*Source, []byte) verdict) {
+	switch req.Type {
+	case socketmode.RequestTypeEventsAPI:
+		classify = (*Source).classifyCallback
+	case socketmode.RequestTypeInteractive:
+		classify = (*Source).classifyInteraction
+	case socketmode.RequestTypeSlashCommands:
+		return nonWork("slash-command"), nil
+	default:
+		return nonWork("envelope:" + req.Type), nil
+	}
+	return classify(s, req.Payload), classify
 }
 
 // runClient runs the socket mode client until ctx ends. The client reconnects by itself on a
