@@ -78,7 +78,8 @@ func (c *PushConfig) validate() error {
 		return invalidf("push config token longer than %d bytes", MaxPushSecretLen)
 	}
 	u, err := url.Parse(c.URL)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+	// Hostname, not Host: an authority of only a port (http://:443) names no host to send to.
+	if err != nil || u.Hostname() == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return invalidf("push config url must be an absolute http or https URL")
 	}
 	if u.User != nil {
