@@ -88,7 +88,7 @@ func (g *Guard) resolver() Resolver {
 // and the dial, which checks every address again, decides at delivery.
 func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Hostname() == "" {
 		return &ForbiddenError{Host: raw, Reason: "not an absolute URL"}
 	}
 	if err := g.CheckScheme(u); err != nil {

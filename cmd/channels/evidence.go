@@ -355,7 +355,7 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 func (a *app) openEvidence(ctx context.Context, server string) (evidenceReader, error) {
 	if server != "" {
 		u, err := url.Parse(server)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 			return nil, usageError{fmt.Errorf("--server %q: want a base URL such as http://127.0.0.1:8788", server)}
 		}
 		return &apiEvidence{base: strings.TrimRight(server, "/"), token: a.cfg.AdminToken,

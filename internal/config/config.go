@@ -703,7 +703,7 @@ func hasPassword(raw string) bool { return redact.HasPassword(raw) }
 // never quote a password.
 func CheckPublicURL(raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return fmt.Errorf("public_url %q: want an absolute http or https URL", RedactURL(raw))
 	}
 	switch {
@@ -815,7 +815,7 @@ func (c *Config) validateExecutor() []error {
 	var errs []error
 	switch c.Executor {
 	case "a2a":
-		if u, err := url.Parse(c.AgentURL); c.AgentURL == "" || err != nil || u.Host == "" {
+		if u, err := url.Parse(c.AgentURL); c.AgentURL == "" || err != nil || u.Hostname() == "" {
 			errs = append(errs, fmt.Errorf("executor a2a needs agent_url, the remote agent's base URL"))
 		}
 	case "exec":

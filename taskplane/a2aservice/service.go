@@ -150,7 +150,7 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 	if err != nil {
 		return nil, errors.New("a2a service: the public URL is not a URL")
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return nil, fmt.Errorf("a2a service: public URL %q must be an absolute http(s) URL", u.Redacted())
 	}
 	// The card publishes URLs made from it: no password for everyone to read, and no query or

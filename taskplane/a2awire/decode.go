@@ -236,7 +236,7 @@ func checkURL(s string) string {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return "must be an absolute http or https URL"
 	}
-	if u.Host == "" {
+	if u.Hostname() == "" {
 		return "must name a host"
 	}
 	return ""
