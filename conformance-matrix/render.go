@@ -89,7 +89,10 @@ var ErrStale = errors.New("stale: it differs from what conformance-matrix/matrix
 // (wrapped with the path) when it differs or is missing.
 func Check(m *Matrix, path string) error {
 	have, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
+	if os.IsNotExist(err) {
+		return fmt.Errorf("check %s: the document does not exist (run from the repository's root, or name it with --out)", path)
+	}
+	if err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
 	}
 	if !bytes.Equal(have, Render(m)) {

@@ -144,7 +144,8 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 
 	// What serve would accept but an operator likely did not mean.
 	if !cfg.ListensOnLoopback() {
-		if cfg.AdminToken == "" {
+		// An admin_token_file or admin_token_env that does not resolve is an error already.
+		if cfg.AdminToken == "" && !slices.ContainsFunc(r.Errors, func(e string) bool { return strings.Contains(e, "admin_token") }) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("listen %s is not loopback and admin_token is unset: /admin and /admin/api will refuse every request (set admin_token_env or admin_token_file)", cfg.Listen))
 		}
 		if cfg.AllowAnonymous {

@@ -108,6 +108,19 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 	}
 }
 
+// An admin_token_file that cannot be read is an error; the warning that admin_token is unset
+// would send the operator looking for a setting that is there.
+func TestAnUnreadableAdminTokenFileIsNotAlsoUnset(t *testing.T) {
+	c, path := operatorCLI(t, "listen: 0.0.0.0:8788\nadmin_token_file: /no/such/admin-token\n")
+	if code := c.run(context.Background(), "config", "check", "--config", path); code != 1 {
+		t.Fatalf("exit %d: %s%s", code, c.stdout.String(), c.stderr.String())
+	}
+	out := c.stdout.String()
+	if !strings.Contains(out, "/no/such/admin-token") || strings.Contains(out, "admin_token is unset") {
+		t.Fatalf("report:\n%s", out)
+	}
+}
+
 func TestConfigCheckJSON(t *testing.T) {
 	c, path := operatorCLI(t, "listen: 0.0.0.0:8788\ncredentials: /no/such/tokens.json\n"+webhookSource)
 	if code := c.run(context.Background(), "config", "check", "--config", path, "--json", "--connect"); code != 1 {

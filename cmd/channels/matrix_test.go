@@ -27,6 +27,11 @@ func TestMatrixCheckPassesOnTheCommittedDocAndFailsWhenStale(t *testing.T) {
 		t.Fatalf("matrix --check on a stale doc = %d, stderr %q; want non-zero naming it stale", code, c.stderr.String())
 	}
 	c = newCLI(t, nil)
+	missing := filepath.Join(t.TempDir(), "none.md")
+	if code := c.run(ctx, "matrix", "--check", "--out", missing); code == 0 || !strings.Contains(c.stderr.String(), "does not exist") {
+		t.Fatalf("matrix --check on no doc = %d, stderr %q; want non-zero saying it does not exist", code, c.stderr.String())
+	}
+	c = newCLI(t, nil)
 	if code := c.run(ctx, "matrix", "--out", stale); code != 0 {
 		t.Fatalf("matrix = %d: %s", code, c.stderr.String())
 	}

@@ -717,10 +717,11 @@ func CheckPublicURL(raw string) error {
 	return nil
 }
 
-// withoutUserinfo is u without its user name and password.
+// withoutUserinfo is u without its user name and password, and without what public_url may
+// not carry either (a query, a fragment), so the suggestion is one that is accepted.
 func withoutUserinfo(u *url.URL) string {
 	c := *u
-	c.User = nil
+	c.User, c.RawQuery, c.ForceQuery, c.Fragment, c.RawFragment = nil, "", false, "", ""
 	return c.String()
 }
 

@@ -2,9 +2,11 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +185,18 @@ func TestPublicURLWithUserinfoQueryOrFragmentIsRefused(t *testing.T) {
 	getenv, environ := envOf(map[string]string{"CHANNELS_PUBLIC_URL": "https://agents.example.com/a2a/"})
 	if _, err := Load(writeFile(t, "c.yaml", ""), nil, getenv, environ); err != nil {
 		t.Fatalf("a base URL with a path: %v", err)
+	}
+}
+
+// The URL public_url's error suggests without the user and password is one it accepts.
+func TestPublicURLsSuggestedFixIsAccepted(t *testing.T) {
+	err := CheckPublicURL("https://u:PUBPASSWORD@agents.example.com/a2a?x=1#frag")
+	m := regexp.MustCompile(`as in "([^"]*)"`).FindStringSubmatch(fmt.Sprint(err))
+	if m == nil {
+		t.Fatalf("no suggestion in %v", err)
+	}
+	if err := CheckPublicURL(m[1]); err != nil || m[1] != "https://agents.example.com/a2a" {
+		t.Fatalf("suggested %q: %v", m[1], err)
 	}
 }
 
