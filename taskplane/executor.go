@@ -433,10 +433,11 @@ func (d *Dispatcher) nudge() {
 
 // claim claims a turn for owner, if one is due. While claims fail (the store down) the claimers
 // back off together: none claims until the wait the last failure asked for is over, unless
-// hinted: a hint is a commit of this process that enqueued or released a wake, so the store
-// answers again, and the wake would otherwise wait for a poll after the back-off.
+// hinted by a commit made after the last failure: this process enqueued or released a wake, so
+// the store answers again, and the wake would otherwise wait for a poll after the back-off. A
+// hint of an older commit (hints pile up while every claimer is busy) does not end the wait.
 func (d *Dispatcher) claim(ctx context.Context, owner string, hinted bool) *Grant {
-	if !hinted && d.claims.Waiting() {
+	if d.claims.Waiting() && !(hinted && d.Plane.pokedSince(d.claims.LastFailure())) {
 		return nil
 	}
 	start := time.Now()

@@ -3,6 +3,7 @@ package taskplane_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -95,5 +96,40 @@ func TestAHintDuringAnOutagesBackOffIsClaimedAtOnce(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the continued task's turn did not start within 5 s: its hint was dropped during the back-off")
+	}
+}
+
+// Hints pile up while every claimer is busy; when the store then goes away, a hint of a commit
+// made before the outage does not end the claimers' back-off. Each queued hint ran a claim that
+// failed, some hundreds in a burst.
+func TestHintsQueuedBeforeAnOutageDoNotBreakItsBackOff(t *testing.T) {
+	st := &unreachable{Store: storetest.OpenSQLite(t)}
+	p := taskplane.New(st, taskplane.WithLogger(slog.New(&logcapture.Lines{})))
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		select {
+		case started <- struct{}{}:
+			<-release
+		default:
+		}
+		return nil
+	})
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: time.Minute, Lease: time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	mustAccept(t, p, nativeEvent("alice", "e0", "conv-0", "first"))
+	<-started // the only claimer is busy: the next acceptances leave hints
+	for i := 1; i <= 100; i++ {
+		id := fmt.Sprint("e", i)
+		mustAccept(t, p, nativeEvent("alice", id, "conv-"+id, "more"))
+	}
+	st.down.Store(true)
+	close(release)
+	time.Sleep(500 * time.Millisecond)
+	// The end of the running turn, and the first claim after it; then the back-off.
+	if n := st.calls.Load(); n > 5 {
+		t.Errorf("%d transactions failed in 500 ms of outage, want a few: the queued hints each ran a claim", n)
 	}
 }

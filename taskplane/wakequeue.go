@@ -114,6 +114,7 @@ type queueConfig struct {
 	mu      sync.Mutex
 	changed chan struct{}  // closed and replaced when wakes may have become due
 	hints   chan struct{}  // one token per poke, for Dispatcher claimers (see wakeHints)
+	poked   time.Time      // when this process last committed a change that poked the wakes
 	idle    []*idleClaimer // Dispatcher claimers waiting for work (see takeClaimer)
 }
 
@@ -206,11 +207,20 @@ func (p *Plane) WakesChanged() <-chan struct{} {
 func (p *Plane) pokeWakes() {
 	p.queue.mu.Lock()
 	defer p.queue.mu.Unlock()
+	p.queue.poked = time.Now()
 	if p.queue.changed != nil {
 		close(p.queue.changed)
 		p.queue.changed = nil
 	}
 	p.hintLocked()
+}
+
+// pokedSince reports whether this process committed a change that poked the wakes after t: the
+// store answered then.
+func (p *Plane) pokedSince(t time.Time) bool {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	return p.queue.poked.After(t)
 }
 
 // rehint puts back a hint a claimer took but did not use.

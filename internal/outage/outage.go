@@ -79,6 +79,13 @@ func (t *Tracker) Waiting() bool {
 	return t.failures > 0 && time.Now().Before(t.retryAt)
 }
 
+// LastFailure returns when the last failure was recorded (the zero time if none was).
+func (t *Tracker) LastFailure() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last
+}
+
 // Succeeded ends a run of failures, logging once that it ended.
 func (t *Tracker) Succeeded() {
 	t.mu.Lock()
