@@ -102,8 +102,8 @@ func TestDocIsCurrent(t *testing.T) {
 func TestCheckReportsStaleAndMissing(t *testing.T) {
 	m := matrix.MustDefault()
 	path := filepath.Join(t.TempDir(), "doc.md")
-	if err := matrix.Check(m, path); !errors.Is(err, matrix.ErrStale) {
-		t.Fatalf("missing doc: %v, want ErrStale", err)
+	if err := matrix.Check(m, path); !errors.Is(err, matrix.ErrMissing) {
+		t.Fatalf("missing doc: %v, want ErrMissing", err)
 	}
 	if err := matrix.Write(m, path); err != nil {
 		t.Fatal(err)

@@ -85,12 +85,16 @@ func cell(s string) string {
 // ErrStale is returned by Check when the rendered document differs from the file.
 var ErrStale = errors.New("stale: it differs from what conformance-matrix/matrix.yaml renders")
 
+// ErrMissing is returned by Check when there is no file at the path (a check run outside the
+// repository's root, most likely).
+var ErrMissing = errors.New("the document does not exist (run from the repository's root, or name it with --out)")
+
 // Check reports whether the file at path holds exactly Render(m): nil when it does, ErrStale
-// (wrapped with the path) when it differs or is missing.
+// (wrapped with the path) when it differs, ErrMissing when there is no file.
 func Check(m *Matrix, path string) error {
 	have, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return fmt.Errorf("check %s: the document does not exist (run from the repository's root, or name it with --out)", path)
+		return fmt.Errorf("check %s: %w", path, ErrMissing)
 	}
 	if err != nil {
 		return fmt.Errorf("check %s: %w", path, err)
