@@ -90,7 +90,7 @@ func FuzzPageToken(f *testing.F) {
 }
 
 // A push config URL whose authority is only a port ("http://:", "https://:443/hook") names no
-// host: no request can be sent to it (net/http drops the empty port and then has no host), so it
+// host: a client's push target must name the host it is on (Go would dial this machine), so it
 // is refused at registration like a URL without an authority.
 func TestAPushConfigURLWithoutAHostNameIsRefused(t *testing.T) {
 	for _, u := range []string{"http://:", "https://:443/hook", "http://:80"} {

@@ -816,7 +816,7 @@ func (c *Config) validateExecutor() []error {
 	var errs []error
 	switch c.Executor {
 	case "a2a":
-		if u, err := url.Parse(c.AgentURL); c.AgentURL == "" || err != nil || u.Hostname() == "" {
+		if u, err := url.Parse(c.AgentURL); c.AgentURL == "" || err != nil || u.Host == "" {
 			errs = append(errs, fmt.Errorf("executor a2a needs agent_url, the remote agent's base URL"))
 		}
 	case "exec":

@@ -141,7 +141,6 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"zero":     "concurrency: 0\n",
 		"public":   "public_url: /relative\n",
 		"portonly": "public_url: http://:8788\n", // an authority of only a port names no host
-		"agent":    "executor: a2a\nagent_url: https://:443/a2a\n",
 		"listen":   "listen: nocolon\n",
 		"dedupe":   "message_id_dedupe: sometimes\n",
 		"tiny":     "task_timeout: 3ns\n", // positive, but serve's sweep would tick every 0s

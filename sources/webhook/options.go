@@ -74,7 +74,7 @@ func (o *Options) resolve() error {
 	}
 	if o.Callback != "" {
 		// The URL may hold a secret in its path or query: an error names at most its origin.
-		if u, err := url.Parse(o.Callback); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		if u, err := url.Parse(o.Callback); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("callback %s: want an absolute http or https URL", redact.Origin(o.Callback)))
 		}
 	}

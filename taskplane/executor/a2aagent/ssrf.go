@@ -50,7 +50,7 @@ func publicAddr(ip netip.Addr) bool {
 // host, and no user information (credentials travel as the bearer token).
 func checkURL(raw string, allowPrivate bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Hostname() == "" {
+	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("%w: %q is not an absolute URL", ErrForbiddenURL, redact.Origin(raw))
 	}
 	switch {
