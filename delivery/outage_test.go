@@ -51,8 +51,11 @@ func TestAStoreOutageBacksTheClaimsOffAndLogsOnce(t *testing.T) {
 	if calls < 2 || calls > 12 {
 		t.Errorf("%d claims in 600 ms of outage with a 10 ms poll, want a backoff (about 7)", calls)
 	}
-	if n := lines.Count("ERROR delivery: claim sources=[slack]"); n != 1 {
+	if n := lines.Count("ERROR delivery: claim"); n != 1 {
 		t.Errorf("%d ERROR lines for the outage, want 1: %q", n, lines.All())
+	}
+	if n := lines.Count("ERROR delivery: claim sources=[slack]"); n != 1 {
+		t.Errorf("the outage line does not name the engine's sources: %q", lines.All())
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for lines.Count("INFO delivery: claim: store reachable again sources=[slack]") == 0 {

@@ -5,6 +5,7 @@
 package outage
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,6 +27,9 @@ type Tracker struct {
 	// FirstWait is the wait after the first failure; it doubles with each further one, up to
 	// MaxWait. LogEvery bounds how often a failure in a row is logged after the first.
 	FirstWait, MaxWait, LogEvery time.Duration
+	// Warn logs the failures at WARN instead of ERROR: for a loop whose single failure is
+	// routine (a long-lived connection lost and made again).
+	Warn bool
 
 	mu       sync.Mutex
 	failures int
@@ -43,7 +47,8 @@ func (t *Tracker) Failed(err error) time.Duration { return t.FailedSince(time.No
 // wait before its next try (the loop waits the longer of that and its own poll). Only a call
 // begun after the last failure lengthens the wait: the calls of several callers in flight when
 // the store went away fail together, and count as one. It logs the first failure of a run at
-// ERROR, and another at most every LogEvery, with how many there were and since when.
+// ERROR (WARN with Warn), and another at most every LogEvery, with how many there were and since
+// when.
 func (t *Tracker) FailedSince(start time.Time, err error) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -53,13 +58,17 @@ func (t *Tracker) FailedSince(start time.Time, err error) time.Duration {
 		t.level++
 	}
 	t.last = now
+	level := slog.LevelError
+	if t.Warn {
+		level = slog.LevelWarn
+	}
 	switch {
 	case t.failures == 1:
 		t.since, t.logged = now, now
-		t.log().Error(t.Name, "err", err)
+		t.log().Log(context.Background(), level, t.Name, "err", err)
 	case now.Sub(t.logged) >= or(t.LogEvery, DefaultLogEvery):
 		t.logged = now
-		t.log().Error(t.Name+": still failing", "err", err, "failures", t.failures,
+		t.log().Log(context.Background(), level, t.Name+": still failing", "err", err, "failures", t.failures,
 			"for", now.Sub(t.since).Round(time.Second).String())
 	}
 	wait := or(t.FirstWait, DefaultFirstWait)

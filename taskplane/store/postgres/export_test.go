@@ -60,5 +60,5 @@ func (s *Store) HookedReader(before func(sql string)) store.Reader {
 	return reader{q: hookQ{querier: s.pool, before: before}}
 }
 
-// SetLogger sets the logger of s (before it runs anything that logs).
-func (s *Store) SetLogger(l *slog.Logger) { s.log = l }
+// SetLogger sets the logger of s.
+func (s *Store) SetLogger(l *slog.Logger) { s.log.Store(l) }

@@ -43,9 +43,10 @@ func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string), r
 	ctx, cancel := s.bind(ctx)
 	defer cancel()
 	// While the database is away (a restart, a failover) the reconnects fail in a row: the log
-	// says so once, then now and then, and once when the listener listens again.
+	// says so once, then now and then, and once when the listener listens again. A lost
+	// connection alone is routine (it is made again at once): WARN.
 	lost := outage.Tracker{Name: "postgres store: task event listener disconnected", Log: s.logger(),
-		FirstWait: listenBackoffMin, MaxWait: listenBackoffMax}
+		FirstWait: listenBackoffMin, MaxWait: listenBackoffMax, Warn: true}
 	for again := false; ; again = true {
 		err := s.listenOnce(ctx, fn, func() {
 			lost.Succeeded()
@@ -70,10 +71,10 @@ func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string), r
 }
 
 func (s *Store) logger() *slog.Logger {
-	if s.log == nil {
-		return slog.Default()
+	if l := s.log.Load(); l != nil {
+		return l
 	}
-	return s.log
+	return slog.Default()
 }
 
 // listenOnce connects, LISTENs, calls listening, then delivers notifications until an error.

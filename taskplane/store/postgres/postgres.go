@@ -67,7 +67,7 @@ type Store struct {
 
 	queue *groupcommit.Queue // Updates waiting for a committer (see group.go)
 
-	log *slog.Logger // nil: slog.Default() (tests set one)
+	log atomic.Pointer[slog.Logger] // nil: slog.Default() (tests set one)
 
 	local     func() time.Time // this host's clock (time.Now)
 	offset    atomic.Int64     // the database's clock minus local's, in ns (see clock.go)
