@@ -590,7 +590,7 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 		// not be renewed in time: the turn was interrupted, not failed. Its wake goes back to the
 		// queue (or, if the store is still away, waits for its lease to run out), so a turn runs
 		// again from durable state.
-		if eerr := d.Plane.EndTurn(bg, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
+		if eerr := d.endTurn(run, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
 			log.Error("end interrupted turn", "err", eerr)
 		}
 		return
@@ -607,10 +607,36 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 	if turn.ended.Load() {
 		return // the update that finished the task ended the turn
 	}
-	if err := d.Plane.EndTurn(bg, g, TurnEnd{}); err != nil && !errors.Is(err, ErrNoTurn) {
+	if err := d.endTurn(run, g, TurnEnd{}); err != nil && !errors.Is(err, ErrNoTurn) {
 		log.Error("end turn", "err", err)
 	}
 }
+
+// endTurn ends g's turn. While the store fails it (a restart or failover cut the connection,
+// most likely the same that failed the turn's last write) it tries again, backing off, for as
+// long as a lease lasts and the dispatcher runs: a turn left unended is offered again only when
+// its lease runs out (a minute by default), as if its holder had died.
+func (d *Dispatcher) endTurn(run context.Context, g *Grant, end TurnEnd) error {
+	stop := time.Now().Add(d.lease())
+	wait := endTurnRetry
+	for {
+		err := d.Plane.EndTurn(context.WithoutCancel(run), g, end)
+		if err == nil || !errors.Is(storeFault(err), ErrStore) || time.Now().Add(wait).After(stop) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-run.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// endTurnRetry is the first wait before a turn's end the store failed is tried again.
+const endTurnRetry = 100 * time.Millisecond
 
 // execute runs the executor, retrying transport failures with backoff.
 func (d *Dispatcher) execute(ctx context.Context, turn *Turn) error {

@@ -6,21 +6,22 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
-// blipStore fails the next Update once armed, as a pooled connection killed by a database
-// restart (or pg_terminate_backend) does; the Update after it gets a fresh connection and works.
+// blipStore fails the next fails Updates, as pooled connections killed by a database restart
+// (or pg_terminate_backend) do; the Updates after them get fresh connections and work.
 type blipStore struct {
 	store.Store
-	armed atomic.Bool
+	fails atomic.Int32
 }
 
 func (s *blipStore) Update(ctx context.Context, fn func(context.Context, store.Tx) error) error {
-	if s.armed.CompareAndSwap(true, false) {
+	if s.fails.Add(-1) >= 0 {
 		return errors.New("begin: FATAL: terminating connection due to administrator command (SQLSTATE 57P01)")
 	}
 	return s.Store.Update(ctx, fn)
@@ -36,7 +37,7 @@ func TestAStoreFailureDuringATurnOffersItAgainInsteadOfFailingTheTask(t *testing
 		var runs atomic.Int32
 		exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
 			if runs.Add(1) == 1 {
-				bs.armed.Store(true) // the store goes away for one transaction: the completion's
+				bs.fails.Store(1) // the store goes away for one transaction: the completion's
 			}
 			return turn.Complete(ctx, &taskplane.Message{ID: "reply", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("done")}})
 		})
@@ -47,6 +48,43 @@ func TestAStoreFailureDuringATurnOffersItAgainInsteadOfFailingTheTask(t *testing
 		}
 		if strings.Contains(statusText(task), "SQLSTATE") {
 			t.Errorf("the status message carries the store's error: %q", statusText(task))
+		}
+	})
+}
+
+// The restart that failed a turn's write may fail the end of the turn too (another connection of
+// the pool it cut): the end is tried again, and the turn is offered again after the re-offer
+// delay. It was left leased, and offered again only when its lease ran out (a minute).
+func TestATurnWhoseEndTheStoreFailedIsEndedOnceItAnswers(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		bs := &blipStore{Store: open(t)}
+		p := taskplane.New(bs, taskplane.WithReofferDelay(10*time.Millisecond))
+		var runs atomic.Int32
+		exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+			if runs.Add(1) == 1 {
+				bs.fails.Store(2) // the completion's transaction and the end of the turn's
+			}
+			return turn.Complete(ctx, &taskplane.Message{ID: "reply", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("done")}})
+		})
+		d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: time.Minute}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = d.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		id := mustAccept(t, p, a2aEvent("m1", "hello")).Task.ID
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			task, err := p.GetTask(context.Background(), "alice", id)
+			if err == nil && task.Status.State.Terminal() {
+				if task.Status.State != taskplane.StateCompleted || runs.Load() != 2 {
+					t.Fatalf("task %s after %d runs; want completed on the second", task.Status.State, runs.Load())
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the task was not offered again within 10 s (%d runs): its turn was left leased", runs.Load())
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	})
 }
