@@ -590,7 +590,9 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 		// not be renewed in time: the turn was interrupted, not failed. Its wake goes back to the
 		// queue (or, if the store is still away, waits for its lease to run out), so a turn runs
 		// again from durable state.
-		if eerr := d.endTurn(run, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
+		// Tried once: a Shutdown end puts the wake back at the same offer, so a retry after an end
+		// that committed but lost its answer could end this dispatcher's next claim of the task.
+		if eerr := d.Plane.EndTurn(bg, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
 			log.Error("end interrupted turn", "err", eerr)
 		}
 		return
@@ -615,7 +617,9 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 // endTurn ends g's turn. While the store fails it (a restart or failover cut the connection,
 // most likely the same that failed the turn's last write) it tries again, backing off, for as
 // long as a lease lasts and the dispatcher runs: a turn left unended is offered again only when
-// its lease runs out (a minute by default), as if its holder had died.
+// its lease runs out (a minute by default), as if its holder had died. A retry after an end that
+// committed but lost its answer finds the turn over (ErrNoTurn): an unsettled wake keeps its
+// offer number, so the next claim of it has another. Not for Shutdown ends (see runTurn).
 func (d *Dispatcher) endTurn(run context.Context, g *Grant, end TurnEnd) error {
 	stop := time.Now().Add(d.lease())
 	wait := endTurnRetry
@@ -631,7 +635,7 @@ func (d *Dispatcher) endTurn(run context.Context, g *Grant, end TurnEnd) error {
 			return err
 		case <-t.C:
 		}
-		wait = min(2*wait, 2*time.Second)
+		wait = min(2*wait, 10*time.Second)
 	}
 }
 

@@ -107,12 +107,16 @@ func TestHintsQueuedBeforeAnOutageDoNotBreakItsBackOff(t *testing.T) {
 	p := taskplane.New(st, taskplane.WithLogger(slog.New(&logcapture.Lines{})))
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		// Finished before the outage, so the turn's end needs no write during it: the claimer is
+		// free to take the hints at once.
+		err := turn.Complete(ctx, &taskplane.Message{ID: "r-" + turn.Grant().TaskID, Role: taskplane.RoleAgent,
+			Parts: []taskplane.Part{taskplane.TextPart("done")}})
 		select {
 		case started <- struct{}{}:
 			<-release
 		default:
 		}
-		return nil
+		return err
 	})
 	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: time.Minute, Lease: time.Minute}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -128,8 +132,8 @@ func TestHintsQueuedBeforeAnOutageDoNotBreakItsBackOff(t *testing.T) {
 	st.down.Store(true)
 	close(release)
 	time.Sleep(500 * time.Millisecond)
-	// The end of the running turn, and the first claim after it; then the back-off.
-	if n := st.calls.Load(); n > 5 {
+	// The first claim after the turn; then the back-off.
+	if n := st.calls.Load(); n > 3 {
 		t.Errorf("%d transactions failed in 500 ms of outage, want a few: the queued hints each ran a claim", n)
 	}
 }

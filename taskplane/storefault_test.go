@@ -1,13 +1,17 @@
 package taskplane_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/internal/logcapture"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
@@ -107,4 +111,64 @@ func statusText(task *taskplane.Task) string {
 		return m.Parts[0].Text
 	}
 	return ""
+}
+
+// lostEnd fails renewals while failRenew is set (the lease then lapses), and makes the next end
+// of a turn, once ambiguous is set, commit and then report a lost connection, as a group commit
+// whose answer a restart cut does.
+type lostEnd struct {
+	store.Store
+	failRenew, ambiguous atomic.Bool
+}
+
+func (s *lostEnd) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	stack := make([]byte, 1<<16)
+	stack = stack[:runtime.Stack(stack, false)]
+	if s.failRenew.Load() && bytes.Contains(stack, []byte("RenewTurn")) {
+		return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	}
+	if bytes.Contains(stack, []byte("(*Plane).EndTurn")) && s.ambiguous.CompareAndSwap(true, false) {
+		s.failRenew.Store(false)
+		if err := s.Store.Update(ctx, fn); err != nil {
+			return err
+		}
+		return errors.New("postgres: commit: unexpected EOF")
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// A turn stopped because its lease could not be renewed is given back (its wake due again at the
+// same offer). If that end commits and its answer is lost, it is not tried again: the retry
+// would find the task's next turn, claimed by a claimer of the same dispatcher at the same offer,
+// and end it, so that two turns of one task ran at once.
+func TestAnInterruptedTurnsLostEndIsNotTriedAgainOverTheNextTurn(t *testing.T) {
+	st := &lostEnd{Store: storetest.OpenSQLite(t)}
+	p := taskplane.New(st, taskplane.WithLogger(slog.New(&logcapture.Lines{})))
+	var runs, active, most atomic.Int32
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		a := active.Add(1)
+		defer active.Add(-1)
+		for m := most.Load(); a > m && !most.CompareAndSwap(m, a); m = most.Load() {
+		}
+		if runs.Add(1) == 1 {
+			st.failRenew.Store(true)
+			st.ambiguous.Store(true)
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 10 * time.Millisecond, Lease: 600 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	mustAccept(t, p, a2aEvent("m1", "hello"))
+	time.Sleep(1500 * time.Millisecond)
+	cancel()
+	<-done
+	if runs.Load() < 2 {
+		t.Fatalf("%d turns: the lapsed turn was never offered again", runs.Load())
+	}
+	if most.Load() > 1 {
+		t.Errorf("%d turns of one task ran at once: the interrupted turn's end was tried again over the next turn", most.Load())
+	}
 }
