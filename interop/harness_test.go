@@ -90,14 +90,7 @@ func startServer(t *testing.T, storeURL, creds string, args ...string) *server {
 	if creds != "" {
 		argv = append(argv, "--credentials", creds)
 	}
-	cmd := exec.Command(binary, argv...)
-	// The child sees no CHANNELS_* setting and no config file of the developer's.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CHANNELS_") && !strings.HasPrefix(kv, "XDG_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"))
+	cmd := serveCommand(home, argv)
 	s := &server{t: t, Store: storeURL, cmd: cmd, stderr: &safebuf.Buffer{}, exited: make(chan struct{}), code: -1}
 	cmd.Stderr = s.stderr
 	cmd.Stdout = s.stderr
@@ -137,6 +130,20 @@ func startServer(t *testing.T, storeURL, creds string, args ...string) *server {
 			t.Fatalf("serve did not report its address in 30 s:\n%s", s.stderr.String())
 		}
 	}
+}
+
+// serveCommand is the binary run with argv in an environment cleaned of the developer's settings:
+// the child sees no CHANNELS_* variable, and its XDG directories are under home, so no config file
+// or default store of the developer's is read.
+func serveCommand(home string, argv []string) *exec.Cmd {
+	cmd := exec.Command(binary, argv...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CHANNELS_") && !strings.HasPrefix(kv, "XDG_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"))
+	return cmd
 }
 
 // logLine returns the first JSON log line whose msg is msg, or nil.
