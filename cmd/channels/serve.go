@@ -214,7 +214,7 @@ func (a *app) serve(ctx context.Context) error {
 		delivery.WithAnchorRecorder(sources.RecordAnchorTx))
 	var disp *taskplane.Dispatcher
 	if exec != nil {
-		disp = &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency}
+		disp = &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency, Lease: cfg.TurnLease}
 	}
 	workerAPI, err := newWorkerAPI(cfg, parts, plane, ops.metrics, log)
 	if err != nil {

@@ -64,6 +64,7 @@ type Config struct {
 	Retention       time.Duration `yaml:"retention" usage:"how long finished conversations and idempotency claims are kept"`
 	RetentionEvery  time.Duration `yaml:"retention_interval" usage:"how often a retention pass runs"`
 	Concurrency     int           `yaml:"concurrency" usage:"executor turns run at once"`
+	TurnLease       time.Duration `yaml:"turn_lease" usage:"how long an executor turn lasts without a renewal (renewed every third of it): a stopped or killed process's turns are offered again after it"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" usage:"longest a graceful shutdown waits for in-flight requests"`
 	LogLevel        string        `yaml:"log_level" usage:"debug, info, warn or error"`
 
@@ -166,6 +167,7 @@ func Default() Config {
 
 		ExecTimeout: 10 * time.Minute,
 		WorkerLease: 2 * time.Minute,
+		TurnLease:   time.Minute,
 		TaskTimeout: 2 * time.Hour,
 	}
 }
@@ -757,6 +759,11 @@ func (c *Config) Validate() error {
 		if d.v < time.Millisecond {
 			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", d.key, d.v))
 		}
+	}
+	// A turn is renewed every third of its lease, by a write: a lease under a second would write
+	// several times a second per turn, and a pause of the process would lose it.
+	if c.TurnLease < time.Second {
+		errs = append(errs, fmt.Errorf("turn_lease must be at least 1s, got %s", c.TurnLease))
 	}
 	for _, n := range []struct {
 		key string
