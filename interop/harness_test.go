@@ -147,8 +147,11 @@ func serveCommand(home string, argv []string) *exec.Cmd {
 }
 
 // logLine returns the first JSON log line whose msg is msg, or nil.
-func (s *server) logLine(msg string) map[string]any {
-	for _, line := range strings.Split(s.stderr.String(), "\n") {
+func (s *server) logLine(msg string) map[string]any { return logLineIn(s.stderr.String(), msg) }
+
+// logLineIn returns the first JSON log line of out whose msg is msg, or nil.
+func logLineIn(out, msg string) map[string]any {
+	for line := range strings.SplitSeq(out, "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
 			return m

@@ -276,17 +276,6 @@ func (n *soakNode) start(ctx context.Context) error {
 	}
 }
 
-// logLineIn returns the first JSON log line of out whose msg is msg, or nil.
-func logLineIn(out, msg string) map[string]any {
-	for line := range strings.SplitSeq(out, "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == msg {
-			return m
-		}
-	}
-	return nil
-}
-
 // url is the base URL requests to n go to.
 func (n *soakNode) url() string {
 	n.mu.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/channels-dev/channels/internal/logcapture"
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/postgres"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -91,27 +92,7 @@ func TestTheListenersReconnectsDuringAnOutageAreLoggedOnce(t *testing.T) {
 	defer cancel()
 	got := make(chan string, 100)
 	go listener.Listen(ctx, func(_, id string) { got <- id }, nil)
-	waitHint := func() {
-		t.Helper()
-		deadline := time.After(15 * time.Second)
-		for {
-			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-				_, err := storetest.AppendNext(ctx, tx, "alice", "task-1", "status", nil, t0)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-got:
-				return
-			case <-time.After(100 * time.Millisecond):
-			case <-deadline:
-				t.Fatalf("no notification within 15s: %q", lines.All())
-			}
-		}
-	}
-	waitHint()
+	awaitHint(t, s, got)
 	proxy.cut()
 	// 100, 200, 400, 800 ms (with jitter): four or more reconnects fail.
 	time.Sleep(1500 * time.Millisecond)
@@ -119,7 +100,7 @@ func TestTheListenersReconnectsDuringAnOutageAreLoggedOnce(t *testing.T) {
 	for len(got) > 0 {
 		<-got
 	}
-	waitHint()
+	awaitHint(t, s, got)
 	if n := lines.Count("WARN postgres store: task event listener disconnected"); n != 1 {
 		t.Errorf("%d WARN lines for one outage, want 1: %q", n, lines.All())
 	}
@@ -128,5 +109,28 @@ func TestTheListenersReconnectsDuringAnOutageAreLoggedOnce(t *testing.T) {
 	}
 	if n := len(lines.All()); n != 2 {
 		t.Errorf("%d lines for one outage, want 2: %q", n, lines.All())
+	}
+}
+
+// awaitHint appends events to alice's task-1 through s until the listener passes a notification
+// of one on got, failing the test after 15 s.
+func awaitHint(t *testing.T, s *postgres.Store, got <-chan string) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+			_, err := storetest.AppendNext(ctx, tx, "alice", "task-1", "status", nil, t0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+			return
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification within 15s")
+		}
 	}
 }

@@ -370,27 +370,7 @@ func TestListenReconnects(t *testing.T) {
 	var reconnects atomic.Int32
 	go listener.Listen(ctx, func(_, id string) { got <- id }, func() { reconnects.Add(1) })
 
-	waitHint := func() {
-		t.Helper()
-		deadline := time.After(15 * time.Second)
-		for {
-			err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
-				_, err := storetest.AppendNext(ctx, tx, "alice", "task-1", "status", nil, t0)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-got:
-				return
-			case <-time.After(100 * time.Millisecond):
-			case <-deadline:
-				t.Fatal("no notification within 15s")
-			}
-		}
-	}
-	waitHint()
+	awaitHint(t, s, got)
 	if n := reconnects.Load(); n != 0 {
 		t.Fatalf("Listen said it reconnected %d times before its connection was dropped", n)
 	}
@@ -408,7 +388,7 @@ func TestListenReconnects(t *testing.T) {
 	for len(got) > 0 {
 		<-got
 	}
-	waitHint()
+	awaitHint(t, s, got)
 	if n := reconnects.Load(); n != 1 {
 		t.Errorf("Listen said it reconnected %d times after one dropped connection, want once", n)
 	}
