@@ -7,6 +7,6 @@
 // when TEST_DATABASE_URL is set, a Postgres store in a schema of its own), and read the bound
 // address from the "channels serving" log line. Nothing here is linked into the binary.
 //
-// TestAcknowledgedWorkSurvivesKillsAndRestarts, the chaos soak, runs only with CHANNELS_SOAK set
+// TestAcknowledgedWorkSurvivesKillsAndRestarts, the chaos soak, runs only with TEST_SOAK set
 // to the length of its load (docs/architecture.md, "The chaos soak").
 package interop

@@ -143,6 +143,7 @@ func serveCommand(home string, argv []string) *exec.Cmd {
 		}
 	}
 	cmd.Env = append(cmd.Env, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"))
+	dieWithTest(cmd)
 	return cmd
 }
 

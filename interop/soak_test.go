@@ -34,11 +34,11 @@ import (
 // The chaos soak: A2A load against "channels serve" processes that are stopped (SIGTERM, twice
 // in a row, or SIGKILL) and started again while it runs, and on Postgres store connections cut
 // from the database's side, followed by a quiet period and checks of what every acknowledgement
-// promised. It runs when CHANNELS_SOAK=<duration> says how long the load runs (scripts/test.sh
+// promised. It runs when TEST_SOAK=<duration> says how long the load runs (scripts/test.sh
 // sets 20s).
 
 // soakEnv is the variable that turns the soak on and says how long its load runs.
-const soakEnv = "CHANNELS_SOAK"
+const soakEnv = "TEST_SOAK"
 
 // soakPrincipal is the principal of tokenAlice, the one every soak request is sent as.
 const soakPrincipal = "alice"
@@ -59,7 +59,7 @@ sleep 0.3
 echo '{"result":"complete","response":"done"}'
 `
 
-// TestAcknowledgedWorkSurvivesKillsAndRestarts is the chaos soak, run only when CHANNELS_SOAK is
+// TestAcknowledgedWorkSurvivesKillsAndRestarts is the chaos soak, run only when TEST_SOAK is
 // set to a duration (the length of the load; at least 20s). On SQLite one serve process is
 // stopped and started again while clients send; on Postgres (TEST_DATABASE_URL) three share a
 // fresh schema, one stopped at a time, and the store's connections are cut twice. After a quiet
@@ -71,7 +71,7 @@ echo '{"result":"complete","response":"done"}'
 func TestAcknowledgedWorkSurvivesKillsAndRestarts(t *testing.T) {
 	raw := os.Getenv(soakEnv)
 	if raw == "" {
-		t.Skip("the chaos soak runs with its load's length set: CHANNELS_SOAK=60s go test -run TestAcknowledgedWorkSurvivesKillsAndRestarts -v ./interop/ " +
+		t.Skip("the chaos soak runs with its load's length set: TEST_SOAK=60s go test -run TestAcknowledgedWorkSurvivesKillsAndRestarts -v ./interop/ " +
 			"(Postgres too with TEST_DATABASE_URL; see docs/architecture.md)")
 	}
 	load, err := time.ParseDuration(raw)
@@ -180,7 +180,7 @@ func runSoak(t *testing.T, cfg soakConfig) {
 	var wg sync.WaitGroup
 	chaosCtx, stopChaos := context.WithDeadline(ctx, loadEnd.Add(-5*time.Second))
 	defer stopChaos()
-	wg.Go(func() { s.chaos(chaosCtx, ctx) })
+	wg.Go(func() { s.chaos(chaosCtx, ctx, cfg.load) })
 	if cfg.cut != nil {
 		wg.Go(func() { s.cutConnections(chaosCtx, cfg.cut, cfg.load) })
 	}
@@ -229,18 +229,20 @@ type soakNode struct {
 	log  *safebuf.Buffer // every generation's output, one after another
 
 	mu     sync.Mutex
-	addr   string // host:port; 127.0.0.1:0 until the first start bound one
+	addr   string // host:port the process listens on; 127.0.0.1:0 until the first start bound one
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
 }
 
-// start starts the process on n's address (a free one the first time) and waits for its
-// "channels serving" line.
+// start starts the process on a free port and waits for its "channels serving" line, which
+// names the address n then has.
 func (n *soakNode) start(ctx context.Context) error {
 	n.mu.Lock()
 	from := len(n.log.String())
 	fmt.Fprintf(n.log, "=== start at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := serveCommand(n.home, append(slices.Clone(n.argv), "--listen", n.addr))
+	// A free port each time: the one of the last run may have been taken meanwhile (the clients
+	// read n.url at every request).
+	cmd := serveCommand(n.home, append(slices.Clone(n.argv), "--listen", "127.0.0.1:0"))
 	cmd.Stdout, cmd.Stderr = n.log, n.log
 	if err := cmd.Start(); err != nil {
 		n.mu.Unlock()
@@ -814,15 +816,17 @@ func (s *soak) readSSE(ctx context.Context, what, method, path string, body []by
 	}
 }
 
-// chaos stops a random running process every 4–10 s until ctx ends and starts it again (within
-// run, the whole run's context) 1–3 s after it exited. The stops go round SIGKILL, SIGTERM,
-// SIGKILL, two SIGTERMs 300 ms apart, so even a short run has each. Of several processes one is
-// always left running.
-func (s *soak) chaos(ctx, run context.Context) {
+// chaos stops a random running process every 4–10 s (every load/8 to load/4 in a load shorter
+// than 80 s, so a short run still has four stops) until ctx ends, and starts it again (within run,
+// the whole run's context) 1–3 s after it exited, on a free port. The stops go round SIGKILL, two
+// SIGTERMs 300 ms apart, SIGTERM, SIGKILL, so that three stops have each kind. Of several
+// processes one is always left running.
+func (s *soak) chaos(ctx, run context.Context, load time.Duration) {
 	var restarts sync.WaitGroup
 	defer restarts.Wait()
+	lo, hi := min(4*time.Second, load/8), min(10*time.Second, load/4)
 	for round := 0; ; {
-		sleep(ctx, time.Duration(4000+rand.IntN(6000))*time.Millisecond)
+		sleep(ctx, lo+rand.N(hi-lo))
 		if ctx.Err() != nil {
 			return
 		}
@@ -839,15 +843,15 @@ func (s *soak) chaos(ctx, run context.Context) {
 		var exited <-chan struct{}
 		var ok bool
 		switch round % 4 {
-		case 0, 2:
+		case 0, 3:
 			if exited, ok = n.signal(syscall.SIGKILL); ok {
 				s.kills.Add(1)
 			}
-		case 1:
+		case 2:
 			if exited, ok = n.signal(syscall.SIGTERM); ok {
 				s.terms.Add(1)
 			}
-		case 3:
+		case 1:
 			if exited, ok = n.signal(syscall.SIGTERM); ok {
 				time.Sleep(300 * time.Millisecond)
 				n.signal(syscall.SIGTERM)

@@ -10,7 +10,7 @@
 #   TEST_DATABASE_URL  if already set, use that database and start no cluster
 #   STATICCHECK=0      skip staticcheck (it needs the module proxy the first time)
 #   FUZZTIME           how long each fuzz target runs (default 15s; 0 skips fuzzing)
-#   CHANNELS_SOAK      how long the chaos soak's load runs (default 20s; empty skips it; see
+#   TEST_SOAK          how long the chaos soak's load runs (default 20s; empty skips it; see
 #                      docs/architecture.md, "The chaos soak")
 #   PG_BIN             directory holding initdb and pg_ctl (default: newest /usr/lib/postgresql/*/bin)
 set -euo pipefail
@@ -185,8 +185,8 @@ if ((${#other_pkgs[@]} > 0)); then
 	go test "${other_pkgs[@]}"
 fi
 
-section "go test -race ${RACE_PKGS[*]} (${#race_pkgs[@]} packages; chaos soak ${CHANNELS_SOAK-20s})"
-CHANNELS_SOAK="${CHANNELS_SOAK-20s}" go test -race "${race_pkgs[@]}"
+section "go test -race ${RACE_PKGS[*]} (${#race_pkgs[@]} packages; chaos soak ${TEST_SOAK-20s})"
+TEST_SOAK="${TEST_SOAK-20s}" go test -race "${race_pkgs[@]}"
 
 # Bounded fuzzing of request decoding on each binding (FUZZTIME per target; 0 skips). A failing
 # input is written under the package's testdata/fuzz/ and named in the output.

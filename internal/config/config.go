@@ -760,10 +760,11 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", d.key, d.v))
 		}
 	}
-	// A turn is renewed every third of its lease, by a write: a lease under a second would write
-	// several times a second per turn, and a pause of the process would lose it.
-	if c.TurnLease < time.Second {
-		errs = append(errs, fmt.Errorf("turn_lease must be at least 1s, got %s", c.TurnLease))
+	// A turn is renewed every third of its lease, by a write, and stops when two thirds pass
+	// without one: under a few seconds a store stall of a second or two stops every running turn,
+	// and a shutdown cannot give back a turn whose executor takes its 2 s to wind down.
+	if c.TurnLease < 5*time.Second {
+		errs = append(errs, fmt.Errorf("turn_lease must be at least 5s, got %s", c.TurnLease))
 	}
 	for _, n := range []struct {
 		key string

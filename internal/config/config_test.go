@@ -141,7 +141,7 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"zero":     "concurrency: 0\n",
 		"public":   "public_url: /relative\n",
 		"portonly": "public_url: http://:8788\n", // an authority of only a port names no host
-		"lease":    "turn_lease: 500ms\n",        // renewed every third: writes too often, lost in a pause
+		"lease":    "turn_lease: 4s\n",           // renewed every third: a store stall of a second or two stops every turn
 		"listen":   "listen: nocolon\n",
 		"dedupe":   "message_id_dedupe: sometimes\n",
 		"tiny":     "task_timeout: 3ns\n", // positive, but serve's sweep would tick every 0s
