@@ -147,6 +147,10 @@ func (e *Error) WithTask(taskID string) *Error {
 // (taskplane.StoreUnavailable): a database restart or failover takes seconds.
 const StoreRetryAfter = 5 * time.Second
 
+// ConcurrentRetryAfter is the Retry-After of an error answering a request that met another in
+// progress for the same message or task (its transaction takes milliseconds).
+const ConcurrentRetryAfter = time.Second
+
 // FromError turns any error into a protocol error. A *Error is returned as is; the task plane's
 // sentinels map by errors.Is; a store that is unavailable (taskplane.StoreUnavailable) is
 // UNAVAILABLE, with Retry-After; anything else is an internal error whose text is not shown to the
@@ -173,7 +177,9 @@ func FromError(err error) *Error {
 	case errors.Is(err, taskplane.ErrInvalid):
 		return Errorf(ErrInvalidParams, "%s", err.Error())
 	case errors.Is(err, taskplane.ErrClaimPending), errors.Is(err, taskplane.ErrConcurrentModification):
-		return Errorf(ErrUnavailable, "a concurrent request for the same message is in progress; retry")
+		e := Errorf(ErrUnavailable, "a concurrent request for the same message is in progress; retry")
+		e.RetryAfter = ConcurrentRetryAfter
+		return e
 	case errors.Is(err, context.DeadlineExceeded):
 		return Errorf(ErrUnavailable, "deadline exceeded")
 	case errors.Is(err, context.Canceled):

@@ -45,6 +45,12 @@ func TestFromErrorMapsTaskPlaneSentinels(t *testing.T) {
 			t.Errorf("%v: %s %d %d, want %s %d %d", tc.err, k.Reason, k.HTTPStatus, k.RPCCode, tc.reason, tc.http, tc.rpc)
 		}
 	}
+	// A passing conflict says when to come back, as a store outage does.
+	for _, err := range []error{taskplane.ErrClaimPending, fmt.Errorf("x: %w", taskplane.ErrConcurrentModification)} {
+		if we := a2awire.FromError(err); we.RetryAfter != a2awire.ConcurrentRetryAfter {
+			t.Errorf("%v: Retry-After %s, want %s", err, we.RetryAfter, a2awire.ConcurrentRetryAfter)
+		}
+	}
 	if we := a2awire.FromError(errors.New("secret detail")); we.Message != "internal error" {
 		t.Errorf("internal error leaks %q", we.Message)
 	}
