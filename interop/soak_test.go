@@ -1018,6 +1018,17 @@ func (s *soak) checkStore(ctx context.Context, storeURL string) {
 				break
 			}
 		}
+		// A terminal task is final: a turn run again after a stop never finishes it a second time.
+		var finishes []string
+		for _, e := range evs {
+			var u taskplane.StatusUpdate
+			if e.Kind == taskplane.EventStatus && json.Unmarshal(e.Payload, &u) == nil && u.Status.State.Terminal() {
+				finishes = append(finishes, fmt.Sprintf("%d:%s", e.Seq, u.Status.State))
+			}
+		}
+		if len(finishes) > 1 {
+			s.violation("task %s (messageId %s) finished %d times: %v", task, mid, len(finishes), finishes)
+		}
 	}
 	// Every task of the run, acknowledged or not: one per messageId.
 	byMid := map[string][]string{}
