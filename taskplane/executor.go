@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -282,7 +283,10 @@ type Dispatcher struct {
 	// Lease is how long a turn's authority lasts without renewal (default DefaultTurnLease). A
 	// turn whose process died is offered again once its lease runs out.
 	Lease time.Duration
-	// Owner names this dispatcher in leases and evidence (default: a random id per Run).
+	// Owner names this dispatcher in leases and evidence (default: a random id per Run). Each
+	// claim leases its wake as Owner + "/" + a number of its own, so a grant of this dispatcher
+	// never passes for another of its grants of the same task and offer (a turn given back at
+	// shutdown is claimed again at the same offer).
 	Owner string
 	// RetryBackoff is the first wait before a transport failure is retried (default
 	// DefaultRetryBackoff, doubling).
@@ -302,6 +306,7 @@ type Dispatcher struct {
 	// have the Canceler told again.
 	toldFor map[string]time.Time
 	polls   chan struct{} // one poll on offer to the waiting claimers
+	claimNo atomic.Uint64 // numbers the claims' owners (see Owner)
 	// claims follows failed claims (the store down): the claimers back off, and the log keeps to
 	// a line now and then.
 	claims outage.Tracker
@@ -441,7 +446,7 @@ func (d *Dispatcher) claim(ctx context.Context, owner string, hinted bool) *Gran
 		return nil
 	}
 	start := time.Now()
-	g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: owner, Lease: d.lease()})
+	g, err := d.Plane.ClaimTurn(ctx, ClaimRequest{Owner: d.claimOwner(owner), Lease: d.lease()})
 	switch {
 	case err == nil:
 		d.claims.Succeeded()
@@ -451,10 +456,15 @@ func (d *Dispatcher) claim(ctx context.Context, owner string, hinted bool) *Gran
 	return g
 }
 
+// claimOwner is the owner one claim leases its wake as: owner and a number of its own.
+func (d *Dispatcher) claimOwner(owner string) string {
+	return owner + "/" + strconv.FormatUint(d.claimNo.Add(1), 10)
+}
+
 // wait parks the claimer until an acceptance hands it a turn (handed: g is that turn, or nil when
 // the acceptance made none), a hint arrives (hinted), a poll picks it (polled), or ctx ends.
 func (d *Dispatcher) wait(ctx context.Context, owner string, hints, polls <-chan struct{}) (g *Grant, handed, hinted, polled bool) {
-	c := &idleClaimer{owner: owner, lease: d.lease(), grant: make(chan *Grant, 1)}
+	c := &idleClaimer{owner: d.claimOwner(owner), lease: d.lease(), grant: make(chan *Grant, 1)}
 	d.Plane.parkClaimer(c)
 	select {
 	case g = <-c.grant:

@@ -172,3 +172,27 @@ func TestAnInterruptedTurnsLostEndIsNotTriedAgainOverTheNextTurn(t *testing.T) {
 		t.Errorf("%d turns of one task ran at once: the interrupted turn's end was tried again over the next turn", most.Load())
 	}
 }
+
+// Each claim of a dispatcher leases its wake under an owner of its own (the dispatcher's, and a
+// number): a turn given back at shutdown is claimed again at the same offer, and an authority of
+// owner and offer alone could not tell that turn from the one before it.
+func TestEachTurnOfADispatcherHoldsItsWakeUnderAnOwnerOfItsOwn(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	owners := make(chan string, 2)
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		owners <- turn.Grant().Owner
+		return turn.Complete(ctx, nil)
+	})
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Owner: "disp"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	mustAccept(t, p, a2aEvent("m1", "one"))
+	first := <-owners
+	mustAccept(t, p, a2aEvent("m2", "two"))
+	second := <-owners
+	if first == second || !strings.HasPrefix(first, "disp/") || !strings.HasPrefix(second, "disp/") {
+		t.Fatalf("owners %q and %q: want two of their own, each the dispatcher's and a number", first, second)
+	}
+}
