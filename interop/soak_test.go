@@ -220,8 +220,8 @@ func runSoak(t *testing.T, cfg soakConfig) {
 	s.report(time.Since(start))
 }
 
-// soakNode is one serve process slot: the process is stopped and started again on the same
-// address during the soak.
+// soakNode is one serve process slot: the process is stopped and started again, on a free port,
+// during the soak.
 type soakNode struct {
 	name string
 	home string

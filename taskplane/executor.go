@@ -600,8 +600,8 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 		// not be renewed in time: the turn was interrupted, not failed. Its wake goes back to the
 		// queue (or, if the store is still away, waits for its lease to run out), so a turn runs
 		// again from durable state.
-		// Tried once: a Shutdown end puts the wake back at the same offer, so a retry after an end
-		// that committed but lost its answer could end this dispatcher's next claim of the task.
+		// Tried once: the dispatcher is stopping, or the store failing; a wake left leased is
+		// offered again when its lease runs out.
 		if eerr := d.Plane.EndTurn(bg, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
 			log.Error("end interrupted turn", "err", eerr)
 		}

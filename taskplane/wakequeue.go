@@ -635,8 +635,9 @@ func (p *Plane) RenewTurn(ctx context.Context, g *Grant, lease time.Duration) (*
 // checkGrant returns the grant's wake if it is still the active turn at now: the wake is active,
 // leased to the grant's owner until after now, and on the grant's offer. The offer tells two
 // turns of one owner apart: one whose lease ran out and the next offer of the same wake, claimed
-// by the same Dispatcher (its claimers share an owner). A grant rebuilt without its offer
-// (ResumeTurn, whose owners are unique per claim) is checked without it.
+// by a claimer that reuses its owner (a Dispatcher's claims each have their own; a test's may
+// not). A grant rebuilt without its offer (ResumeTurn, whose owners are unique per claim) is
+// checked without it.
 func (p *Plane) checkGrant(ctx context.Context, tx store.Tx, g *Grant, now time.Time) (store.Wake, error) {
 	w, err := tx.GetWake(ctx, g.Principal, g.WakeID)
 	if errors.Is(err, store.ErrNotFound) {

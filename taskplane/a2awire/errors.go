@@ -148,7 +148,8 @@ func (e *Error) WithTask(taskID string) *Error {
 const StoreRetryAfter = 5 * time.Second
 
 // ConcurrentRetryAfter is the Retry-After of an error answering a request that met another in
-// progress for the same message or task (its transaction takes milliseconds).
+// progress for the same message or task (its transaction takes milliseconds). It differs from
+// StoreRetryAfter, which is how a store outage is told apart (a2aservice logs those).
 const ConcurrentRetryAfter = time.Second
 
 // FromError turns any error into a protocol error. A *Error is returned as is; the task plane's
