@@ -817,10 +817,10 @@ func (s *soak) readSSE(ctx context.Context, what, method, path string, body []by
 }
 
 // chaos stops a random running process every 4–10 s (every load/8 to load/4 in a load shorter
-// than 80 s, so a short run has a few stops; a stop that finds the only process still restarting is skipped) until ctx ends, and starts it again (within run,
-// the whole run's context) 1–3 s after it exited, on a free port. The stops go round SIGKILL, two
-// SIGTERMs 300 ms apart, SIGTERM, SIGKILL, so that three stops have each kind. Of several
-// processes one is always left running.
+// than 80 s, so a short run has a few stops; one that finds the only process still restarting is
+// skipped) until ctx ends, and starts it again (within run, the whole run's context) 1–3 s after
+// it exited, on a free port. The stops go round SIGKILL, two SIGTERMs 300 ms apart, SIGTERM,
+// SIGKILL, so that three stops have each kind. Of several processes one is always left running.
 func (s *soak) chaos(ctx, run context.Context, load time.Duration) {
 	var restarts sync.WaitGroup
 	defer restarts.Wait()
