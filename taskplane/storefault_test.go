@@ -174,25 +174,36 @@ func TestAnInterruptedTurnsLostEndIsNotTriedAgainOverTheNextTurn(t *testing.T) {
 }
 
 // Each claim of a dispatcher leases its wake under an owner of its own (the dispatcher's, and a
-// number): a turn given back at shutdown is claimed again at the same offer, and an authority of
-// owner and offer alone could not tell that turn from the one before it.
+// number): a turn given back at shutdown is claimed again at the same offer — here by the same
+// dispatcher, run again — and an authority of owner and offer alone could not tell that turn from
+// the one before it.
 func TestEachTurnOfADispatcherHoldsItsWakeUnderAnOwnerOfItsOwn(t *testing.T) {
 	p := taskplane.New(storetest.OpenSQLite(t))
-	owners := make(chan string, 2)
+	grants := make(chan taskplane.Grant, 2)
 	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
-		owners <- turn.Grant().Owner
-		return turn.Complete(ctx, nil)
+		grants <- *turn.Grant()
+		<-ctx.Done() // until the dispatcher stops: the turn is given back
+		return ctx.Err()
 	})
 	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Owner: "disp"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	run := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = d.Run(ctx) }()
+		return func() { cancel(); <-done }
+	}
+	stop := run()
 	mustAccept(t, p, a2aEvent("m1", "one"))
-	first := <-owners
-	mustAccept(t, p, a2aEvent("m2", "two"))
-	second := <-owners
-	if first == second || !strings.HasPrefix(first, "disp/") || !strings.HasPrefix(second, "disp/") {
-		t.Fatalf("owners %q and %q: want two of their own, each the dispatcher's and a number", first, second)
+	first := <-grants
+	stop()
+	stop = run()
+	defer stop()
+	second := <-grants
+	if second.TaskID != first.TaskID || second.Offer != first.Offer {
+		t.Fatalf("turns %s/%d then %s/%d: want the task given back and claimed again at its offer",
+			first.TaskID, first.Offer, second.TaskID, second.Offer)
+	}
+	if first.Owner == second.Owner || !strings.HasPrefix(first.Owner, "disp/") || !strings.HasPrefix(second.Owner, "disp/") {
+		t.Fatalf("owners %q and %q: want two of their own, each the dispatcher's and a number", first.Owner, second.Owner)
 	}
 }
