@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/channels-dev/channels/internal/safebuf"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -95,22 +93,8 @@ func TestAcknowledgedWorkSurvivesKillsAndRestarts(t *testing.T) {
 		u.RawQuery = q.Encode()
 		admin := os.Getenv("TEST_DATABASE_URL")
 		runSoak(t, soakConfig{storeURL: u.String(), nodes: 3, workers: 6, load: load,
-			cut: func(ctx context.Context) (int, error) { return terminateBackends(ctx, admin, app) }})
+			cut: func(ctx context.Context) (int, error) { return storetest.TerminateBackends(ctx, admin, app) }})
 	})
-}
-
-// terminateBackends ends every backend of the Postgres server at adminURL whose application_name
-// is app, and returns how many it ended.
-func terminateBackends(ctx context.Context, adminURL, app string) (int, error) {
-	conn, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.Background())
-	var n int
-	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = $1 AND pid <> pg_backend_pid()`, app).Scan(&n)
-	return n, err
 }
 
 // soakConfig is one soak run.

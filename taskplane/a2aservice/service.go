@@ -259,7 +259,7 @@ func (s *Service) WireError(ctx context.Context, op string, err error) *a2awire.
 	switch {
 	case errors.Is(we, a2awire.ErrInternal) || errors.Is(we, a2awire.ErrInvalidAgentResponse):
 		s.log.ErrorContext(ctx, "a2a request failed", "op", op, "err", err)
-	case we.RetryAfter == a2awire.StoreRetryAfter: // the store is unavailable: the caller is told only that
+	case we.StoreOutage(): // the caller is told only that the store is unavailable
 		s.log.WarnContext(ctx, "a2a request failed: store unavailable", "op", op, "err", err)
 	}
 	return we

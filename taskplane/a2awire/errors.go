@@ -106,7 +106,13 @@ type Error struct {
 	Violations []FieldViolation
 	// RetryAfter, when set, is sent as the HTTP Retry-After of a REST error.
 	RetryAfter time.Duration
+
+	storeOutage bool // FromError made it of a store outage (see StoreOutage)
 }
+
+// StoreOutage reports whether FromError made e of the store's failure to serve the request (the
+// database unreachable, restarting, read-only), not of an answer to it.
+func (e *Error) StoreOutage() bool { return e.storeOutage }
 
 // Error returns the message.
 func (e *Error) Error() string { return e.Message }
@@ -148,8 +154,7 @@ func (e *Error) WithTask(taskID string) *Error {
 const StoreRetryAfter = 5 * time.Second
 
 // ConcurrentRetryAfter is the Retry-After of an error answering a request that met another in
-// progress for the same message or task (its transaction takes milliseconds). It differs from
-// StoreRetryAfter, which is how a store outage is told apart (a2aservice logs those).
+// progress for the same message or task (its transaction takes milliseconds).
 const ConcurrentRetryAfter = time.Second
 
 // FromError turns any error into a protocol error. A *Error is returned as is; the task plane's
@@ -188,7 +193,7 @@ func FromError(err error) *Error {
 	case taskplane.StoreUnavailable(err):
 		// Never the store's text: it may name the database's host, user and database.
 		e := Errorf(ErrUnavailable, "the task store is unavailable; retry later")
-		e.RetryAfter = StoreRetryAfter
+		e.RetryAfter, e.storeOutage = StoreRetryAfter, true
 		return e
 	}
 	return Errorf(ErrInternal, "internal error")

@@ -114,6 +114,21 @@ func execAdmin(ctx context.Context, rawURL, sql string) error {
 	return err
 }
 
+// TerminateBackends ends every backend of the Postgres server at adminURL (TEST_DATABASE_URL)
+// whose application_name is app, as a database restart cuts a store's connections, and returns
+// how many it ended.
+func TerminateBackends(ctx context.Context, adminURL, app string) (int, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND pid <> pg_backend_pid()`, app).Scan(&n)
+	return n, err
+}
+
 func randomHex(t *testing.T, n int) string {
 	t.Helper()
 	b := make([]byte, n)
