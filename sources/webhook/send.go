@@ -81,6 +81,8 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
+		// Read what is left of a short refusal, so its connection serves the next delivery.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReceipt))
 		refused := fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status)
 		switch {
 		case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooEarly:

@@ -785,3 +785,32 @@ func TestAnUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
 			strings.TrimSpace(rec.Body.String()), counts, sources.RejectedUnreadable)
 	}
 }
+
+// A refusal's body is read, so the next delivery reuses the connection instead of opening another.
+func TestWebhookRefusalsReuseTheirConnection(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, strings.Repeat("busy ", 200))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		_, err := src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: fmt.Sprintf("d-%d", i), Operation: "reply"})
+		if kind, _, _ := delivery.Classify(err); kind != delivery.KindIndeterminate {
+			t.Fatalf("send %d: %v (%v); want an indeterminate outcome", i, err, kind)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("three refused deliveries opened %d connections; want 1", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +21,10 @@ import (
 func TestCardReadsAfterTransientFailuresReuseConnections(t *testing.T) {
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
+	opened := 0
 	rpc := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable) // a transient answer: the executor resets
+		w.WriteHeader(http.StatusServiceUnavailable)        // a transient answer: the executor resets
+		w.Write([]byte(strings.Repeat("overloaded ", 100))) // read, or the connection cannot be reused
 	}))
 	rpc.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		mu.Lock()
@@ -29,6 +32,7 @@ func TestCardReadsAfterTransientFailuresReuseConnections(t *testing.T) {
 		switch s {
 		case http.StateNew:
 			open[c] = true
+			opened++
 		case http.StateClosed, http.StateHijacked:
 			delete(open, c)
 		}
@@ -56,8 +60,11 @@ func TestCardReadsAfterTransientFailuresReuseConnections(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	mu.Lock()
-	n := len(open)
+	n, opened := len(open), opened
 	mu.Unlock()
+	if opened != 1 {
+		t.Fatalf("%d transient failures opened %d connections to the agent; want one, reused", failures, opened)
+	}
 	if n > 1 {
 		t.Fatalf("after %d transient failures %d connections to the agent are still open (idle in transports no client uses); want the one reused", failures, n)
 	}
