@@ -946,6 +946,28 @@ func TestLoadCredentialsRefusesAFileThatYieldsNoCredentials(t *testing.T) {
 	}
 }
 
+// TestLoadCredentialsNamesEveryBadEntry: a file with several bad entries is refused with each
+// of them named, so fixing one does not merely reveal the next.
+func TestLoadCredentialsNamesEveryBadEntry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "credentials.json")
+	body := `{"credentials":[{"token":"t0","principal":"alice"},{"token":"","principal":"bob"},{"token":"t2"},{"token":"t0","principal":"carol"},{"token":"t4","principal":"anonymous"}]}`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a2ahttp.LoadCredentials(path)
+	if err == nil {
+		t.Fatal("loaded a file with four bad entries")
+	}
+	for _, want := range []string{"credential 1 has no token", "credential 2 has no principal", "credential 3 repeats the token of credential 0", "credential 4: principal"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %q spans lines", err)
+	}
+}
+
 // TestAnEmptyCredentialsListDoesNotOpenLoopbackToAnonymousCallers: anonymous access on loopback
 // depends on whether credentials are configured (Credentials nil), not on how many there are.
 func TestAnEmptyCredentialsListDoesNotOpenLoopbackToAnonymousCallers(t *testing.T) {

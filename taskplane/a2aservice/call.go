@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -199,22 +200,29 @@ func LoadCredentials(path string) ([]Credential, error) {
 }
 
 // CheckCredentials refuses an entry without a token or a principal, the reserved principal
-// AnonymousPrincipal and a token given twice. Its errors never quote a token.
+// AnonymousPrincipal and a token given twice. Its error names every such entry, on one line, and
+// never quotes a token.
 func CheckCredentials(creds []Credential) error {
+	var problems []string
 	seen := make(map[string]int, len(creds))
 	for i, c := range creds {
 		j, dup := seen[c.Token]
 		switch {
 		case c.Token == "":
-			return fmt.Errorf("credential %d has no token", i)
+			problems = append(problems, fmt.Sprintf("credential %d has no token", i))
 		case c.Principal == "":
-			return fmt.Errorf("credential %d has no principal", i)
+			problems = append(problems, fmt.Sprintf("credential %d has no principal", i))
 		case c.Principal == AnonymousPrincipal:
-			return fmt.Errorf("credential %d: principal %q is reserved for unauthenticated callers", i, AnonymousPrincipal)
+			problems = append(problems, fmt.Sprintf("credential %d: principal %q is reserved for unauthenticated callers", i, AnonymousPrincipal))
 		case dup:
-			return fmt.Errorf("credential %d repeats the token of credential %d", i, j)
+			problems = append(problems, fmt.Sprintf("credential %d repeats the token of credential %d", i, j))
 		}
-		seen[c.Token] = i
+		if _, ok := seen[c.Token]; !ok && c.Token != "" {
+			seen[c.Token] = i
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
 }
