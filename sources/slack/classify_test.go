@@ -22,7 +22,7 @@ func TestSlackClassifiesSendFailures(t *testing.T) {
 		status string
 	}{
 		{"429 with Retry-After", &slack.RateLimitedError{RetryAfter: 12 * time.Second}, delivery.KindRetryAfter, 12 * time.Second, "429"},
-		{"429 without Retry-After", slack.StatusCodeError{Code: 429, Status: "429 Too Many Requests"}, delivery.KindRetryAfter, time.Second, "429"},
+		{"429 without Retry-After", slack.StatusCodeError{Code: 429, Status: "429 Too Many Requests"}, delivery.KindRetryable, 0, "429"},
 		{"channel_not_found", slack.SlackErrorResponse{Err: "channel_not_found"}, delivery.KindPermanent, 0, "channel_not_found"},
 		{"not_in_channel", fmt.Errorf("post: %w", slack.SlackErrorResponse{Err: "not_in_channel"}), delivery.KindPermanent, 0, "not_in_channel"},
 		{"invalid_auth", slack.SlackErrorResponse{Err: "invalid_auth"}, delivery.KindPermanent, 0, "invalid_auth"},

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/slack-go/slack"
 
@@ -67,8 +66,11 @@ func classify(err error) error {
 	}
 	if sc, ok := errors.AsType[slack.StatusCodeError](err); ok {
 		switch {
-		case sc.Code == http.StatusTooManyRequests: // without a Retry-After
-			return delivery.WithStatus(delivery.RetryAfter(time.Second, err), "429")
+		case sc.Code == http.StatusTooManyRequests:
+			// Without a usable Retry-After: back off as for any passing refusal, spending
+			// attempts, rather than snooze for a guessed second and use up the bounded snoozes
+			// in about a minute.
+			return delivery.WithStatus(delivery.Retryable(err), "429")
 		case sc.Code >= 500: // a bare 503 too: an edge's answer does not prove Slack did not act
 			return delivery.WithStatus(delivery.Indeterminate(err), sc.Status)
 		}

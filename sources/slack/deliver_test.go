@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -533,4 +534,60 @@ func TestSlackMentionIsAnsweredInTheThreadEndToEnd(t *testing.T) {
 			t.Fatalf("the reply carries no delivery id: %s", posts[0].Metadata)
 		}
 	})
+}
+
+// A 429 whose Retry-After is an HTTP date is waited for as asked; one without a usable
+// Retry-After backs off, spending attempts, instead of snoozing for a guessed second and using up
+// the bounded snoozes in about a minute (the answer would fail while Slack is merely busy).
+func TestSlackRateLimitWithoutUsableRetryAfterBacksOff(t *testing.T) {
+	for _, tc := range []struct {
+		name, retryAfter string
+		wantWait         time.Duration
+	}{
+		{"an HTTP date", "", 40 * time.Second},
+		{"none", "", 0},
+		{"garbage", "soon", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, slacksrc.ModeEvents, nil)
+			acc := h.work("events", callback("Ev-1", mention("ops", "Ev-1", "hi")))
+			var posts atomic.Int32
+			h.w.beforePost = func(w http.ResponseWriter, f url.Values) bool {
+				posts.Add(1)
+				if tc.wantWait > 0 {
+					w.Header().Set("Retry-After", time.Now().Add(tc.wantWait).UTC().Format(http.TimeFormat))
+				} else if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				w.WriteHeader(http.StatusTooManyRequests)
+				return true
+			}
+			c := newTestClock()
+			start := c.Now()
+			eng := h.engine(h.route(), c)
+			rec, err := eng.Deliver(context.Background(), delivery.RequestFor(acc.Task, delivery.OpReply, agent("a1", "hello")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantState(t, rec, delivery.StatePrepared)
+			if tc.wantWait > 0 {
+				if d := rec.NextAttemptAt.Sub(c.Now()); d < tc.wantWait-2*time.Second || d > tc.wantWait || rec.Attempts != 0 {
+					t.Fatalf("snoozed for %s with %d attempts, want %s and the attempt given back", d, rec.Attempts, tc.wantWait)
+				}
+				return
+			}
+			if rec.Attempts != 1 {
+				t.Fatalf("after a 429 without a usable Retry-After: %d attempts, want 1 spent", rec.Attempts)
+			}
+			for i := 0; i < 200 && !rec.State.Settled() && c.Now().Sub(start) < 5*time.Minute; i++ {
+				c.Advance(1100 * time.Millisecond)
+				if rec, err = eng.Process(context.Background(), rec.Principal, rec.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rec.State.Settled() {
+				t.Fatalf("delivery %s after %d posts in %s of 429s (%s)", rec.State, posts.Load(), c.Now().Sub(start).Round(time.Second), rec.LastError)
+			}
+		})
+	}
 }

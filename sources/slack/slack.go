@@ -26,12 +26,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
 
+	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/sources"
 )
 
@@ -118,6 +120,27 @@ func (b *botIdentity) postedByUs(botID, user, team, enterprise string, orgInstal
 // engine's send timeout too, whichever ends first.
 var apiTimeout = 30 * time.Second
 
+// retryAfterSeconds gives slack-go a 429's Retry-After in the one form it reads, whole seconds:
+// an HTTP date (RFC 9110 allows either) becomes the seconds until it, and a value of neither
+// form is dropped, so the 429 reads as a rate limit without a wait (backed off, not waited for)
+// rather than as a bare strconv error, an unknown outcome.
+type retryAfterSeconds struct{ next http.RoundTripper }
+
+func (rt retryAfterSeconds) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		return resp, err
+	}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if d, ok := delivery.ParseRetryAfter(v, time.Now()); ok {
+			resp.Header.Set("Retry-After", strconv.FormatInt(int64(d/time.Second), 10))
+		} else {
+			resp.Header.Del("Retry-After")
+		}
+	}
+	return resp, nil
+}
+
 // New builds a Slack source from its configuration (see Options).
 func New(cfg sources.Config) (sources.Source, error) {
 	s := &Source{instance: cfg.Instance, principal: cfg.Principal, log: slog.Default().With("source", Name, "instance", cfg.Instance, "principal", cfg.Principal), now: time.Now}
@@ -127,7 +150,8 @@ func New(cfg sources.Config) (sources.Source, error) {
 	if err := s.opt.resolve(); err != nil {
 		return nil, err
 	}
-	opts := []slack.Option{slack.OptionAPIURL(s.opt.APIURL), slack.OptionHTTPClient(&http.Client{Timeout: apiTimeout})}
+	client := &http.Client{Timeout: apiTimeout, Transport: retryAfterSeconds{http.DefaultTransport}}
+	opts := []slack.Option{slack.OptionAPIURL(s.opt.APIURL), slack.OptionHTTPClient(client)}
 	if s.opt.appToken != "" {
 		opts = append(opts, slack.OptionAppLevelToken(s.opt.appToken))
 	}
