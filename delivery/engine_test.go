@@ -286,6 +286,9 @@ func TestDeterminateFailureBecomesFailed(t *testing.T) {
 	})
 }
 
+// afterLookupGrace is when a lookup after a send the provider never answered is due.
+const afterLookupGrace = time.Minute + 2*time.Second
+
 func TestIndeterminateFailureIsReconciled(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		s := open(t)
@@ -298,7 +301,7 @@ func TestIndeterminateFailureIsReconciled(t *testing.T) {
 			rec := mustDeliver(t, e, request("t-1", "x"))
 			wantState(t, rec, delivery.StateSending)
 			p.behave = nil
-			c.Advance(2 * time.Second)
+			c.Advance(afterLookupGrace)
 			rec = mustProcess(t, e, rec)
 			wantState(t, rec, delivery.StateDelivered)
 			if rec.ProviderID != "msg-1" || p.calls[rec.ID] != 1 || len(p.postsOf(rec.ID)) != 1 {
@@ -307,6 +310,46 @@ func TestIndeterminateFailureIsReconciled(t *testing.T) {
 			if got := outcomes(attempts(t, e, rec)); !slices.Equal(got, []string{"send:unknown", "lookup:found"}) {
 				t.Errorf("attempts = %v", got)
 			}
+		})
+
+		// A provider that never answered may still be working on the request the engine gave up
+		// on: its lookup waits LookupGrace, so a "not found" is not read before the call could
+		// land (and the answer posted twice). After an answer (a 5xx) it waits InitialInterval.
+		t.Run("a lookup after no answer waits for the call to land", func(t *testing.T) {
+			p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+				if call == 1 {
+					return false, delivery.Indeterminate(errTimeout) // still in flight at the provider
+				}
+				return true, nil
+			}
+			defer func() { p.behave = nil }()
+			rec := mustDeliver(t, e, request("t-grace", "x"))
+			wantState(t, rec, delivery.StateSending)
+			c.Advance(delivery.DefaultPolicy.LookupGrace - time.Second)
+			rec = mustProcess(t, e, rec)
+			wantState(t, rec, delivery.StateSending)
+			if n := p.calls[rec.ID]; n != 1 {
+				t.Fatalf("looked up and sent again %d calls in, before the call could land", n)
+			}
+			p.mu.Lock()
+			p.posts = append(p.posts, post{DeliveryID: rec.ID, ProviderID: "msg-late", At: c.Now()}) // the first call lands
+			p.mu.Unlock()
+			c.Advance(2 * time.Second)
+			rec = mustProcess(t, e, rec)
+			wantState(t, rec, delivery.StateDelivered)
+			if p.calls[rec.ID] != 1 || rec.ProviderID != "msg-late" {
+				t.Errorf("calls %d, provider id %q; want the first call only, found", p.calls[rec.ID], rec.ProviderID)
+			}
+
+			p.behave = func(int, delivery.Delivery) (bool, error) {
+				return true, delivery.WithStatus(delivery.Indeterminate(errors.New("500")), "500 Internal Server Error")
+			}
+			rec = mustDeliver(t, e, request("t-grace-5xx", "x"))
+			wantState(t, rec, delivery.StateSending)
+			p.behave = nil
+			c.Advance(2 * time.Second)
+			rec = mustProcess(t, e, rec)
+			wantState(t, rec, delivery.StateDelivered)
 		})
 
 		t.Run("it did not happen", func(t *testing.T) {
@@ -319,7 +362,7 @@ func TestIndeterminateFailureIsReconciled(t *testing.T) {
 			defer func() { p.behave = nil }()
 			rec := mustDeliver(t, e, request("t-2", "x"))
 			wantState(t, rec, delivery.StateSending)
-			c.Advance(2 * time.Second)
+			c.Advance(afterLookupGrace)
 			rec = mustProcess(t, e, rec)
 			wantState(t, rec, delivery.StateDelivered)
 			if p.calls[rec.ID] != 2 || len(p.postsOf(rec.ID)) != 1 || rec.Attempts != 2 {
@@ -444,7 +487,7 @@ func TestIndeterminateFailureIsReconciled(t *testing.T) {
 			defer func() { p.behave = nil }()
 			rec := mustDeliver(t, e, request("t-7", "x"))
 			wantState(t, rec, delivery.StateSending)
-			c.Advance(10 * time.Second)
+			c.Advance(afterLookupGrace)
 			rec = mustProcess(t, e, rec)
 			wantState(t, rec, delivery.StateFailed)
 			if got := outcomes(attempts(t, e, rec)); !slices.Equal(got, []string{"send:unknown", "lookup:not-found", "send:failed"}) {

@@ -36,6 +36,12 @@ type Policy struct {
 	// that was put off). An operator's retry starts both afresh.
 	MaxRetryAfters     int
 	MaxRetryAfterTotal time.Duration
+	// LookupGrace is how long a lookup-class delivery waits to be looked up after a send whose
+	// outcome is unknown because the provider never answered (a timeout, a reset; default 1m):
+	// the provider may still be working on the request the engine gave up on, and a lookup made
+	// before it lands would read "not found" and post the answer again. After an answer that
+	// leaves the outcome unknown (a 5xx) the lookup waits InitialInterval.
+	LookupGrace time.Duration
 }
 
 // DefaultPolicy is the policy of an engine built without WithPolicy: its retries span about 40
@@ -50,6 +56,7 @@ var DefaultPolicy = Policy{
 	MinRetryAfter:       time.Second,
 	MaxRetryAfter:       time.Hour,
 	MaxRetryAfterTotal:  24 * time.Hour,
+	LookupGrace:         time.Minute,
 	// MaxRetryAfters: 0, that is 4 × MaxAttempts.
 }
 
@@ -83,6 +90,9 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.MaxRetryAfterTotal > 0 {
 		d.MaxRetryAfterTotal = p.MaxRetryAfterTotal
+	}
+	if p.LookupGrace > 0 {
+		d.LookupGrace = p.LookupGrace
 	}
 	return d
 }
@@ -126,7 +136,7 @@ const stuckMargin = 5 * time.Minute
 // or lookup scheduled) may go without a recorded step before it counts as stuck: longer than the
 // longest backoff or Retry-After an engine waits before its next step, plus a margin.
 func (p Policy) unleasedStuckAfter() time.Duration {
-	return max(p.MaxInterval, p.MaxRetryAfter) + stuckMargin
+	return max(p.MaxInterval, p.MaxRetryAfter, p.LookupGrace) + stuckMargin
 }
 
 // UnleasedStuckAfter is how long a delivery in sending under no lease (released after an unknown

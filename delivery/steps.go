@@ -334,8 +334,13 @@ func (e *Engine) unknownOutcome(ctx context.Context, tx store.Tx, cur store.Deli
 			return e.settleAmbiguousErr(ctx, tx, cur, kindSend,
 				"outcome unknown; recovery class lookup, but the source has no reconciler", serr, now)
 		}
-		// Give the provider a moment to show what it took, then look it up.
-		release(&cur, now.Add(e.policy.InitialInterval), now)
+		// Give the provider a moment to show what it took, then look it up; when it never
+		// answered, long enough to finish a request it may still be working on (LookupGrace).
+		wait := e.policy.InitialInterval
+		if _, _, status := Classify(serr); status == "" {
+			wait = max(wait, e.policy.LookupGrace)
+		}
+		release(&cur, now.Add(wait), now)
 	default:
 		return e.settleAmbiguousErr(ctx, tx, cur, kindSend, "outcome unknown; the source has no safe repeat", serr, now)
 	}

@@ -413,8 +413,9 @@ func TestSlackLostResponseIsReconciledNotPostedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantState(t, rec, delivery.StateSending)
-	// The unknown outcome is left for a lookup a moment later: it asks the thread.
-	c.Advance(2 * time.Second)
+	// The unknown outcome is left for a lookup once Slack has had time to finish what it may
+	// still be working on (the engine's LookupGrace): it asks the thread.
+	c.Advance(delivery.DefaultPolicy.LookupGrace + 2*time.Second)
 	if rec, err = eng.Process(context.Background(), rec.Principal, rec.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -589,5 +590,41 @@ func TestSlackRateLimitWithoutUsableRetryAfterBacksOff(t *testing.T) {
 				t.Fatalf("delivery %s after %d posts in %s of 429s (%s)", rec.State, posts.Load(), c.Now().Sub(start).Round(time.Second), rec.LastError)
 			}
 		})
+	}
+}
+
+// A chat.postMessage that Slack takes but finishes only after the engine's send timeout (Slack
+// slow, not down) is not posted again: the lookup waits the engine's LookupGrace, long enough for
+// the call to land, and then finds it.
+func TestSlackTimedOutPostIsNotPostedTwice(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, nil)
+	acc := h.work("events", callback("Ev-1", mention("ops", "Ev-1", "hi")))
+	var calls atomic.Int32
+	h.w.beforePost = func(w http.ResponseWriter, f url.Values) bool {
+		if calls.Add(1) == 1 {
+			time.Sleep(400 * time.Millisecond) // it stores the message after the client gave up
+		}
+		return false
+	}
+	c := newTestClock()
+	eng := h.engine(h.route(), c, delivery.WithSendTimeout(100*time.Millisecond))
+	rec, err := eng.Deliver(context.Background(), delivery.RequestFor(acc.Task, delivery.OpReply, agent("a1", "hello")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, rec, delivery.StateSending)
+	c.Advance(2 * time.Second) // a moment later Slack is still working on it
+	if rec, err = eng.Process(context.Background(), rec.Principal, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, rec, delivery.StateSending)
+	time.Sleep(600 * time.Millisecond) // the first call lands
+	c.Advance(delivery.DefaultPolicy.LookupGrace)
+	if rec, err = eng.Process(context.Background(), rec.Principal, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, rec, delivery.StateDelivered)
+	if n := h.w.postCount(); n != 1 {
+		t.Fatalf("posted %d times, want 1", n)
 	}
 }
