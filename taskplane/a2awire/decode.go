@@ -315,6 +315,26 @@ func unrecognizedEnum(raw json.RawMessage) bool {
 	return string(raw) == `"UNRECOGNIZED"`
 }
 
+// maxPageTokenBytes bounds a page token given in a query: every token this server issues is far
+// shorter.
+const maxPageTokenBytes = 1024
+
+// queryTooLong checks query parameters, given as name, value pairs, against their bounds: a page
+// token maxPageTokenBytes, anything else lim.MaxIDBytes. It names the first one over.
+func queryTooLong(lim Limits, pairs ...string) *Error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		name, v := pairs[i], pairs[i+1]
+		bound := lim.MaxIDBytes
+		if name == "pageToken" {
+			bound = maxPageTokenBytes
+		}
+		if len(v) > bound {
+			return Invalid(name, "query parameter longer than %d bytes", bound)
+		}
+	}
+	return nil
+}
+
 func (req *ListTasksRequest) validate(lim Limits) *Error {
 	if req.PageSize != nil && (*req.PageSize < 1 || *req.PageSize > lim.MaxPageSize) {
 		return Invalid("pageSize", "must be between 1 and %d", lim.MaxPageSize)
@@ -337,10 +357,10 @@ func ListTasksFromQuery(q url.Values, lim Limits) (*ListTasksRequest, *Error) {
 		return q.Get(snake(name))
 	}
 	req := &ListTasksRequest{Tenant: get("tenant"), ContextID: get("contextId"), PageToken: get("pageToken")}
-	if len(req.ContextID) > lim.MaxIDBytes || len(req.Tenant) > lim.MaxIDBytes || len(req.PageToken) > 1024 {
-		return nil, Invalid("", "query parameter too long")
+	if err := queryTooLong(lim, "tenant", req.Tenant, "contextId", req.ContextID, "pageToken", req.PageToken); err != nil {
+		return nil, err
 	}
-	if s := get("status"); s != "" {
+	if s := get("status"); s != "" && s != "UNRECOGNIZED" { // see unrecognizedEnum
 		st, ok := ParseTaskState(s)
 		if !ok {
 			return nil, Invalid("status", "unknown task state %q", s)

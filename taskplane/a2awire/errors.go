@@ -125,14 +125,19 @@ func Errorf(kind error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
 }
 
-// Invalid returns an InvalidParams error naming the offending field.
+// Invalid returns an InvalidParams error naming the offending field (field "" for a limit of the
+// whole request, which has no field violation).
 func Invalid(field, format string, args ...any) *Error {
 	d := fmt.Sprintf(format, args...)
 	msg := d
 	if field != "" {
 		msg = field + ": " + d
 	}
-	return &Error{Kind: ErrInvalidParams, Message: msg, Violations: []FieldViolation{{Field: field, Description: d}}}
+	e := &Error{Kind: ErrInvalidParams, Message: msg}
+	if field != "" { // a whole-request limit (body size, nesting) names no field
+		e.Violations = []FieldViolation{{Field: field, Description: d}}
+	}
+	return e
 }
 
 // WithTask returns e with the taskId in its ErrorInfo metadata.

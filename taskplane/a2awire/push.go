@@ -201,8 +201,8 @@ func ListTaskPushConfigsFromQuery(taskID string, q url.Values, lim Limits) (*Lis
 		return q.Get(snake(name))
 	}
 	req := &ListTaskPushConfigsRequest{Tenant: get("tenant"), TaskID: taskID, PageToken: get("pageToken")}
-	if len(req.Tenant) > lim.MaxIDBytes || len(req.PageToken) > 1024 {
-		return nil, Invalid("", "query parameter too long")
+	if err := queryTooLong(lim, "tenant", req.Tenant, "pageToken", req.PageToken); err != nil {
+		return nil, err
 	}
 	size, err := queryInt(get("pageSize"), "pageSize")
 	if err != nil {

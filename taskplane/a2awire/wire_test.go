@@ -280,3 +280,37 @@ func TestListTasksQueryBooleansReadAsTranscodersReadThem(t *testing.T) {
 		t.Error("includeArtifacts=maybe was accepted")
 	}
 }
+
+// A ListTasks status of "UNRECOGNIZED" reads as no filter on both bindings (docs/a2a.md), and
+// an unknown state name is refused on both.
+func TestListTasksQueryReadsUnrecognizedStatusAsNoFilter(t *testing.T) {
+	req, err := a2awire.ListTasksFromQuery(url.Values{"status": {"UNRECOGNIZED"}}, a2awire.DefaultLimits())
+	if err != nil || req.Status != "" {
+		t.Fatalf("status=UNRECOGNIZED: %+v, %v; want no filter", req, err)
+	}
+	if _, err := a2awire.ListTasksFromQuery(url.Values{"status": {"TASK_STATE_BOGUS"}}, a2awire.DefaultLimits()); err == nil {
+		t.Fatal("an unknown state name was accepted")
+	}
+}
+
+// A query parameter over its bound is refused naming it; a whole-request limit names no field
+// (an empty field violation says nothing).
+func TestOverlongQueryParametersAreNamed(t *testing.T) {
+	long := strings.Repeat("a", 2000)
+	for _, name := range []string{"contextId", "tenant", "pageToken"} {
+		_, err := a2awire.ListTasksFromQuery(url.Values{name: {long}}, a2awire.DefaultLimits())
+		if err == nil || len(err.Violations) != 1 || err.Violations[0].Field != name {
+			t.Errorf("ListTasks %s of 2000 bytes: %+v; want INVALID_PARAMS naming %s", name, err, name)
+		}
+		if name == "contextId" {
+			continue
+		}
+		_, err = a2awire.ListTaskPushConfigsFromQuery("t-1", url.Values{name: {long}}, a2awire.DefaultLimits())
+		if err == nil || len(err.Violations) != 1 || err.Violations[0].Field != name {
+			t.Errorf("ListTaskPushConfigs %s of 2000 bytes: %+v; want INVALID_PARAMS naming %s", name, err, name)
+		}
+	}
+	if err := a2awire.Invalid("", "request body larger than %d bytes", 10); len(err.Violations) != 0 {
+		t.Errorf("a whole-request limit has field violations %+v", err.Violations)
+	}
+}
