@@ -546,18 +546,21 @@ func TestSendToAnUnknownTaskNamesItOnBothBindings(t *testing.T) {
 	e := newEnv(t)
 	m := wireMsg("unknown-task-1", "complete")
 	m["taskId"] = "no-such-task"
-	status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, sendBody(t, m, nil), nil)
-	var env struct {
-		Error struct {
-			Details []struct {
-				Reason   string            `json:"reason"`
-				Metadata map[string]string `json:"metadata"`
-			} `json:"details"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil || status != http.StatusNotFound || len(env.Error.Details) == 0 ||
-		env.Error.Details[0].Reason != "TASK_NOT_FOUND" || env.Error.Details[0].Metadata["taskId"] != "no-such-task" {
-		t.Fatalf("REST: %d %s", status, body)
+	for _, route := range []string{"/message:send", "/message:stream"} {
+		m["messageId"] = "unknown-task" + route
+		status, _, body := e.raw(http.MethodPost, route, tokenAlice, sendBody(t, m, nil), nil)
+		var env struct {
+			Error struct {
+				Details []struct {
+					Reason   string            `json:"reason"`
+					Metadata map[string]string `json:"metadata"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil || status != http.StatusNotFound || len(env.Error.Details) == 0 ||
+			env.Error.Details[0].Reason != "TASK_NOT_FOUND" || env.Error.Details[0].Metadata["taskId"] != "no-such-task" {
+			t.Fatalf("REST %s: %d %s", route, status, body)
+		}
 	}
 	m["messageId"] = "unknown-task-2"
 	r := e.rpc(tokenAlice, "SendMessage", map[string]any{"message": m}, nil)

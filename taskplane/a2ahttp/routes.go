@@ -1,6 +1,7 @@
 package a2ahttp
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -117,7 +118,7 @@ func (s *Server) sendStreamingMessage(w http.ResponseWriter, r *http.Request, ca
 	}
 	st, err := s.svc.SendStreamingMessage(r.Context(), call, req)
 	if err != nil {
-		return err
+		return s.svc.WireError(r.Context(), "SendStreamingMessage", err).WithTask(req.Message.TaskID)
 	}
 	s.svc.ServeSSE(w, r, st, restEncoder{})
 	return nil
@@ -235,7 +236,9 @@ func (s *Server) pushConfig(w http.ResponseWriter, r *http.Request, call a2aserv
 func (s *Server) extendedCard(w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
 	_, doc, err := s.svc.ExtendedCard(call.Principal)
 	if err != nil {
-		a2aservice.SetChallenge(w, err)
+		if errors.Is(err, a2awire.ErrUnauthenticated) { // not when this server has no extended card
+			a2aservice.SetChallenge(w, err)
+		}
 		return err
 	}
 	writeCard(w, r, doc, "private")

@@ -448,9 +448,12 @@ func TestExtendedCardNeedsAnAuthenticatedCaller(t *testing.T) {
 	if card.Capabilities.ExtendedAgentCard == nil || *card.Capabilities.ExtendedAgentCard {
 		t.Fatalf("a server without credentials declares extendedAgentCard: %s", body)
 	}
-	status, _, body := loopback.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil)
+	status, h, body := loopback.raw(http.MethodGet, "/extendedAgentCard", "", nil, nil)
 	if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "UNSUPPORTED_OPERATION" {
 		t.Fatalf("extended card without credentials: %d %s", status, body)
+	}
+	if c := h.Get("WWW-Authenticate"); c != "" {
+		t.Fatalf("a server with no bearer scheme challenges for one: WWW-Authenticate %q", c)
 	}
 	if r := loopback.rpc("", "GetExtendedAgentCard", nil, nil); r.Error == nil || r.reason() != "UNSUPPORTED_OPERATION" {
 		t.Fatalf("JSON-RPC extended card without credentials: %+v %s", r.Error, r.Result)
