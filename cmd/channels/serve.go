@@ -179,6 +179,13 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	exec := parts.exec
+	if cfg.Executor == "exec" {
+		// The command works untrusted text as this process's user: it must not read this
+		// process's secrets (its environment, its store) through /proc.
+		if err := shieldFromChildren(); err != nil {
+			log.Warn("cannot keep the exec command out of this process's /proc entries", "err", err)
+		}
+	}
 
 	st, err := openStoreURL(ctx, cfg.Store)
 	if err != nil {
