@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/channels-dev/channels/sources"
 )
 
 // Intake modes.
@@ -32,7 +34,7 @@ const (
 // Defaults.
 const (
 	DefaultAPIURL          = "https://slack.com/api/"
-	DefaultMaxBody         = 1 << 20
+	DefaultMaxBody         = sources.DefaultMaxBody
 	DefaultHandledReaction = "white_check_mark"
 	// DefaultMaxMessageChars bounds one posted message; longer output is split into parts.
 	DefaultMaxMessageChars = 3500
@@ -178,8 +180,8 @@ func (o *Options) resolve() error {
 		}
 		o.partInterval = d
 	}
-	if o.MaxBody <= 0 {
-		o.MaxBody = DefaultMaxBody
+	if o.MaxBody, err = sources.BodyLimit(o.MaxBody); err != nil {
+		errs = append(errs, err)
 	}
 	if o.APIURL == "" {
 		o.APIURL = DefaultAPIURL

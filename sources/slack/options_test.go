@@ -39,6 +39,7 @@ func TestSlackRefusesInvalidOptions(t *testing.T) {
 		{"an inline secret", slacksrc.ModeEvents, func(o map[string]any) { o["bot_token"] = botToken }, "unknown field"},
 		{"a bad part interval", slacksrc.ModeEvents, func(o map[string]any) { o["part_interval"] = "soon" }, "part_interval"},
 		{"a tiny message size", slacksrc.ModeEvents, func(o map[string]any) { o["max_message_chars"] = 10 }, "max_message_chars"},
+		{"a negative body limit", slacksrc.ModeEvents, func(o map[string]any) { o["max_body"] = -5 }, "max_body -5: want a positive number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := options(t, w, tc.mode)

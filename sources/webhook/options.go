@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/internal/redact"
+	"github.com/channels-dev/channels/sources"
 )
 
 // Defaults.
 const (
-	DefaultMaxBody = 1 << 20 // 1 MiB
+	DefaultMaxBody = sources.DefaultMaxBody
 	DefaultWindow  = 5 * time.Minute
 )
 
@@ -42,7 +43,7 @@ type Options struct {
 	NonWork map[string][]string `json:"non_work,omitempty"`
 	// Callback, optional, is the URL answers and questions are POSTed to (Send).
 	Callback string `json:"callback,omitempty"`
-	// MaxBody is the largest accepted body in bytes (default 1 MiB).
+	// MaxBody is the largest accepted body in bytes (0 or unset: 1 MiB; negative is refused).
 	MaxBody int64 `json:"max_body,omitempty"`
 	// Window is how far a request's timestamp may be from now, as a Go duration (default "5m").
 	Window string `json:"window,omitempty"`
@@ -78,8 +79,9 @@ func (o *Options) resolve() error {
 			errs = append(errs, fmt.Errorf("callback %s: want an absolute http or https URL", redact.Origin(o.Callback)))
 		}
 	}
-	if o.MaxBody <= 0 {
-		o.MaxBody = DefaultMaxBody
+	var err error
+	if o.MaxBody, err = sources.BodyLimit(o.MaxBody); err != nil {
+		errs = append(errs, err)
 	}
 	o.window = DefaultWindow
 	if o.Window != "" {

@@ -348,6 +348,7 @@ func TestWebhookRefusesInvalidOptions(t *testing.T) {
 		{"short secret", func(o map[string]any) { o["secret"] = "short" }, "at least 16 bytes"},
 		{"no identity path", func(o map[string]any) { delete(o, "identity") }, "paths are required"},
 		{"bad window", func(o map[string]any) { o["window"] = "soon" }, "window"},
+		{"negative max_body", func(o map[string]any) { o["max_body"] = -5 }, "max_body -5: want a positive number"},
 		{"unknown option", func(o map[string]any) { o["identiy"] = "x" }, "unknown field"},
 		{"callback not a URL", func(o map[string]any) { o["callback"] = "https://hooks.example.com/cb/s3cr3t%zz" }, "callback (url): want an absolute http or https URL"},
 		{"callback not http", func(o map[string]any) { o["callback"] = "ftp://hooks.example.com/cb/s3cr3t" }, "callback ftp://hooks.example.com: want"},
