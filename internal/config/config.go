@@ -727,6 +727,15 @@ func withoutUserinfo(u *url.URL) string {
 	return c.String()
 }
 
+// minIntervals are the floors of settings that pace a loop, beyond the 1ms every duration needs:
+// a keep-alive comment on every stream, a retention pass and a health check of every source
+// would otherwise run back to back.
+var minIntervals = map[string]time.Duration{
+	"keep_alive":         time.Second,
+	"retention_interval": time.Second,
+	"health_interval":    100 * time.Millisecond,
+}
+
 // Validate checks every setting and reports all problems at once.
 func (c *Config) Validate() error {
 	var errs []error
@@ -755,10 +764,20 @@ func (c *Config) Validate() error {
 	}{{"blocking_timeout", c.BlockingTimeout}, {"retention", c.Retention}, {"retention_interval", c.RetentionEvery}, {"shutdown_timeout", c.ShutdownTimeout},
 		{"health_interval", c.HealthInterval}, {"source_failure_window", c.SourceFailureWindow},
 		{"exec_timeout", c.ExecTimeout}, {"worker_lease", c.WorkerLease}, {"task_timeout", c.TaskTimeout}, {"keep_alive", c.KeepAlive}} {
-		// A nanosecond is positive but no interval (a ticker of task_timeout/4 would be zero).
-		if d.v < time.Millisecond {
-			errs = append(errs, fmt.Errorf("%s must be at least 1ms, got %s", d.key, d.v))
+		// A nanosecond is positive but no interval (a ticker of task_timeout/4 would be zero);
+		// some intervals are loops, for which a millisecond is no interval either.
+		least := time.Millisecond
+		if m, ok := minIntervals[d.key]; ok {
+			least = m
 		}
+		if d.v < least {
+			errs = append(errs, fmt.Errorf("%s must be at least %s, got %s", d.key, least, d.v))
+		}
+	}
+	// A worker heartbeats about every third of its lease, over HTTP: under a few seconds a
+	// network hiccup loses the turn. As turn_lease below.
+	if c.WorkerLease < 5*time.Second {
+		errs = append(errs, fmt.Errorf("worker_lease must be at least 5s, got %s", c.WorkerLease))
 	}
 	// A turn is renewed every third of its lease, by a write, and stops when two thirds pass
 	// without one: under a few seconds a store stall of a second or two stops every running turn,

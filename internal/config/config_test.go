@@ -147,6 +147,10 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"tiny":     "task_timeout: 3ns\n", // positive, but serve's sweep would tick every 0s
 		"negative": "health_interval: -1s\n",
 		"spin":     "keep_alive: 1ns\n", // a comment written without pause
+		"spin1ms":  "keep_alive: 1ms\n", // a comment every millisecond on every stream
+		"prune":    "retention_interval: 1ms\n",
+		"health":   "health_interval: 1ms\n",
+		"worker":   "worker_lease: 1ms\n", // every worker turn lost at once
 	} {
 		t.Run(name, func(t *testing.T) {
 			getenv, environ := envOf(nil)
