@@ -238,6 +238,65 @@ func TestLookupWithoutReconcilerFailsClosedWithEvidence(t *testing.T) {
 	})
 }
 
+// A source without a safe repeat (recovery class ambiguous) whose process died right after the
+// provider took the call is not sent again by the engine that recovers it: the delivery fails
+// closed as ambiguous, with evidence saying it was interrupted while sending.
+func TestCrashInSendingWithoutASafeRepeatIsAmbiguousWithoutSecondPost(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		route := delivery.Route{Sender: p, Recovery: delivery.Ambiguous}
+		crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
+		rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The provider takes the message, then the process dies before it writes the outcome.
+		p.afterPost = runtime.Goexit
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			crashed.Process(context.Background(), rec.Principal, rec.ID)
+		}()
+		<-done
+		p.afterPost = nil
+		left, err := crashed.Get(context.Background(), rec.Principal, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState(t, left, delivery.StateSending)
+		if n := len(p.postsOf(rec.ID)); n != 1 {
+			t.Fatalf("posts before recovery = %d, want 1", n)
+		}
+
+		// A new process on the same store, after the dead one's lease ran out.
+		c.Advance(delivery.DefaultLease + time.Second)
+		next := newEngine(t, s, route, c, delivery.WithOwner("restarted"))
+		if _, err := next.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := next.Get(context.Background(), rec.Principal, rec.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(p.postsOf(rec.ID)); n != 1 {
+			t.Errorf("posts after recovery = %d, want 1: a source without a safe repeat is never sent twice", n)
+		}
+		wantState(t, got, delivery.StateAmbiguous)
+		ev := evidenceOf(t, s, delivery.EvidenceAmbiguous, rec.ID)
+		if len(ev) != 1 {
+			t.Fatalf("ambiguous evidence = %v, want one record", ev)
+		}
+		if reason, _ := ev[0]["reason"].(string); !strings.Contains(reason, "interrupted while sending") {
+			t.Errorf("ambiguous evidence reason = %q, want it to say the delivery was interrupted while sending", reason)
+		}
+		if ev[0]["recovery"] != "ambiguous" {
+			t.Errorf("ambiguous evidence recovery = %v, want ambiguous", ev[0]["recovery"])
+		}
+	})
+}
+
 func TestDeterminateFailureBecomesFailed(t *testing.T) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		s := open(t)
