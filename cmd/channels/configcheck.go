@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,7 +60,8 @@ URLs, a listener off loopback without credentials, source instances that are unk
 twice, or whose options their source refuses, and everything else serve builds before it opens
 the store, built the same way: the executor (agent_token_env unset, an agent URL refused), the
 credentials, the worker tokens and the workflow manifest (unreadable or invalid). --connect also
-opens the store.
+checks that the store can be reached, without creating, locking or migrating it: a SQLite file
+that does not exist yet, or a schema serve will migrate, is a warning.
 
 Secret values are never printed.
 
@@ -88,7 +90,7 @@ usage mistake.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().BoolVar(&connect, "connect", false, "also open the store (a SQLite store held by a running server is reported, not an error)")
+	cmd.Flags().BoolVar(&connect, "connect", false, "also check that the store can be reached, changing nothing (a SQLite store held by a running server is reported, not an error)")
 	return cmd
 }
 
@@ -158,18 +160,34 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 	}
 
 	if connect && len(r.Errors) == 0 {
-		st, err := openStoreURL(cmd.Context(), cfg.Store)
-		switch {
-		case errors.Is(err, store.ErrInUse):
-			r.Warnings = append(r.Warnings, "store: in use by another process (a running channels serve holds this SQLite store)")
-		case err != nil:
-			r.Errors = append(r.Errors, fmt.Sprintf("store: cannot open %s: %v", redactedStore(cfg.Store), err))
-		default:
-			_ = st.Close()
-		}
+		checkStoreReachable(cmd.Context(), cfg.Store, &r)
 	}
 	r.Valid = len(r.Errors) == 0
 	return r
+}
+
+// checkStoreReachable adds to r what --connect finds of the store: that it can be reached, and
+// what serve will do with it. It creates, locks and migrates nothing (store.Inspect): a check of a
+// store that does not exist yet leaves none behind.
+func checkStoreReachable(ctx context.Context, rawURL string, r *configReport) {
+	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	defer cancel()
+	in, err := store.Inspect(ctx, rawURL)
+	where := redactedStore(rawURL)
+	switch {
+	case errors.Is(err, store.ErrInUse):
+		r.Warnings = append(r.Warnings, "store: in use by another process (a running channels serve holds this SQLite store)")
+	case err != nil:
+		r.Errors = append(r.Errors, fmt.Sprintf("store: cannot open %s: %v", where, err))
+	case !in.Exists:
+		r.Warnings = append(r.Warnings, fmt.Sprintf("store: %s does not exist yet: serve will create a new, empty store there", where))
+	case in.Version > in.Latest:
+		r.Errors = append(r.Errors, fmt.Sprintf("store: %s has schema version %d, newer than this binary's %d: serve refuses it (run the newer channels, or restore a backup)", where, in.Version, in.Latest))
+	case in.Version == 0:
+		r.Warnings = append(r.Warnings, fmt.Sprintf("store: %s has no schema yet: serve will create it", where))
+	case in.Version < in.Latest:
+		r.Warnings = append(r.Warnings, fmt.Sprintf("store: %s has schema version %d, older than this binary's %d: serve will migrate it", where, in.Version, in.Latest))
+	}
 }
 
 // checkSources builds every configured instance the way serve does, so an unknown source or

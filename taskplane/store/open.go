@@ -13,9 +13,23 @@ import (
 // Opener opens a store from a URL. Drivers register one per URL scheme.
 type Opener func(ctx context.Context, u *url.URL) (Store, error)
 
+// Inspection is what Inspect learns of a store without changing it.
+type Inspection struct {
+	// Exists is false when there is no store there yet: Open would create a new, empty one.
+	Exists bool
+	// Version is the store's schema version (0: no schema yet) and Latest the newest one this
+	// binary's migrations reach. Open migrates a store below Latest and refuses one above it.
+	Version, Latest int
+}
+
+// Inspector inspects a store from a URL without creating, locking or migrating anything. Drivers
+// register one per URL scheme, beside their Opener.
+type Inspector func(ctx context.Context, u *url.URL) (Inspection, error)
+
 var (
-	driversMu sync.RWMutex
-	drivers   = map[string]Opener{}
+	driversMu  sync.RWMutex
+	drivers    = map[string]Opener{}
+	inspectors = map[string]Inspector{}
 )
 
 // Register makes a driver available to Open for the URL scheme. It panics if the scheme is
@@ -30,6 +44,20 @@ func Register(scheme string, opener Opener) {
 		panic("store: Register called twice for scheme " + scheme)
 	}
 	drivers[scheme] = opener
+}
+
+// RegisterInspector makes a driver's Inspector available to Inspect for the URL scheme. It panics
+// if the scheme's inspector is registered twice or inspector is nil.
+func RegisterInspector(scheme string, inspector Inspector) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if inspector == nil {
+		panic("store: RegisterInspector inspector is nil")
+	}
+	if _, dup := inspectors[scheme]; dup {
+		panic("store: RegisterInspector called twice for scheme " + scheme)
+	}
+	inspectors[scheme] = inspector
 }
 
 // Schemes lists the registered URL schemes, sorted.
@@ -70,4 +98,25 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 // userinfo's and the values of its password and sslpassword parameters (redact.Password).
 func Redact(u *url.URL) string {
 	return redact.Password(u.String())
+}
+
+// Inspect reports whether the store named by rawURL exists and its schema version, and that it
+// can be reached, without creating, locking or migrating anything: what a configuration check
+// needs before a server opens the store. The error never contains the URL's password.
+func Inspect(ctx context.Context, rawURL string) (Inspection, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return Inspection{}, fmt.Errorf("inspect store: invalid URL")
+	}
+	driversMu.RLock()
+	inspector, ok := inspectors[u.Scheme]
+	driversMu.RUnlock()
+	if !ok {
+		return Inspection{}, fmt.Errorf("inspect store %s: unknown scheme %q (registered: %v)", redact.Password(rawURL), u.Scheme, Schemes())
+	}
+	in, err := inspector(ctx, u)
+	if err != nil {
+		return in, fmt.Errorf("inspect store %s: %w", Redact(u), err)
+	}
+	return in, nil
 }

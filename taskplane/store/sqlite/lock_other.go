@@ -15,3 +15,7 @@ func lockFile(path string) (*fileLock, error) {
 func (l *fileLock) lockDatabase(string) error { return nil }
 
 func (l *fileLock) unlock() error { return nil }
+
+func checkUnlocked(string) error {
+	return errors.New("the sqlite store needs flock, which this platform lacks")
+}

@@ -91,3 +91,20 @@ func (l *fileLock) unlock() error {
 	errs = append(errs, unix.Flock(int(l.f.Fd()), unix.LOCK_UN), l.f.Close())
 	return errors.Join(errs...)
 }
+
+// checkUnlocked reports store.ErrInUse when a process holds the database file at path (the flock
+// of lockDatabase), taking nothing itself beyond a moment's shared lock.
+func checkUnlocked(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open database file: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("another channels process is using this database: %w", store.ErrInUse)
+		}
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	return unix.Flock(int(f.Fd()), unix.LOCK_UN)
+}

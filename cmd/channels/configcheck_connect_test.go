@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// configCheckConnect runs "config check --connect" on the store at url and returns its report,
+// failing the test unless it exits with want.
+func configCheckConnect(t *testing.T, url string, want int) string {
+	t.Helper()
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "config", "check", "--store", url, "--connect"); code != want {
+		t.Fatalf("config check --connect --store %s: exit %d, want %d\n%s%s", url, code, want, c.stdout.String(), c.stderr.String())
+	}
+	return c.stdout.String()
+}
+
+// TestConfigCheckConnectChangesNothing: --connect checks that the store can be reached and says
+// what serve will do with it, but creates, locks and migrates nothing.
+func TestConfigCheckConnectChangesNothing(t *testing.T) {
+	t.Run("a missing SQLite file and its directories are not created", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "some", "missing")
+		out := configCheckConnect(t, "sqlite://"+filepath.Join(dir, "x.db"), 0)
+		if !strings.Contains(out, "does not exist yet: serve will create a new, empty store there") {
+			t.Errorf("report:\n%s", out)
+		}
+		if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the check created %s (%v)", filepath.Dir(dir), err)
+		}
+	})
+
+	t.Run("an older SQLite schema is reported, not migrated", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "old.db")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+			INSERT INTO schema_migrations VALUES (1, 'init', 0)`); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		before := dirNames(t, filepath.Dir(path))
+		out := configCheckConnect(t, "sqlite://"+path, 0)
+		if !strings.Contains(out, "has schema version 1, older than this binary's") || !strings.Contains(out, "serve will migrate it") {
+			t.Errorf("report:\n%s", out)
+		}
+		if after := dirNames(t, filepath.Dir(path)); after != before {
+			t.Errorf("files after the check: %s, before: %s", after, before)
+		}
+		db, err = sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v int
+		if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil || v != 1 {
+			t.Errorf("schema version after the check = %d (%v), want 1", v, err)
+		}
+	})
+
+	t.Run("a current SQLite store is ok", func(t *testing.T) {
+		url := "sqlite://" + filepath.Join(t.TempDir(), "cur.db")
+		st, err := store.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if out := configCheckConnect(t, url, 0); strings.Contains(out, "store:") {
+			t.Errorf("report:\n%s", out)
+		}
+	})
+
+	t.Run("a SQLite store a server holds is reported", func(t *testing.T) {
+		url := "sqlite://" + filepath.Join(t.TempDir(), "held.db")
+		st, err := store.Open(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if out := configCheckConnect(t, url, 0); !strings.Contains(out, "warning: store: in use by another process") {
+			t.Errorf("report:\n%s", out)
+		}
+	})
+
+	t.Run("a Postgres database is not migrated", func(t *testing.T) {
+		url := storetest.PostgresURL(t)
+		out := configCheckConnect(t, url, 0)
+		if !strings.Contains(out, "has no schema yet: serve will create it") {
+			t.Errorf("report:\n%s", out)
+		}
+		conn, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var table *string
+		if err := conn.QueryRow(context.Background(), `SELECT to_regclass('schema_migrations')::text`).Scan(&table); err != nil || table != nil {
+			t.Errorf("schema_migrations after the check: %v (%v), want none", table, err)
+		}
+	})
+}
+
+// dirNames lists the names in dir, for comparing what a command left behind.
+func dirNames(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, ",")
+}
