@@ -188,6 +188,14 @@ type Summary struct {
 	Buckets     []time.Time   `json:"buckets,omitempty"`
 }
 
+// OfSource returns the summary of one source: its line and the deliveries of it that need
+// attention. The wake queue's depth stays the whole queue's (wakes are not counted per source).
+func (s Summary) OfSource(source string) Summary {
+	s.Sources = slices.DeleteFunc(slices.Clone(s.Sources), func(x SourceSummary) bool { return x.Source != source })
+	s.Attention = slices.DeleteFunc(slices.Clone(s.Attention), func(d DeliveryView) bool { return d.Source != source })
+	return s
+}
+
 // SummaryOptions say what to summarize.
 type SummaryOptions struct {
 	// Since starts the counting window (zero: all time).

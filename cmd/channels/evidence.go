@@ -115,7 +115,8 @@ settled, result-failed, push-registered, delivery-* and retention. Records print
 
 --summary prints one line per source instead: accepted, duplicates, non-work, malformed,
 conflicts, anchor misses, wakes woken and failed, deliveries by state, checkpoint position and
-age, and the last event (over --since, default 24h).
+age, and the last event (over --since, default 24h); --source keeps one source and the deliveries
+of it that need attention. --kind, --principal, --task and --limit do not apply to it.
 
 --follow keeps printing new records as they are committed until interrupted.
 
@@ -147,6 +148,14 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 			if summary && follow {
 				return usageError{errors.New("--summary and --follow do not go together")}
 			}
+			if summary {
+				// The summary counts every kind per source, over every principal and task.
+				for _, name := range []string{"kind", "principal", "task", "limit"} {
+					if cmd.Flags().Changed(name) {
+						return usageError{fmt.Errorf("--%s does not apply to --summary (it takes --source and --since)", name)}
+					}
+				}
+			}
 			sinceArg := since
 			if sinceArg == "" && summary {
 				sinceArg = "24h"
@@ -168,6 +177,9 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 				sum, err := r.summary(ctx, sinceT)
 				if err != nil {
 					return err
+				}
+				if source != "" {
+					sum = sum.OfSource(source)
 				}
 				return a.printSummary(sum, sinceArg, asJSON)
 			}
