@@ -202,7 +202,8 @@ type EvidencePage struct {
 	LastID   int64          `json:"lastId"`
 }
 
-// EvidenceQuery parses the query of GET /admin/api/evidence: source, kind, principal, task,
+// EvidenceQuery parses the query of GET /admin/api/evidence: source, kind (one of EvidenceKinds:
+// another is an error), principal, task,
 // since and until (each a duration back from now, such as 1h, or an RFC 3339 time), after (an
 // evidence id: oldest first from there, stopping short of an id still in flight unless follow=0)
 // and limit (default 100, at most 1000).
@@ -215,6 +216,11 @@ func EvidenceQuery(q map[string][]string, now time.Time) (store.EvidenceFilter, 
 	}
 	f := store.EvidenceFilter{Source: get("source"), Kind: get("kind"), Principal: get("principal"), TaskID: get("task"),
 		Limit: defaultEvidenceLimit}
+	if f.Kind != "" {
+		if err := CheckEvidenceKind(f.Kind); err != nil {
+			return f, err
+		}
+	}
 	if v := get("since"); v != "" {
 		t, err := ParseSince(v, now)
 		if err != nil {

@@ -111,7 +111,8 @@ func (a *app) evidenceCmd() *cobra.Command {
 		Long: `Read the evidence Channels records for every event it takes in, every wake and every
 delivery: accepted, continued, duplicate, duplicate-conflict, anchor-miss, non-work (counted),
 rejected (counted), malformed-envelope, checkpoint-resync, woken, wake-failed, unhealthy, timeout,
-settled, result-failed, push-registered, delivery-* and retention. Records print oldest first; --limit bounds how many of the newest are shown.
+settled, result-failed, push-registered, delivery-* and retention; --kind takes one of them (another
+is a usage error). Records print oldest first; --limit bounds how many of the newest are shown.
 
 --summary prints one line per source instead: accepted, duplicates, non-work, malformed,
 conflicts, anchor misses, wakes woken and failed, deliveries by state, checkpoint position and
@@ -139,6 +140,11 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 			ctx := cmd.Context()
 			now := time.Now().UTC()
 			f := store.EvidenceFilter{Source: source, Kind: kind, Principal: principal, TaskID: task, Limit: limit}
+			if kind != "" {
+				if err := operator.CheckEvidenceKind(kind); err != nil {
+					return usageError{fmt.Errorf("--kind: %w", err)}
+				}
+			}
 			if limit < 0 {
 				return usageError{errors.New("--limit must not be negative")}
 			}

@@ -53,3 +53,19 @@ func TestEvidenceSummaryTakesSourceAndRefusesFiltersItDoesNotUse(t *testing.T) {
 		}
 	}
 }
+
+// TestEvidenceRefusesAnUnknownKind: a mistyped --kind is a usage error naming the nearest kind,
+// not an empty table.
+func TestEvidenceRefusesAnUnknownKind(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "e.db")
+	c := newCLI(t, nil)
+	code := c.run(context.Background(), "evidence", "--store", url, "--kind", "wake_failed")
+	if msg := c.stderr.String(); code != 2 || !strings.Contains(msg, `unknown evidence kind "wake_failed" (did you mean wake-failed?)`) ||
+		!strings.Contains(msg, "delivery-resolved") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the nearest kind and the valid ones", code, msg)
+	}
+	c = newCLI(t, nil)
+	if code := c.run(context.Background(), "evidence", "--store", url, "--kind", "wake-failed"); code != 0 {
+		t.Errorf("--kind wake-failed: exit %d: %s", code, c.stderr.String())
+	}
+}

@@ -120,7 +120,7 @@ func TestEvidenceFromAServerIsNotCutAtOnePage(t *testing.T) {
 	}
 	err = s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
 		for range n {
-			if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "bulk", CreatedAt: time.Now().UTC()}); err != nil {
+			if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "checkpoint-resync", CreatedAt: time.Now().UTC()}); err != nil {
 				return err
 			}
 		}
@@ -134,7 +134,7 @@ func TestEvidenceFromAServerIsNotCutAtOnePage(t *testing.T) {
 	ids := func(args ...string) []int64 {
 		t.Helper()
 		c := newCLI(t, nil)
-		if code := c.run(context.Background(), append([]string{"evidence", "--server", base, "--kind", "bulk", "--json"}, args...)...); code != 0 {
+		if code := c.run(context.Background(), append([]string{"evidence", "--server", base, "--kind", "checkpoint-resync", "--json"}, args...)...); code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, c.stderr.String())
 		}
 		var out []int64

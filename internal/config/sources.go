@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/channels-dev/channels/internal/suggest"
 )
 
 // SourcesKey is the config-file key of the source list. It is the one key without a flag or an
@@ -82,34 +84,7 @@ func (l *Loaded) loadSources(path string, node *yaml.Node, getenv func(string) s
 
 // Suggest returns the known key closest to an unknown one (at most two edits away), or "".
 func Suggest(key string) string {
-	best, bestD := "", 3
-	for _, k := range append(Keys(), SourcesKey) {
-		if d := editDistance(key, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return suggest.Nearest(key, append(Keys(), SourcesKey), 2)
 }
 
 // checkSourceSecrets refuses plain secrets in an instance's options and references that name
