@@ -256,7 +256,7 @@ Exit status: 0 on success (also when nothing matches), 1 when the evidence canno
 	fl.BoolVar(&follow, "follow", false, "keep printing new records until interrupted")
 	fl.DurationVar(&interval, "interval", time.Second, "how often --follow looks for new records")
 	fl.BoolVar(&summary, "summary", false, "print the per-source summary instead of records")
-	fl.StringVar(&server, "server", "", "read through a running server's /admin/api at this base URL instead of the store")
+	fl.StringVar(&server, "server", "", "read through a running server's /admin/api at this base URL (no user information, query or fragment) instead of the store")
 	return cmd
 }
 
@@ -372,12 +372,16 @@ func (a *app) printSummary(sum operator.Summary, window string, asJSON bool) err
 // openEvidence opens the reader: the server's API when server is set, else the store.
 func (a *app) openEvidence(ctx context.Context, server string) (evidenceReader, error) {
 	if server != "" {
+		// The value is never quoted back: a query or user information may hold a secret.
 		u, err := url.Parse(server)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-			return nil, usageError{fmt.Errorf("--server %q: want a base URL such as http://127.0.0.1:8788", server)}
+			return nil, usageError{errors.New("--server: want a base URL such as http://127.0.0.1:8788")}
 		}
-		return &apiEvidence{base: strings.TrimRight(server, "/"), token: a.cfg.AdminToken,
-			client: &http.Client{Timeout: 30 * time.Second}}, nil
+		if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.RawFragment != "" {
+			return nil, usageError{errors.New("--server: want a base URL without user information, query or fragment " +
+				"(such as http://127.0.0.1:8788; the admin token comes from admin_token in the configuration)")}
+		}
+		return &apiEvidence{base: u, token: a.cfg.AdminToken, client: &http.Client{Timeout: 30 * time.Second}}, nil
 	}
 	st, err := openStoreURL(ctx, a.cfg.Store)
 	if err != nil {
@@ -412,31 +416,42 @@ func (s *storeEvidence) now() time.Time { return store.NowFunc(s.st)() }
 
 // apiEvidence reads a running server's /admin/api.
 type apiEvidence struct {
-	base, token string
-	client      *http.Client
+	base   *url.URL // no user information, query or fragment (openEvidence)
+	token  string
+	client *http.Client
 }
+
+// origin is the server's scheme and host: what an error names of it.
+func (s *apiEvidence) origin() string { return s.base.Scheme + "://" + s.base.Host }
 
 func (s *apiEvidence) now() time.Time { return time.Now() }
 
 func (s *apiEvidence) get(ctx context.Context, path string, q url.Values, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path+"?"+q.Encode(), nil)
+	u := s.base.JoinPath(path) // under the base's path: a server behind a prefix
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("read %s from %s: %w", path, s.origin(), err)
 	}
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
+		// Not the *url.Error itself, which quotes the whole request URL.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("read %s from %s: %w", path, s.origin(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("read %s: %s: %s", path, resp.Status, strings.TrimSpace(string(b)))
+		return fmt.Errorf("read %s from %s: %s: %s", path, s.origin(), resp.Status, strings.TrimSpace(string(b)))
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
+		return fmt.Errorf("read %s from %s: %w", path, s.origin(), err)
 	}
 	return nil
 }
