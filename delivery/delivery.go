@@ -279,6 +279,10 @@ var (
 	// ErrNotResolvable: an operator resolution of a delivery that is not ambiguous, failed or
 	// stuck in sending (in sending with its lease run out).
 	ErrNotResolvable = errors.New("delivery is not ambiguous, failed or stuck in sending")
+	// ErrAlreadyResolved: an operator resolution the delivery already carries (abandoned again,
+	// delivered again under the same provider ID, retried again before any attempt): Resolve
+	// changes nothing, writes no evidence, and returns the delivery with it.
+	ErrAlreadyResolved = errors.New("delivery already resolved so")
 	// ErrClosed: the engine was closed.
 	ErrClosed = errors.New("delivery engine closed")
 )

@@ -92,6 +92,10 @@ func (r Resolution) validate() error {
 // naming the operator. The lease is checked inside the transaction, on the store's clock, so a
 // resolution cannot race an engine: a delivery in sending under a lease that has not run out is
 // being sent, and belongs to that engine. It, and any other state, is ErrNotResolvable.
+//
+// A resolution the delivery already carries (an operator's command run twice) changes nothing
+// and records no second decision: Resolve returns the delivery as it is together with an error
+// wrapping ErrAlreadyResolved.
 func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution) (Record, error) {
 	if err := r.validate(); err != nil {
 		return Record{}, err
@@ -100,12 +104,17 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 		r.By = "operator"
 	}
 	var out store.Delivery
+	var already bool
 	err := e.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		cur, err := tx.GetDelivery(ctx, principal, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		if err != nil {
+			return err
+		}
+		if already, err = carries(ctx, tx, cur, r); err != nil || already {
+			out = cur
 			return err
 		}
 		now := e.clock()
@@ -145,7 +154,7 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 		}
 		outcome := store.OutcomeAbandoned
 		if r.Retry {
-			outcome = "retry"
+			outcome = outcomeRetry
 			cur.State, cur.Attempts, cur.Reconciles, cur.LastError = store.DeliveryPrepared, 0, 0, ""
 			release(&cur, now, now)
 		} else {
@@ -167,9 +176,37 @@ func (e *Engine) Resolve(ctx context.Context, principal, id string, r Resolution
 	if err != nil {
 		return Record{}, fmt.Errorf("resolve delivery %s: %w", id, err)
 	}
+	if already {
+		return toRecord(out), fmt.Errorf("resolve delivery %s: %w: it is %s", id, ErrAlreadyResolved, out.State)
+	}
 	e.changed.notify()
 	e.wake()
 	return toRecord(out), nil
+}
+
+// outcomeRetry is the outcome of an operator's retry on the delivery's attempts.
+const outcomeRetry = "retry"
+
+// carries reports whether d already carries the resolution r: delivered under the same provider
+// ID, or abandoned or retried by an operator with no step since (its latest attempt is that
+// resolution).
+func carries(ctx context.Context, tx store.Tx, d store.Delivery, r Resolution) (bool, error) {
+	switch {
+	case r.Delivered != "":
+		return d.State == store.DeliveryDelivered && d.ProviderID == r.Delivered, nil
+	case r.Abandon && d.State != store.DeliveryFailed, r.Retry && d.State != store.DeliveryPrepared:
+		return false, nil
+	}
+	attempts, err := tx.ListDeliveryAttempts(ctx, d.Principal, d.ID)
+	if err != nil || len(attempts) == 0 {
+		return false, err
+	}
+	last := attempts[len(attempts)-1]
+	want := store.OutcomeAbandoned
+	if r.Retry {
+		want = outcomeRetry
+	}
+	return last.Kind == kindResolve && last.Outcome == want, nil
 }
 
 // idleFor is how long no step has been recorded for d: since its last attempt (or its creation).

@@ -117,8 +117,10 @@ provider by hand:
   --abandon                do not send it: it becomes failed
 
 The resolution, the operator (--by, default $USER) and --note are kept as evidence on the
-delivery and in "channels evidence". A delivery in sending under a live lease (an engine is
-sending it), and one in any other state, is refused.`,
+delivery and in "channels evidence". The same resolution given again (abandoned again, delivered
+again under the same provider ID, retried again before any attempt) changes nothing and records
+nothing: it prints "already <state>" and exits 0. A delivery in sending under a live lease (an
+engine is sending it), and one in any other state, is refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res := delivery.Resolution{Delivered: deliveredID, Retry: retry, Abandon: abandon, By: by, Note: note}
@@ -148,13 +150,19 @@ sending it), and one in any other state, is refused.`,
 				principal = rec.Principal
 			}
 			rec, err := eng.Resolve(cmd.Context(), principal, id, res)
-			if err != nil {
+			// A resolution run again is no second decision: nothing is written, and it is done.
+			already := errors.Is(err, delivery.ErrAlreadyResolved)
+			if err != nil && !already {
 				return err
 			}
 			if asJSON {
 				return json.NewEncoder(a.stdout).Encode(rec)
 			}
-			_, err = fmt.Fprintf(a.stdout, "delivery %s (%s, %s): %s\n", cell(rec.ID), cell(rec.Source), cell(rec.Operation), cell(string(rec.State)))
+			state := cell(string(rec.State))
+			if already {
+				state = "already " + state
+			}
+			_, err = fmt.Fprintf(a.stdout, "delivery %s (%s, %s): %s\n", cell(rec.ID), cell(rec.Source), cell(rec.Operation), state)
 			return err
 		},
 	}

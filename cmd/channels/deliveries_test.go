@@ -204,3 +204,61 @@ func TestTheResolveCommandTheSummaryPrintsForADeliveryStuckInSendingWorks(t *tes
 		t.Errorf("after --retry: %s (%v)", c.stdout.String(), err)
 	}
 }
+
+// TestResolvingADeliveryAgainRecordsNothing: the same resolution run twice is one decision: the
+// second changes nothing, writes no evidence, says "already <state>" and exits 0. Another
+// resolution of an abandoned delivery (a retry) is a new decision.
+func TestResolvingADeliveryAgainRecordsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		state string
+	}{
+		{"abandon", []string{"--abandon"}, "failed"},
+		{"delivered", []string{"--delivered", "msg-42"}, "delivered"},
+		{"retry", []string{"--retry"}, "prepared"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := "sqlite://" + filepath.Join(t.TempDir(), "d.db")
+			rec := ambiguousDelivery(t, url)
+			resolve := func(flags ...string) string {
+				t.Helper()
+				c := newCLI(t, map[string]string{"USER": "ops"})
+				if code := c.run(context.Background(), append([]string{"deliveries", "resolve", rec.ID, "--store", url}, flags...)...); code != 0 {
+					t.Fatalf("resolve %v: exit %d: %s", flags, code, c.stderr.String())
+				}
+				return c.stdout.String()
+			}
+			resolved := func() int {
+				t.Helper()
+				st, err := store.Open(context.Background(), url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				ev, err := st.ListEvidence(context.Background(), store.EvidenceFilter{Kind: delivery.EvidenceResolved})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(ev)
+			}
+			if out := resolve(tc.flags...); !strings.HasSuffix(out, ": "+tc.state+"\n") {
+				t.Errorf("first resolve printed %q", out)
+			}
+			if out := resolve(tc.flags...); !strings.HasSuffix(out, ": already "+tc.state+"\n") {
+				t.Errorf("second resolve printed %q, want already %s", out, tc.state)
+			}
+			if n := resolved(); n != 1 {
+				t.Errorf("%d delivery-resolved records after resolving twice, want 1", n)
+			}
+			if tc.name == "abandon" {
+				if out := resolve("--retry"); !strings.HasSuffix(out, ": prepared\n") {
+					t.Errorf("retry after abandon printed %q", out)
+				}
+				if n := resolved(); n != 2 {
+					t.Errorf("%d delivery-resolved records after abandon and retry, want 2", n)
+				}
+			}
+		})
+	}
+}
