@@ -54,7 +54,7 @@ func (a *app) configCheckCmd() *cobra.Command {
 		Use:   "check",
 		Short: "Validate the configuration: keys, values, secrets, URLs and every configured source",
 		Long: `Load the configuration the way "channels serve" does (the config file, CHANNELS_*
-variables, --store) and report every problem with what to fix: unknown keys, values of the
+variables, --store and every flag of serve) and report every problem with what to fix: unknown keys, values of the
 wrong kind, secrets written in the file or whose environment variable or file is missing, bad
 URLs, a listener off loopback without credentials, source instances that are unknown, named
 twice, or whose options their source refuses, and everything else serve builds before it opens
@@ -69,6 +69,7 @@ Exit status: 0 when the configuration is valid (warnings allowed), 1 when it is 
 usage mistake.`,
 		Example: `  channels config check
   channels config check --config /etc/channels/channels.yaml --connect
+  channels config check --listen 0.0.0.0:8788 --admin-token-file /etc/channels/admin_token
   channels config check --json | jq -r '.errors[]'`,
 		Annotations: map[string]string{noConfig: "loads it itself, to report its problems"},
 		Args:        cobra.NoArgs,
@@ -90,6 +91,9 @@ usage mistake.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	// serve's flags, so that a serve command line is checked as serve reads it (a plain
+	// --admin-token is reported as serve logs it).
+	config.AddFlags(cmd.Flags(), serveFlagKeys()...)
 	cmd.Flags().BoolVar(&connect, "connect", false, "also check that the store can be reached, changing nothing (a SQLite store held by a running server is reported, not an error)")
 	return cmd
 }

@@ -126,3 +126,19 @@ func dirNames(t *testing.T, dir string) string {
 	}
 	return strings.Join(names, ",")
 }
+
+// TestConfigCheckTakesServesFlags: config check reads serve's command line as serve does, so the
+// warning serve logs for a plain --admin-token is listed, and a bad flag value is reported.
+func TestConfigCheckTakesServesFlags(t *testing.T) {
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "config", "check", "--admin-token", "0123456789abcdef0123"); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, c.stdout.String(), c.stderr.String())
+	}
+	if out := c.stdout.String(); !strings.Contains(out, "warning: flag --admin-token puts a secret in the process list") || strings.Contains(out, "0123456789abcdef0123") {
+		t.Errorf("report:\n%s", out)
+	}
+	c = newCLI(t, nil)
+	if code := c.run(context.Background(), "config", "check", "--listen", "0.0.0.0:8788"); code != 1 || !strings.Contains(c.stdout.String(), "error:") {
+		t.Errorf("--listen off loopback without credentials: exit %d\n%s", code, c.stdout.String())
+	}
+}

@@ -64,14 +64,20 @@ dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains i
 			return a.serve(cmd.Context())
 		},
 	}
+	config.AddFlags(cmd.Flags(), serveFlagKeys()...)
+	return cmd
+}
+
+// serveFlagKeys are the settings serve takes as its own flags: every key but store, a persistent
+// flag of the root command. config check takes them too, to check serve's command line.
+func serveFlagKeys() []string {
 	var keys []string
 	for _, k := range config.Keys() {
-		if k != "store" { // a persistent flag of the root command
+		if k != "store" {
 			keys = append(keys, k)
 		}
 	}
-	config.AddFlags(cmd.Flags(), keys...)
-	return cmd
+	return keys
 }
 
 // serveParts are what serve builds from the configuration alone, before it opens the store and
