@@ -268,8 +268,8 @@ func TestBadFlagIsAUsageError(t *testing.T) {
 }
 
 // A mistake in the positional arguments is a usage mistake, as a bad flag is: exit 2 with a
-// message saying what was wrong, before any configuration is read. A command group alone still
-// prints its help and exits 0.
+// message saying what was wrong, before any configuration is read. A command group alone is a
+// missing argument: its help on stderr, exit 2. "channels" alone prints its help and exits 0.
 func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -287,6 +287,10 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 		{[]string{"completion", "foo"}, `unknown command "foo" for "channels completion"`},
 		{[]string{"help", "foo"}, `unknown help topic "foo"`},
 		{[]string{"help", "tasks", "foo"}, `unknown help topic "tasks foo"`},
+		{[]string{"tasks"}, `channels tasks needs a command: one of get, list`},
+		{[]string{"config"}, `Usage:`},
+		{[]string{"deliveries"}, `channels deliveries needs a command: one of list, resolve`},
+		{[]string{"bench"}, `channels bench needs a command`},
 	} {
 		// A broken config file would exit 1: the mistake is found before it is read.
 		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
@@ -297,7 +301,7 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 			t.Errorf("%v: stderr %q lacks %q", tc.args, c.stderr.String(), tc.want)
 		}
 	}
-	for _, args := range [][]string{{}, {"tasks"}, {"--help"}, {"tasks", "--help"}, {"help"}, {"help", "tasks", "get"}} {
+	for _, args := range [][]string{{}, {"--help"}, {"tasks", "--help"}, {"help"}, {"help", "tasks", "get"}} {
 		c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
 		if code := c.run(context.Background(), args...); code != 0 || !strings.Contains(c.stdout.String(), "Usage:") {
 			t.Errorf("%v: exit %d: %s%s", args, code, c.stdout.String(), c.stderr.String())

@@ -158,8 +158,9 @@ func helpCmd() *cobra.Command {
 // without an id, "evidence extra") and an unknown subcommand of a command group ("channels foo",
 // "channels tasks foo"). Cobra reports those with plain errors, which would exit 1.
 //
-// A group (a command with subcommands and no action of its own) is given one: help, as before,
-// when called alone. Being runnable is what makes cobra check its arguments, and it reads no
+// A group (a command with subcommands and no action of its own) is given one: called alone, it
+// prints its help to stderr and is a usage error, a missing argument ("channels tasks"); the root
+// alone prints its help and exits 0. Being runnable is what makes cobra check its arguments, and it reads no
 // configuration, so a broken config file does not stop "channels --help".
 func usageArgs(cmd *cobra.Command) {
 	switch check := cmd.Args; {
@@ -177,7 +178,23 @@ func usageArgs(cmd *cobra.Command) {
 			}
 			return usageError{fmt.Errorf("%s; see %s --help", msg, c.CommandPath())}
 		}
-		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+		cmd.RunE = func(c *cobra.Command, _ []string) error {
+			if !c.HasParent() {
+				return c.Help() // "channels" alone: what it is, and its commands
+			}
+			// A group alone is a missing argument: its help on stderr, then the usage error.
+			c.SetOut(c.ErrOrStderr())
+			if err := c.Help(); err != nil {
+				return err
+			}
+			var names []string
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			return usageError{fmt.Errorf("%s needs a command: one of %s", c.CommandPath(), strings.Join(names, ", "))}
+		}
 		if cmd.Annotations == nil {
 			cmd.Annotations = map[string]string{}
 		}
