@@ -50,9 +50,12 @@ func unsafeRune(r rune) bool {
 }
 
 // terminalLines is s through cell line by line: an error message keeps its lines, and text in it
-// from a provider, a client or a server's answer cannot act on the terminal.
+// from a provider, a client or a server's answer cannot act on the terminal. A tab, which
+// multi-line errors indent with (a Postgres driver's connection attempts), is a space: it reads
+// as the indent it is, where cell would write it as \t. Every other control character is
+// escaped.
 func terminalLines(s string) string {
-	lines := strings.Split(s, "\n")
+	lines := strings.Split(strings.ReplaceAll(s, "\t", " "), "\n")
 	for i, l := range lines {
 		lines[i] = cell(l)
 	}

@@ -122,3 +122,19 @@ func TestTablesPrintProviderControlCharactersAsEscapes(t *testing.T) {
 		t.Errorf("--json last error = %q (%v), want it as it is", listed.LastError, err)
 	}
 }
+
+// TestErrorsReadNaturallyOnTheTerminal: an error's tabs and newlines (a Postgres driver indents
+// each connection attempt on a line of its own) print as the indent and lines they are, not as
+// \t; every other control character in it is still escaped.
+func TestErrorsReadNaturallyOnTheTerminal(t *testing.T) {
+	if got, want := terminalLines("connect:\n\t127.0.0.1:1: refused \x1b[2J\r"), "connect:\n 127.0.0.1:1: refused \\x1b[2J\\r"; got != want {
+		t.Errorf("terminalLines = %q, want %q", got, want)
+	}
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "tasks", "list", "--store", "postgres://u@127.0.0.1:1/db?connect_timeout=5"); code != 1 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	if msg := c.stderr.String(); strings.Contains(msg, `\t`) || !strings.Contains(msg, "\n 127.0.0.1:1") {
+		t.Errorf("stderr %q: want each attempt on a line of its own, indented by a space, without \\t", msg)
+	}
+}
