@@ -70,7 +70,8 @@ func cellOrDash(s string) string {
 	return cell(s)
 }
 
-// cellShort is s on one line (runs of white space made one space), through cell, cut to n runes.
+// cellShort is s on one line (runs of white space, newline and tab among them, made one space:
+// a preview reads better so than with \n escapes), through cell, cut to n runes.
 func cellShort(s string, n int) string {
 	s = cell(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {

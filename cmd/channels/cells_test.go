@@ -138,3 +138,29 @@ func TestErrorsReadNaturallyOnTheTerminal(t *testing.T) {
 		t.Errorf("stderr %q: want each attempt on a line of its own, indented by a space, without \\t", msg)
 	}
 }
+
+// TestTaskMessagesPrintOnOneLine pins what docs/operations.md says of a message in "tasks get": a
+// preview on one line, its runs of white space (newline and tab among them) one space, and every
+// other control character a visible escape.
+func TestTaskMessagesPrintOnOneLine(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "t.db")
+	ctx := context.Background()
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := taskplane.New(st).Accept(ctx, taskplane.Event{Principal: "alice", Source: "webhook", Identity: "ev-1",
+		ConversationKey: "thread-1", Message: taskplane.Message{ID: "m-1", Role: taskplane.RoleUser,
+			Parts: []taskplane.Part{taskplane.TextPart("first line\nsecond\tline\r\n\x1b[2Jend")}}})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCLI(t, nil)
+	if code := c.run(ctx, "tasks", "get", acc.Task.ID, "--principal", "alice", "--store", url); code != 0 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	if out := c.stdout.String(); !strings.Contains(out, `first line second line \x1b[2Jend`+"\n") {
+		t.Errorf("tasks get:\n%s\nwant the message on one line: first line second line \\x1b[2Jend", out)
+	}
+}
