@@ -259,10 +259,18 @@ func (a *app) printConfigReport(r configReport) {
 		fmt.Fprintf(a.stdout, "warning: %s\n", w)
 	}
 	if r.Valid {
-		fmt.Fprintf(a.stdout, "ok: the configuration is valid (%d warnings)\n", len(r.Warnings))
+		fmt.Fprintf(a.stdout, "ok: the configuration is valid (%s)\n", count(len(r.Warnings), "warning"))
 	} else {
-		fmt.Fprintf(a.stdout, "invalid: %d errors, %d warnings\n", len(r.Errors), len(r.Warnings))
+		fmt.Fprintf(a.stdout, "invalid: %s, %s\n", count(len(r.Errors), "error"), count(len(r.Warnings), "warning"))
 	}
+}
+
+// count is n and noun, plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // silentError fails a command whose output already explained the failure: run prints nothing

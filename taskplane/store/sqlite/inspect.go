@@ -50,7 +50,9 @@ func Inspect(ctx context.Context, u *url.URL) (store.Inspection, error) {
 }
 
 // schemaVersion reads the schema version of the database file at path on a read-only connection
-// (SQLite's mode=ro: it creates nothing and writes nothing), 0 for a database without a schema.
+// (SQLite's mode=ro: it writes nothing to the database; like any reader of a WAL database it may
+// create the -wal and -shm files beside it, owned as the database is), 0 for a database without
+// a schema.
 func schemaVersion(ctx context.Context, path string) (int, error) {
 	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: url.Values{
 		"mode":          {"ro"},
