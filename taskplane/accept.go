@@ -133,6 +133,11 @@ func (ev *Event) validate() error {
 	case ev.Checkpoint != nil && ev.Checkpoint.Instance == "":
 		return invalidf("event checkpoint names no source instance")
 	}
+	for _, k := range serverMetadata {
+		if _, ok := ev.Metadata[k]; ok {
+			return invalidf("metadata key %s is the server's to write", k)
+		}
+	}
 	for _, f := range []struct{ name, v string }{{"principal", ev.Principal}, {"source", ev.Source},
 		{"identity", ev.Identity}, {"conversation key", ev.ConversationKey}, {"context id", ev.ContextID},
 		{"task id", ev.TaskID}, {"reply-to id", ev.ReplyTo}} {

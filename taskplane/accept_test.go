@@ -1134,6 +1134,27 @@ func TestAcceptRefusesMalformedEvents(t *testing.T) {
 	}
 }
 
+// Invariant 5: the metadata an executor keeps its own state under is the server's to write. A
+// caller's event that carries it — here the a2a executor's link to a downstream task, which would
+// have the executor follow, continue and cancel another principal's task at the agent — is refused
+// and persists nothing.
+func TestAnEventCannotSetMetadataTheServerWrites(t *testing.T) {
+	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
+		ctx := context.Background()
+		for _, key := range []string{taskplane.MetaRemoteAgent, taskplane.MetaReason} {
+			ev := nativeEvent("mallory", "ev-"+key, "c", "x")
+			ev.Metadata = map[string]any{key: map[string]any{"taskId": "someone-elses-downstream-task", "sent": ev.Message.ID}}
+			if _, err := p.Accept(ctx, ev); !errors.Is(err, taskplane.ErrInvalid) || !strings.Contains(err.Error(), key) {
+				t.Fatalf("an event setting %s: %v; want ErrInvalid naming the key", key, err)
+			}
+		}
+		page, err := p.ListTasks(ctx, "mallory", taskplane.ListQuery{})
+		if err != nil || len(page.Tasks) != 0 {
+			t.Fatalf("refused events left tasks: %v, %v", page.Tasks, err)
+		}
+	})
+}
+
 // A retention pass goes on while any kind filled its batch, not only tasks: 600 old claims whose
 // tasks are gone (more than one batch of 500) all go in one pass.
 func TestARetentionPassGoesOnWhileClaimsFillABatch(t *testing.T) {

@@ -26,7 +26,17 @@ const (
 	ExtOutfitterTask = "https://channels.dev/a2a/ext/outfitter-task/v1"
 	// ExtElicitation keys a question's {"requestedSchema": …} on its status message.
 	ExtElicitation = "https://channels.dev/a2a/ext/elicitation/v1"
+	// MetaRemoteAgent keys the a2a executor's link from a task to the task it started at the
+	// downstream agent ({"agentUrl", "taskId", "contextId", "sent"}): the executor follows,
+	// continues and cancels the task it names, so only the executor writes it (serverMetadata).
+	MetaRemoteAgent = "https://channels.dev/a2a/ext/remote-agent/v1"
 )
+
+// serverMetadata are the task metadata keys only the server writes: an executor's record of its
+// own state and a failure's reason. An event that carries one in its metadata is refused
+// (ErrInvalid) rather than stored: a caller that set the a2a executor's link would have the
+// executor read, continue and cancel a downstream task that is not the caller's.
+var serverMetadata = []string{MetaRemoteAgent, MetaReason}
 
 // outputName is the pattern of a workflow output name.
 var outputName = regexp.MustCompile(`^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$`)

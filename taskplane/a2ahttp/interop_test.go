@@ -593,3 +593,23 @@ func TestDuplicateConflictReason(t *testing.T) {
 	}
 	_ = a2awire.Domain
 }
+
+// TestASendCannotSetMetadataTheServerWrites: a request whose metadata carries a key the server
+// writes (the a2a executor's link to its downstream task) is INVALID_PARAMS on both bindings, and
+// no task is made.
+func TestASendCannotSetMetadataTheServerWrites(t *testing.T) {
+	e := newEnv(t)
+	md := map[string]any{"https://channels.dev/a2a/ext/remote-agent/v1": map[string]any{"taskId": "someone-elses", "sent": "md-1"}}
+	req, _ := json.Marshal(map[string]any{"message": wireMsg("md-1", "complete"), "metadata": md})
+	status, _, body := e.raw(http.MethodPost, "/message:send", tokenAlice, req, nil)
+	if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "INVALID_PARAMS" {
+		t.Fatalf("REST: %d %s", status, body)
+	}
+	r := e.rpc(tokenAlice, "SendMessage", map[string]any{"message": wireMsg("md-2", "complete"), "metadata": md}, nil)
+	if r.Error == nil || r.reason() != "INVALID_PARAMS" {
+		t.Fatalf("JSON-RPC: %+v %s", r.Error, r.Result)
+	}
+	if status, _, body := e.raw(http.MethodGet, "/tasks", tokenAlice, nil, nil); status != http.StatusOK || !strings.Contains(string(body), `"tasks":[]`) {
+		t.Fatalf("refused sends left tasks: %d %s", status, body)
+	}
+}

@@ -39,8 +39,9 @@ import (
 )
 
 // MetaRemote is the metadata key of our task's link to the downstream task ({"agentUrl", "taskId",
-// "contextId", "sent"}), and of the same link on every message copied from the agent.
-const MetaRemote = "https://channels.dev/a2a/ext/remote-agent/v1"
+// "contextId", "sent"}), and of the same link on every message copied from the agent. Only the
+// executor writes it: the task plane refuses an event that carries it.
+const MetaRemote = taskplane.MetaRemoteAgent
 
 // Defaults.
 const (
