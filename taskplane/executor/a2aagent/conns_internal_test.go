@@ -2,6 +2,8 @@ package a2aagent
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -67,5 +69,19 @@ func TestCardReadsAfterTransientFailuresReuseConnections(t *testing.T) {
 	}
 	if n > 1 {
 		t.Fatalf("after %d transient failures %d connections to the agent are still open (idle in transports no client uses); want the one reused", failures, n)
+	}
+}
+
+// An answer of exactly MaxAnswerBytes is whole; one byte more fails with ErrAnswerTooLarge.
+func TestAnAnswerAtTheBoundIsWholeAndOnePastIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		want error
+	}{{MaxAnswerBytes, nil}, {MaxAnswerBytes + 1, ErrAnswerTooLarge}} {
+		b := &limitedBody{ReadCloser: io.NopCloser(strings.NewReader(strings.Repeat("x", tc.size))), left: MaxAnswerBytes}
+		got, err := io.ReadAll(b)
+		if !errors.Is(err, tc.want) || (tc.want == nil && len(got) != tc.size) {
+			t.Errorf("a %d-byte answer: %d bytes, %v; want %v", tc.size, len(got), err, tc.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -146,6 +147,37 @@ type roundTripper struct {
 	auth *bearer
 }
 
+// MaxAnswerBytes bounds an answer of the agent that is not a stream (its card, a JSON-RPC or REST
+// answer): a larger one fails the read (ErrAnswerTooLarge) rather than filling Channels' memory.
+const MaxAnswerBytes = 16 << 20
+
+// ErrAnswerTooLarge is the read error of an answer past MaxAnswerBytes.
+var ErrAnswerTooLarge = fmt.Errorf("the agent's answer is larger than %d bytes", MaxAnswerBytes)
+
+// limitedBody fails reads past its bound with ErrAnswerTooLarge (an io.LimitReader would end the
+// body early, which the client would report as malformed JSON).
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// At the bound: an answer that ends here is whole.
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
+			return 0, err
+		}
+		return 0, ErrAnswerTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
 // statusError is a transient HTTP status from the agent (429, 502, 503, 504).
 type statusError struct{ code int }
 
@@ -159,6 +191,11 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rt.next.RoundTrip(req)
 	if err != nil {
 		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		// A card or a JSON answer is read whole by the A2A client: bound it. A stream lasts as
+		// long as its task, and the client bounds each of its events.
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxAnswerBytes}
 	}
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
