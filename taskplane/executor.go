@@ -595,9 +595,11 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 			d.tellCanceler(bg, lt, t)
 		}
 	}
-	if err != nil && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) && (run.Err() != nil || lt.leaseLost.Load()) {
+	interrupted := run.Err() != nil || lt.leaseLost.Load()
+	if interrupted && !turn.ended.Load() && !errors.Is(err, ErrTaskTerminal) && !errors.Is(err, ErrNoTurn) {
 		// The dispatcher is stopping (shutdown), or the turn was stopped because its lease could
-		// not be renewed in time: the turn was interrupted, not failed. Its wake goes back to the
+		// not be renewed in time: the turn was interrupted, not failed, whether the executor
+		// said so (ctx.Err()) or returned nil with the task unfinished. Its wake goes back to the
 		// queue (or, if the store is still away, waits for its lease to run out), so a turn runs
 		// again from durable state.
 		// Tried once: the dispatcher is stopping, or the store failing; a wake left leased is
