@@ -763,7 +763,7 @@ func (c *Config) Validate() error {
 		v   time.Duration
 	}{{"blocking_timeout", c.BlockingTimeout}, {"retention", c.Retention}, {"retention_interval", c.RetentionEvery}, {"shutdown_timeout", c.ShutdownTimeout},
 		{"health_interval", c.HealthInterval}, {"source_failure_window", c.SourceFailureWindow},
-		{"exec_timeout", c.ExecTimeout}, {"worker_lease", c.WorkerLease}, {"task_timeout", c.TaskTimeout}, {"keep_alive", c.KeepAlive}} {
+		{"exec_timeout", c.ExecTimeout}, {"task_timeout", c.TaskTimeout}, {"keep_alive", c.KeepAlive}} {
 		// A nanosecond is positive but no interval (a ticker of task_timeout/4 would be zero);
 		// some intervals are loops, for which a millisecond is no interval either.
 		least := time.Millisecond
