@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/drain"
 	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -116,8 +116,7 @@ func (s *Sender) Send(ctx context.Context, d delivery.Delivery) (delivery.Receip
 		// records and evidence carry, names only its origin.
 		return delivery.Receipt{}, classifyTransport(redact.URLError(err))
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
+	drain.Discard(resp.Body, drain.MaxBytes, drain.MaxWait) // the status says it all
 	return classifyStatus(resp, n.ID, s.now())
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/drain"
 	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/sources"
 )
@@ -82,7 +83,7 @@ func (s *Source) Send(ctx context.Context, d sources.Delivery) (sources.Receipt,
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		// Read what is left of a short refusal, so its connection serves the next delivery.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxReceipt))
+		drain.Discard(resp.Body, drain.MaxBytes, drain.MaxWait)
 		refused := fmt.Errorf("webhook %s: delivery %s: callback answered %s", s.instance, d.ID, resp.Status)
 		switch {
 		case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooEarly:

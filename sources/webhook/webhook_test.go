@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/drain"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/sources/sourcetest"
 	"github.com/channels-dev/channels/sources/webhook"
@@ -813,5 +814,34 @@ func TestWebhookRefusalsReuseTheirConnection(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("three refused deliveries opened %d connections; want 1", n)
+	}
+}
+
+// A refusal whose body trickles is classified from its status line: the body is given up on
+// after a moment (drain.MaxWait), not waited for up to the client's timeout.
+func TestWebhookASlowRefusalBodyDoesNotHoldTheSend(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte("refused "))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(20 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options(srv.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = src.(sources.Sender).Send(context.Background(), sources.Delivery{ID: "d-1", Operation: "reply"})
+	if kind, _, _ := delivery.Classify(err); kind != delivery.KindPermanent {
+		t.Fatalf("a 400: %v (%v); want a permanent refusal", err, kind)
+	}
+	if d := time.Since(start); d > 3*drain.MaxWait {
+		t.Fatalf("a 400 whose body trickles held the send %s", d)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/channels-dev/channels/internal/drain"
 	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/taskplane"
 )
@@ -200,8 +201,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		// Read what is left of a short answer, so its connection serves the retry.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
+		drain.Discard(resp.Body, drain.MaxBytes, drain.MaxWait)
 		return nil, &statusError{code: resp.StatusCode}
 	}
 	return resp, nil
