@@ -151,8 +151,9 @@ func TestCrashAfterProviderCallIsReconciledWithoutSecondPost(t *testing.T) {
 			t.Fatalf("posts before recovery = %d, want 1", len(p.postsOf(rec.ID)))
 		}
 
-		// A new process starts after the dead one's lease ran out and recovers at start-up.
-		c.Advance(delivery.DefaultLease + time.Second)
+		// A new process starts after the dead one's lease ran out and its call could no longer
+		// land (LookupGrace), and recovers at start-up.
+		c.Advance(delivery.DefaultSendTimeout + delivery.DefaultPolicy.LookupGrace + time.Second)
 		next := newEngine(t, s, route, c, delivery.WithOwner("restarted"))
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan error, 1)

@@ -142,6 +142,18 @@ func (e *Engine) begin(ctx context.Context, tx store.Tx, row store.Delivery, now
 				return step{}, e.settleAmbiguous(ctx, tx, row, kindRecover,
 					"recovery class lookup, but the source has no reconciler", now)
 			}
+			// A row whose worker died in its call (not one released after an outcome, which
+			// is due after it was updated) is looked up only once that call, begun when the
+			// row moved to sending, could no longer land: as after a call that timed out.
+			if !row.NextAttemptAt.After(row.UpdatedAt) {
+				if due := row.UpdatedAt.Add(e.sendTimeout + e.policy.LookupGrace); due.After(now) {
+					release(&row, due, now)
+					if err := tx.UpdateDelivery(ctx, row); err != nil {
+						return step{}, err
+					}
+					return step{}, e.attempt(ctx, tx, row, kindRecover, "wait", nil, now)
+				}
+			}
 			return step{row: row, route: route, do: actLookup}, nil
 		default:
 			return step{}, e.settleAmbiguous(ctx, tx, row, kindRecover,

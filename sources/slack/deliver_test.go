@@ -345,8 +345,9 @@ func TestSlackCrashAfterPostingIsReconciledFromThreadMetadata(t *testing.T) {
 	if len(ours) != 1 {
 		t.Fatalf("posts before the restart = %d, want 1", len(ours))
 	}
-	// A new process starts after the dead one's lease ran out and recovers at start-up.
-	c.Advance(delivery.DefaultLease + time.Second)
+	// A new process starts after the dead one's lease ran out and its call could no longer land
+	// (LookupGrace), and recovers at start-up.
+	c.Advance(delivery.DefaultSendTimeout + delivery.DefaultPolicy.LookupGrace + time.Second)
 	h.w.mu.Lock()
 	h.w.repliesCalls = 0
 	h.w.mu.Unlock()

@@ -1,0 +1,68 @@
+package delivery_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// Invariant 8: a process dies while its lookup-class call is still in flight at the provider.
+// Recovery, once the lease runs out, does not look it up before the call could have landed (the
+// send timeout and LookupGrace after it began), as after a call that timed out: the call landing
+// 61 s after it was made is found, not posted again.
+func TestRecoveryWaitsForACallInFlightBeforeLookingItUp(t *testing.T) {
+	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
+		s := open(t)
+		c := newClock()
+		p := newProvider(c)
+		route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
+		crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
+		rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+			if call == 1 { // the request is at the provider, not landed yet; the process dies
+				p.mu.Unlock()
+				runtime.Goexit()
+			}
+			return true, nil
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); crashed.Process(context.Background(), rec.Principal, rec.ID) }()
+		<-done
+		p.behave = nil
+		c.Advance(delivery.DefaultLease + time.Second)
+		next := newEngine(t, s, route, c, delivery.WithOwner("restarted"))
+		if _, err := next.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := next.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := next.Get(context.Background(), rec.Principal, rec.ID)
+		if got.State != delivery.StateSending || p.lookups != 0 || p.calls[rec.ID] != 1 {
+			t.Fatalf("at lease expiry: state %s, %d lookups, %d calls; want it left in sending, not looked up", got.State, p.lookups, p.calls[rec.ID])
+		}
+		// The first call lands 61 s after it was made: within DefaultSendTimeout+LookupGrace.
+		p.mu.Lock()
+		p.posts = append(p.posts, post{DeliveryID: rec.ID, ProviderID: "msg-late", At: c.Now()})
+		p.mu.Unlock()
+		c.Advance(delivery.DefaultSendTimeout + delivery.DefaultPolicy.LookupGrace - delivery.DefaultLease)
+		for range 2 {
+			if _, err := next.RunOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, _ = next.Get(context.Background(), rec.Principal, rec.ID)
+		wantState(t, got, delivery.StateDelivered)
+		if n := len(p.postsOf(rec.ID)); n != 1 || got.ProviderID != "msg-late" {
+			t.Errorf("posts = %d, provider id %q; want the late call found, not posted again", n, got.ProviderID)
+		}
+	})
+}
