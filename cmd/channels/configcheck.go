@@ -182,7 +182,8 @@ func checkStoreReachable(ctx context.Context, rawURL string, r *configReport) {
 	case errors.Is(err, store.ErrInUse):
 		r.Warnings = append(r.Warnings, "store: in use by another process (a running channels serve holds this SQLite store)")
 	case err != nil:
-		r.Errors = append(r.Errors, fmt.Sprintf("store: cannot open %s: %v", where, err))
+		// On one line: a driver's error may hold several (pgx lists each address it tried).
+		r.Errors = append(r.Errors, "store: "+strings.Join(strings.Fields(err.Error()), " "))
 	case !in.Exists:
 		r.Warnings = append(r.Warnings, fmt.Sprintf("store: %s does not exist yet: serve will create a new, empty store there", where))
 	case in.Version > in.Latest:

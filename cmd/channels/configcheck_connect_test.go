@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,6 +41,30 @@ func TestConfigCheckConnectChangesNothing(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Dir(dir)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("the check created %s (%v)", filepath.Dir(dir), err)
+		}
+	})
+
+	// A store serve could not create is an error, not "serve will create it": a link to a
+	// directory that is not there, a place no directory can be made, a role that may not create
+	// the schema's tables.
+	t.Run("a SQLite store serve could not create is an error", func(t *testing.T) {
+		dir := t.TempDir()
+		link := filepath.Join(dir, "link.db")
+		if err := os.Symlink(filepath.Join(dir, "nowhere", "real.db"), link); err != nil {
+			t.Fatal(err)
+		}
+		if out := configCheckConnect(t, "sqlite://"+link, 1); !strings.Contains(out, "error: store: sqlite store "+link+": cannot create it: it is a link to") {
+			t.Errorf("a dangling link:\n%s", out)
+		}
+		file := filepath.Join(dir, "file")
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out := configCheckConnect(t, "sqlite://"+filepath.Join(file, "x.db"), 1); !strings.Contains(out, "not a directory") {
+			t.Errorf("under a file:\n%s", out)
+		}
+		if before, after := "file,link.db", dirNames(t, dir); after != before {
+			t.Errorf("files after the checks: %s, before: %s", after, before)
 		}
 	})
 
@@ -109,6 +136,35 @@ func TestConfigCheckConnectChangesNothing(t *testing.T) {
 		var table *string
 		if err := conn.QueryRow(context.Background(), `SELECT to_regclass('schema_migrations')::text`).Scan(&table); err != nil || table != nil {
 			t.Errorf("schema_migrations after the check: %v (%v), want none", table, err)
+		}
+	})
+
+	t.Run("a Postgres role that may not create the schema is an error", func(t *testing.T) {
+		url := storetest.PostgresURL(t)
+		conn, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		role := fmt.Sprintf("nocreate_%d", time.Now().UnixNano())
+		var schema string
+		if err := conn.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
+			t.Fatal(err)
+		}
+		// The role may use the test's schema, not create in it.
+		if _, err := conn.Exec(context.Background(), `CREATE ROLE `+role+` LOGIN; GRANT USAGE ON SCHEMA `+pgx.Identifier{schema}.Sanitize()+` TO `+role); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			conn.Exec(context.Background(), `DROP OWNED BY `+role+`; DROP ROLE `+role)
+		})
+		u, err := neturl.Parse(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = neturl.User(role)
+		if out := configCheckConnect(t, u.String(), 1); !strings.Contains(out, "may not create tables in schema") {
+			t.Errorf("report:\n%s", out)
 		}
 	})
 }

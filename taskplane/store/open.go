@@ -114,9 +114,6 @@ func Inspect(ctx context.Context, rawURL string) (Inspection, error) {
 	if !ok {
 		return Inspection{}, fmt.Errorf("inspect store %s: unknown scheme %q (registered: %v)", redact.Password(rawURL), u.Scheme, Schemes())
 	}
-	in, err := inspector(ctx, u)
-	if err != nil {
-		return in, fmt.Errorf("inspect store %s: %w", Redact(u), err)
-	}
-	return in, nil
+	// The driver's error names the store (its path, or its server), never the password.
+	return inspector(ctx, u)
 }

@@ -57,11 +57,20 @@ func Inspect(ctx context.Context, u *url.URL) (store.Inspection, error) {
 	if err := conn.QueryRow(ctx, `SELECT to_regclass(quote_ident($1) || '.schema_migrations')::text`, *schema).Scan(&table); err != nil {
 		return in, fmt.Errorf("postgres: read schema_migrations: %w", err)
 	}
-	if table == nil {
-		return in, nil
+	if table != nil {
+		if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM `+pgx.Identifier{*schema, "schema_migrations"}.Sanitize()).Scan(&in.Version); err != nil {
+			return in, fmt.Errorf("postgres: read schema_migrations: %w", err)
+		}
 	}
-	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM `+pgx.Identifier{*schema, "schema_migrations"}.Sanitize()).Scan(&in.Version); err != nil {
-		return in, fmt.Errorf("postgres: read schema_migrations: %w", err)
+	if in.Version < in.Latest {
+		// Open creates or migrates the schema: the role must be allowed to create in it.
+		var create bool
+		if err := conn.QueryRow(ctx, `SELECT has_schema_privilege(current_schema(), 'CREATE')`).Scan(&create); err != nil {
+			return in, fmt.Errorf("postgres: read privileges: %w", err)
+		}
+		if !create {
+			return in, fmt.Errorf("postgres: the role may not create tables in schema %q, so the store's schema cannot be created or migrated (GRANT CREATE ON SCHEMA %s TO the role)", *schema, pgx.Identifier{*schema}.Sanitize())
+		}
 	}
 	return in, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -31,6 +32,9 @@ func Inspect(ctx context.Context, u *url.URL) (store.Inspection, error) {
 	in := store.Inspection{Latest: ms[len(ms)-1].Version}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if err := creatable(path); err != nil {
+			return in, fmt.Errorf("sqlite store %s: %w", path, err)
+		}
 		return in, nil
 	}
 	if err != nil {
@@ -75,4 +79,53 @@ func schemaVersion(ctx context.Context, path string) (int, error) {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
+}
+
+// creatable reports why Open could not create a database at path, where there is none: Open
+// makes the missing directories above path, then the file. Through a symbolic link the file is
+// made at the link's target, whose directory must be there already. What decides is whether a
+// directory can be made in the nearest directory that exists, probed with one made and removed
+// at once (permissions alone do not tell: root may write where a file system refuses).
+func creatable(path string) error {
+	target, linked := path, false
+	for range 16 {
+		fi, err := os.Lstat(target)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			break
+		}
+		dest, err := os.Readlink(target)
+		if err != nil {
+			return err
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(target), dest)
+		}
+		target, linked = dest, true
+	}
+	dir := filepath.Dir(target)
+	for {
+		fi, err := os.Stat(dir)
+		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("cannot create it: %s is not a directory", dir)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cannot create it: %w", err)
+		}
+		if linked {
+			return fmt.Errorf("cannot create it: it is a link to %s, whose directory does not exist", target)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	probe, err := os.MkdirTemp(dir, ".channels-check-")
+	if err != nil {
+		return fmt.Errorf("cannot create it in %s: %w", dir, err)
+	}
+	return os.Remove(probe)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,7 +70,15 @@ func (l *fileLock) lockDatabase(path string) error {
 	if err != nil {
 		return fmt.Errorf("open database file: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// A holder of the lock file's name is refused above; what holds the database file now is
+	// another name of it (a hard link) or `config check --connect` testing it for an instant
+	// (checkUnlocked): the second lets go at once, so it is waited out briefly.
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	for try := 0; errors.Is(err, unix.EWOULDBLOCK) && try < 20; try++ {
+		time.Sleep(10 * time.Millisecond)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return fmt.Errorf("another channels process is using this database file under another name (a hard link): %w",
