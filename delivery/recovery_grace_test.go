@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -65,4 +66,60 @@ func TestRecoveryWaitsForACallInFlightBeforeLookingItUp(t *testing.T) {
 			t.Errorf("posts = %d, provider id %q; want the late call found, not posted again", n, got.ProviderID)
 		}
 	})
+}
+
+// bobOnly routes "slack" for bob alone (a process hosting another tenant's Slack instance).
+type bobOnly struct{ r delivery.Route }
+
+func (b bobOnly) Route(principal, source string) (delivery.Route, error) {
+	if principal != "bob" {
+		return delivery.Route{}, fmt.Errorf("%w %q for %s", delivery.ErrNoRoute, source, principal)
+	}
+	return b.r, nil
+}
+func (bobOnly) Sources() []string { return []string{"slack"} }
+
+// A process that hosts the source for other principals only claims the dead worker's row first
+// and releases it (no route): that does not shorten the wait before the lookup.
+func TestRecoveryWaitOutlastsAReleaseByAProcessWithoutARoute(t *testing.T) {
+	s := storetest.OpenSQLite(t)
+	c := newClock()
+	p := newProvider(c)
+	route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
+	crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
+	rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+		if call == 1 {
+			p.mu.Unlock()
+			runtime.Goexit()
+		}
+		return true, nil
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); crashed.Process(context.Background(), rec.Principal, rec.ID) }()
+	<-done
+	p.behave = nil
+	c.Advance(delivery.DefaultLease + time.Second)
+	// Another process, hosting slack for bob only, claims the row first: no route, released.
+	other := delivery.New(s, bobOnly{route}, delivery.WithLogger(quiet), delivery.WithPoll(20*time.Millisecond),
+		delivery.WithClock(c.Now), delivery.WithOwner("other"))
+	t.Cleanup(func() { other.Close() })
+	if _, err := other.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Second)
+	next := newEngine(t, s, route, c, delivery.WithOwner("restarted"))
+	for range 2 {
+		if _, err := next.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := next.Get(context.Background(), rec.Principal, rec.ID)
+	if p.lookups != 0 || got.State != delivery.StateSending {
+		t.Fatalf("%s after the call began: %s, looked up %d time(s); want it waiting until send timeout + LookupGrace (90 s): the call may still land",
+			delivery.DefaultLease+2*time.Second, got.State, p.lookups)
+	}
 }

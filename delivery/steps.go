@@ -116,9 +116,11 @@ func (e *Engine) claimBatch(ctx context.Context, limit int) ([]step, error) {
 func (e *Engine) begin(ctx context.Context, tx store.Tx, row store.Delivery, now time.Time) (step, error) {
 	route, err := e.router.Route(row.Principal, row.Source)
 	if err != nil {
-		// Another process may route it; come back later without spending anything.
+		// Another process may route it; come back later without spending anything. The row is
+		// left as it was otherwise: its update time is when its call began, if it is in sending
+		// (diedInCall).
 		e.log.Warn("delivery: no route; released", "delivery", row.ID, "source", row.Source, "err", err)
-		release(&row, now.Add(e.poll), now)
+		row.LeaseOwner, row.LeaseUntil, row.NextAttemptAt = "", time.Time{}, now.Add(e.poll)
 		return step{}, tx.UpdateDelivery(ctx, row)
 	}
 	route = route.resolved(row.Source)
@@ -142,17 +144,18 @@ func (e *Engine) begin(ctx context.Context, tx store.Tx, row store.Delivery, now
 				return step{}, e.settleAmbiguous(ctx, tx, row, kindRecover,
 					"recovery class lookup, but the source has no reconciler", now)
 			}
-			// A row whose worker died in its call (not one released after an outcome, which
-			// is due after it was updated) is looked up only once that call, begun when the
-			// row moved to sending, could no longer land: as after a call that timed out.
-			if !row.NextAttemptAt.After(row.UpdatedAt) {
-				if due := row.UpdatedAt.Add(e.sendTimeout + e.policy.LookupGrace); due.After(now) {
-					release(&row, due, now)
-					if err := tx.UpdateDelivery(ctx, row); err != nil {
-						return step{}, err
-					}
-					return step{}, e.attempt(ctx, tx, row, kindRecover, "wait", nil, now)
+			// A row whose worker died in its call is looked up only once that call could no
+			// longer land, as after a call that timed out.
+			began, died, err := e.diedInCall(ctx, tx, row)
+			if err != nil {
+				return step{}, err
+			}
+			if due := began.Add(e.sendTimeout + e.policy.LookupGrace); died && due.After(now) {
+				release(&row, due, now)
+				if err := tx.UpdateDelivery(ctx, row); err != nil {
+					return step{}, err
 				}
+				return step{}, e.attempt(ctx, tx, row, kindRecover, "wait", nil, now)
 			}
 			return step{row: row, route: route, do: actLookup}, nil
 		default:
@@ -538,6 +541,23 @@ func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delive
 	default:
 		return fmt.Errorf("record anchor of delivery %s: %w", cur.ID, err)
 	}
+}
+
+// diedInCall reports whether the worker of a row left in sending died in its provider call, and
+// when that call began: the row moved to sending then (beginSend, which records no attempt) and
+// no step has been recorded since. A row released after an outcome has that outcome's attempt
+// recorded at its update, in one transaction.
+func (e *Engine) diedInCall(ctx context.Context, tx store.Tx, row store.Delivery) (began time.Time, died bool, err error) {
+	attempts, err := tx.ListDeliveryAttempts(ctx, row.Principal, row.ID)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	for _, a := range attempts {
+		if !a.CreatedAt.Before(row.UpdatedAt) {
+			return time.Time{}, false, nil
+		}
+	}
+	return row.UpdatedAt, true, nil
 }
 
 // hadUnknownOutcome reports whether an idempotent-class delivery had a send whose outcome was
