@@ -49,12 +49,20 @@ func (s *Store) migrate(ctx context.Context) (schema string, err error) {
 	if err := s.lockMigrations(ctx, tx, schema); err != nil {
 		return "", err
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    integer     PRIMARY KEY,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now()
-	)`); err != nil {
-		return "", fmt.Errorf("create schema_migrations: %w", err)
+	// Created only when missing: even CREATE TABLE IF NOT EXISTS needs CREATE on the schema, which
+	// a role that only uses a store another role migrated need not have.
+	var table *string
+	if err := tx.QueryRow(ctx, `SELECT to_regclass(quote_ident($1) || '.schema_migrations')::text`, schema).Scan(&table); err != nil {
+		return "", fmt.Errorf("read schema_migrations: %w", err)
+	}
+	if table == nil {
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    integer     PRIMARY KEY,
+			name       text        NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`); err != nil {
+			return "", fmt.Errorf("create schema_migrations: %w", err)
+		}
 	}
 	applied := map[int]bool{}
 	rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)

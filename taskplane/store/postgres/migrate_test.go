@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/postgres"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -118,4 +119,44 @@ func beforeMigration(t *testing.T, undo string) (*url.URL, *pgx.Conn) {
 		t.Fatal(err)
 	}
 	return u, conn
+}
+
+// A role that only uses a store another role migrated — no CREATE on its schema, the tables'
+// rows its to read and write — opens it: an up-to-date store creates nothing, so asks for no
+// CREATE; and Inspect, config check's view of it, agrees. The same role on a store that still
+// needs its schema is refused by both.
+func TestARoleWithoutCreateUsesAMigratedStore(t *testing.T) {
+	ctx := context.Background()
+	u := newSchema(t)
+	schema := u.Query().Get("search_path")
+	owner, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Close(ctx) })
+	role := "user_" + strings.ReplaceAll(schema, "storetest_", "")
+	id := pgx.Identifier{schema}.Sanitize()
+	if _, err := owner.Exec(ctx, `CREATE ROLE `+role+` LOGIN; GRANT USAGE ON SCHEMA `+id+` TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Exec(ctx, `DROP OWNED BY `+role+`; DROP ROLE `+role) })
+	as := *u
+	as.User = url.User(role)
+
+	if _, err := postgres.Inspect(ctx, &as); err == nil || !strings.Contains(err.Error(), "may not create tables") {
+		t.Fatalf("Inspect of a store without its schema, as a role without CREATE: %v", err)
+	}
+	open(t, u).Close() // the owner migrates it
+	if _, err := owner.Exec(ctx, `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA `+id+` TO `+role+`;
+		GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA `+id+` TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := postgres.Inspect(ctx, &as); err != nil || in.Version != in.Latest {
+		t.Fatalf("Inspect of the migrated store: %+v, %v", in, err)
+	}
+	s, err := postgres.Open(ctx, &as)
+	if err != nil {
+		t.Fatalf("a role without CREATE could not open a migrated store: %v", err)
+	}
+	s.Close()
 }
