@@ -82,27 +82,15 @@ func schemaVersion(ctx context.Context, path string) (int, error) {
 }
 
 // creatable reports why Open could not create a database at path, where there is none: Open
-// makes the missing directories above path, then the file. Through a symbolic link the file is
-// made at the link's target, whose directory must be there already. What decides is whether a
-// directory can be made in the nearest directory that exists, probed with one made and removed
-// at once (permissions alone do not tell: root may write where a file system refuses).
+// makes the missing directories above path, then the file, and does neither through a link that
+// leads nowhere (the file is not made at its target). What decides is whether a directory can be
+// made in the nearest directory that exists, probed with one made and removed at once
+// (permissions alone do not tell: root may write where a file system refuses).
 func creatable(path string) error {
-	target, linked := path, false
-	for range 16 {
-		fi, err := os.Lstat(target)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			break
-		}
-		dest, err := os.Readlink(target)
-		if err != nil {
-			return err
-		}
-		if !filepath.IsAbs(dest) {
-			dest = filepath.Join(filepath.Dir(target), dest)
-		}
-		target, linked = dest, true
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return errors.New("cannot create it: it is a link to a file that does not exist")
 	}
-	dir := filepath.Dir(target)
+	dir := filepath.Dir(path)
 	for {
 		fi, err := os.Stat(dir)
 		if err == nil {
@@ -114,8 +102,8 @@ func creatable(path string) error {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("cannot create it: %w", err)
 		}
-		if linked {
-			return fmt.Errorf("cannot create it: it is a link to %s, whose directory does not exist", target)
+		if _, err := os.Lstat(dir); err == nil {
+			return fmt.Errorf("cannot create it: %s is a link to a directory that does not exist", dir)
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
