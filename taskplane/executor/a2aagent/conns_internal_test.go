@@ -85,3 +85,32 @@ func TestAnAnswerAtTheBoundIsWholeAndOnePastIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A stream is not bounded as an answer is: one asked for with Accept: text/event-stream, as the
+// A2A client asks, is read whole over its life even when the agent does not label it (Go's server
+// sniffs text/plain); an unlabelled answer to a request that did not ask for a stream is bounded.
+func TestAStreamIsNotBoundedAsAnAnswer(t *testing.T) {
+	ev := "data: " + `{"jsonrpc":"2.0","id":1,"result":{"pad":"` + strings.Repeat("x", 4000) + `"}}` + "\n\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 5000 { // about 20 MiB over the task's life
+			io.WriteString(w, ev)
+		}
+	}))
+	defer srv.Close()
+	rt := &roundTripper{next: http.DefaultTransport, auth: &bearer{}}
+	for _, accept := range []string{"text/event-stream", "application/json"} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		req.Header.Set("Accept", accept)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if stream := accept == "text/event-stream"; stream && err != nil {
+			t.Errorf("a stream was cut after %d bytes: %v", n, err)
+		} else if !stream && !errors.Is(err, ErrAnswerTooLarge) {
+			t.Errorf("an answer of %d bytes was read whole (%v)", n, err)
+		}
+	}
+}

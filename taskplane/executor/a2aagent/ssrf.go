@@ -148,6 +148,20 @@ type roundTripper struct {
 	auth *bearer
 }
 
+// isStream reports whether resp is a stream: asked for as one (the A2A client reads the answer to
+// a request that accepts text/event-stream as a stream, whatever its Content-Type says) or
+// labelled one.
+func isStream(req *http.Request, resp *http.Response) bool {
+	for _, h := range []string{req.Header.Get("Accept"), resp.Header.Get("Content-Type")} {
+		for _, v := range strings.Split(h, ",") {
+			if mt, _, _ := mime.ParseMediaType(strings.TrimSpace(v)); mt == "text/event-stream" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // MaxAnswerBytes bounds an answer of the agent that is not a stream (its card, a JSON-RPC or REST
 // answer): a larger one fails the read (ErrAnswerTooLarge) rather than filling Channels' memory.
 const MaxAnswerBytes = 16 << 20
@@ -166,7 +180,11 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
 		// At the bound: an answer that ends here is whole.
 		var one [1]byte
-		if n, err := b.ReadCloser.Read(one[:]); n == 0 && err != nil {
+		n, err := b.ReadCloser.Read(one[:])
+		for try := 0; n == 0 && err == nil && try < 100; try++ { // a Read may return 0, nil
+			n, err = b.ReadCloser.Read(one[:])
+		}
+		if n == 0 && err != nil {
 			return 0, err
 		}
 		return 0, ErrAnswerTooLarge
@@ -193,7 +211,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+	if !isStream(req, resp) {
 		// A card or a JSON answer is read whole by the A2A client: bound it. A stream lasts as
 		// long as its task, and the client bounds each of its events.
 		resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxAnswerBytes}
