@@ -133,11 +133,6 @@ func (ev *Event) validate() error {
 	case ev.Checkpoint != nil && ev.Checkpoint.Instance == "":
 		return invalidf("event checkpoint names no source instance")
 	}
-	for _, k := range serverMetadata {
-		if _, ok := ev.Metadata[k]; ok {
-			return invalidf("metadata key %s is the server's to write", k)
-		}
-	}
 	for _, f := range []struct{ name, v string }{{"principal", ev.Principal}, {"source", ev.Source},
 		{"identity", ev.Identity}, {"conversation key", ev.ConversationKey}, {"context id", ev.ContextID},
 		{"task id", ev.TaskID}, {"reply-to id", ev.ReplyTo}} {
@@ -613,6 +608,13 @@ func (p *Plane) resolveContext(ctx context.Context, tx store.Tx, ev *Event, now 
 // task's row for the caller to insert: acceptNew inserts it once it knows whether the task's first
 // turn is granted in the same transaction, so that the row is written once.
 func (p *Plane) createTask(ctx context.Context, tx store.Tx, ev *Event, contextID string, msg Message, now time.Time) (*Task, store.Task, error) {
+	// The event's metadata becomes the task's: not the keys the server writes (serverMetadata).
+	// A continuation's is not stored, and a client may echo its task's metadata there.
+	for _, k := range serverMetadata {
+		if _, ok := ev.Metadata[k]; ok {
+			return nil, store.Task{}, invalidf("metadata key %s is the server's to write", k)
+		}
+	}
 	t := &Task{
 		ID:        p.newID(),
 		ContextID: contextID,

@@ -1238,3 +1238,27 @@ func TestDifferentMetadataUnderTheSameIdentityConflicts(t *testing.T) {
 		}
 	})
 }
+
+// A continuation's metadata is not stored, so a client that echoes its task's metadata there —
+// the a2a executor's link included — is not refused, and the link it echoes changes nothing.
+func TestAContinuationEchoingItsTasksMetadataIsAccepted(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	ctx := context.Background()
+	acc, err := p.Accept(ctx, a2aEvent("m-1", "hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := a2aEvent("m-2", "more")
+	ev.TaskID = acc.Task.ID
+	ev.Metadata = map[string]any{taskplane.MetaRemoteAgent: map[string]any{"taskId": "someone-elses"}}
+	if _, err := p.Accept(ctx, ev); err != nil {
+		t.Fatalf("a continuation echoing its task's metadata: %v", err)
+	}
+	task, err := p.GetTask(ctx, "alice", acc.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := task.Metadata[taskplane.MetaRemoteAgent]; ok {
+		t.Fatalf("the echoed link was stored: %v", task.Metadata)
+	}
+}
