@@ -2,6 +2,8 @@ package push
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -295,7 +297,10 @@ func (n *Notifier) next(ctx context.Context, c store.PushConfig) (next store.Pus
 			return next, nil, false, err
 		}
 		next.Snapshot = nil
-		id := c.TaskID + ":" + strconv.FormatInt(c.Cursor, 10) + ":task"
+		// And a digest of the body: a change that adds no event (a settlement, metadata) changes
+		// the snapshot, and one id must carry one body.
+		sum := sha256.Sum256(body)
+		id := c.TaskID + ":" + strconv.FormatInt(c.Cursor, 10) + ":task:" + hex.EncodeToString(sum[:6])
 		r, err := n.request(c, id, c.Cursor, t.ContextID, body)
 		return next, r, err == nil, err
 	}
