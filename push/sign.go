@@ -133,13 +133,18 @@ func Verify(h http.Header, body []byte, token string, now time.Time, tolerance t
 	return Notification{ID: id, Time: t}, nil
 }
 
+// SeenTTL is how long SeenIDs remembers an id by default: longer than Channels retries one
+// notification (DefaultPolicy: about 10 minutes of backoff, 15 attempts of up to 30 s each, and
+// an hour of Retry-After waits in all), with room to spare.
+const SeenTTL = 2 * time.Hour
+
 // SeenIDs remembers notification ids for a while, so a receiver acts on each id once: retries
-// and replays inside the tolerance window carry an id it has seen. It is safe for concurrent use.
-// It lives in memory; a receiver that must not act twice across its own restarts keeps the ids
-// in its database instead (a unique key on the id, next to the effect).
+// and replays carry an id it has seen. It is safe for concurrent use. It lives in memory; a
+// receiver that must not act twice across its own restarts keeps the ids in its database instead
+// (a unique key on the id, next to the effect).
 type SeenIDs struct {
-	// TTL is how long an id is remembered (default twice DefaultTolerance, which covers the
-	// window Verify accepts on either side of the clock).
+	// TTL is how long an id is remembered (default SeenTTL). Each retry is signed afresh, so
+	// Verify's window does not end them: the TTL must outlast the sender's retries of one id.
 	TTL time.Duration
 
 	mu   sync.Mutex
@@ -151,7 +156,7 @@ type SeenIDs struct {
 func (s *SeenIDs) Mark(id string, now time.Time) (seen bool) {
 	ttl := s.TTL
 	if ttl <= 0 {
-		ttl = 2 * DefaultTolerance
+		ttl = SeenTTL
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

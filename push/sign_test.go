@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/delivery"
 	"github.com/channels-dev/channels/push"
 )
 
@@ -66,7 +67,30 @@ func TestSeenIDsActsOnEachIDOnce(t *testing.T) {
 	if s.Mark("t1:2", now) {
 		t.Fatal("another id was seen")
 	}
-	if s.Mark("t1:1", now.Add(time.Hour)) {
+	if s.Mark("t1:1", now.Add(push.SeenTTL+time.Minute)) {
 		t.Fatal("an id was remembered past its TTL")
+	}
+}
+
+// A receiver using SeenIDs acts on an id once for as long as Channels may retry it: every retry is
+// signed afresh, so Verify accepts the last one however late it comes, and SeenIDs must still
+// remember the id then — after the longest backoff of DefaultPolicy (each wait at its most, with
+// jitter), an hour of Retry-After waits, and every attempt taking the longest push_timeout.
+func TestSeenIDsOutlastChannelsRetriesOfOneID(t *testing.T) {
+	pol := push.DefaultPolicy
+	span := pol.MaxRetryAfterTotal + time.Duration(pol.MaxAttempts)*30*time.Second
+	wait := pol.InitialInterval
+	for range pol.MaxAttempts - 1 {
+		span += time.Duration(float64(min(wait, pol.MaxInterval)) * (1 + delivery.DefaultPolicy.RandomizationFactor))
+		wait *= 2
+	}
+	var seen push.SeenIDs
+	t0 := time.Now()
+	if seen.Mark("task-1:7", t0) {
+		t.Fatal("a new id was taken for seen")
+	}
+	seen.Mark("other:1", t0.Add(span)) // sweeps what it has forgotten
+	if !seen.Mark("task-1:7", t0.Add(span)) {
+		t.Fatalf("a retry %s after the first attempt is not recognised: the receiver acts twice", span)
 	}
 }
