@@ -555,6 +555,11 @@ func (p *Plane) settleNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	if err := settleTx(ctx, tx, ev.Principal, ev.Source, t, *ev.Settlement, map[string]any{"identity": ev.Identity}, now); err != nil {
 		return Acceptance{}, err
 	}
+	// A webhook the send carries is registered as on any send: on a finished task it gets the
+	// task as it now stands.
+	if err := p.registerPushConfigs(ctx, tx, t, ev.PushConfigs, now); err != nil {
+		return Acceptance{}, err
+	}
 	if err := advanceCheckpoint(ctx, tx, ev, now); err != nil {
 		return Acceptance{}, err
 	}
