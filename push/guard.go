@@ -56,7 +56,7 @@ func (f ResolverFunc) LookupNetIP(ctx context.Context, network, host string) ([]
 //   - the address arm: the host, and every address it resolves to, must be public: no loopback,
 //     private (RFC 1918), link-local, unique-local (fc00::/7), shared (CGNAT, 100.64.0.0/10),
 //     cloud metadata, unspecified, multicast, documentation or otherwise reserved address, also
-//     not inside an IPv4-mapped, NAT64 or 6to4 IPv6 address.
+//     not inside an IPv4-mapped, IPv4-translated, NAT64 or 6to4 IPv6 address.
 //
 // CheckURL applies both at registration. DialContext applies the address arm again at every
 // connection: it resolves the host, refuses the whole name if any address is forbidden, and
@@ -287,10 +287,12 @@ var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	nat64loc  = netip.MustParsePrefix("64:ff9b:1::/48")
 	sixToFour = netip.MustParsePrefix("2002::/16")
+	siit      = netip.MustParsePrefix("::ffff:0:0:0/96") // IPv4-translated (RFC 6052 / SIIT)
 )
 
 // classify returns why a is not a public address ("" when it is) and whether the opt-in admits
-// it. IPv6 addresses that embed an IPv4 address (mapped, NAT64, 6to4) are judged by it.
+// it. IPv6 addresses that embed an IPv4 address (mapped, translated, NAT64, 6to4) are judged by
+// it.
 func classify(a netip.Addr) (reason string, privateOK bool) {
 	if !a.IsValid() {
 		return "invalid", false
@@ -299,7 +301,7 @@ func classify(a netip.Addr) (reason string, privateOK bool) {
 	if a.Is6() {
 		b := a.As16()
 		switch {
-		case nat64.Contains(a):
+		case nat64.Contains(a), siit.Contains(a):
 			return classify(netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}))
 		case nat64loc.Contains(a):
 			return "reserved (local NAT64)", false

@@ -49,9 +49,11 @@ func TestClassifyAddresses(t *testing.T) {
 		{"198.51.100.7", "documentation", false},
 		{"::ffff:10.0.0.1", "private", true}, // IPv4-mapped
 		{"::ffff:169.254.169.254", "cloud metadata", false},
-		{"64:ff9b::a00:1", "private", true},  // NAT64 of 10.0.0.1
-		{"2002:7f00:1::1", "loopback", true}, // 6to4 of 127.0.0.1
-		{"2002:5db8:d822::1", "", false},     // 6to4 of a public address
+		{"64:ff9b::a00:1", "private", true},             // NAT64 of 10.0.0.1
+		{"2002:7f00:1::1", "loopback", true},            // 6to4 of 127.0.0.1
+		{"2002:5db8:d822::1", "", false},                // 6to4 of a public address
+		{"::ffff:0:7f00:1", "loopback", true},           // IPv4-translated (SIIT) 127.0.0.1
+		{"::ffff:0:a9fe:a9fe", "cloud metadata", false}, // IPv4-translated 169.254.169.254
 	} {
 		reason, ok := classify(netip.MustParseAddr(c.addr))
 		if reason != c.reason || (reason != "" && ok != c.privateOK) {
