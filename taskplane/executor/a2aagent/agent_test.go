@@ -451,12 +451,27 @@ func TestA2AExecutorSSRFCheck(t *testing.T) {
 	}
 }
 
-func TestPublicAddress(t *testing.T) {
-	for addr, want := range map[string]bool{"93.184.216.34": true, "2606:2800:220:1::1": true, "127.0.0.1": false,
-		"10.0.0.1": false, "172.16.0.1": false, "192.168.1.1": false, "169.254.169.254": false, "100.64.0.1": false,
-		"::1": false, "fe80::1": false, "fc00::1": false, "0.0.0.0": false, "::ffff:127.0.0.1": false, "224.0.0.1": false} {
-		if got := a2aagent.PublicAddr(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("public(%s) = %v, want %v", addr, got, want)
+// The executor connects to public addresses, and to private ones only when the operator allows
+// private agents — never to cloud metadata or reserved addresses, nor to IPv6 forms that embed a
+// private IPv4 address (6to4, NAT64, IPv4-translated).
+func TestAllowedAddress(t *testing.T) {
+	for _, c := range []struct {
+		addr                string
+		public, withPrivate bool
+	}{
+		{"93.184.216.34", true, true}, {"2606:2800:220:1::1", true, true},
+		{"127.0.0.1", false, true}, {"10.0.0.1", false, true}, {"172.16.0.1", false, true}, {"192.168.1.1", false, true},
+		{"100.64.0.1", false, true}, {"::1", false, true}, {"fe80::1", false, true}, {"fc00::1", false, true},
+		{"::ffff:127.0.0.1", false, true}, {"2002:7f00:1::1", false, true}, {"::ffff:0:7f00:1", false, true},
+		{"169.254.169.254", false, false}, {"0.0.0.0", false, false}, {"224.0.0.1", false, false},
+		{"64:ff9b::a9fe:a9fe", false, false}, {"192.0.2.1", false, false},
+	} {
+		a := netip.MustParseAddr(c.addr)
+		if got := a2aagent.AllowedAddr(a, false); got != c.public {
+			t.Errorf("allowed(%s) = %v, want %v", c.addr, got, c.public)
+		}
+		if got := a2aagent.AllowedAddr(a, true); got != c.withPrivate {
+			t.Errorf("allowed(%s) with private agents = %v, want %v", c.addr, got, c.withPrivate)
 		}
 	}
 }

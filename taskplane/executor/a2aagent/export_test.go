@@ -1,4 +1,4 @@
 package a2aagent
 
-// PublicAddr exposes publicAddr to the tests.
-var PublicAddr = publicAddr
+// AllowedAddr exposes allowedAddr to the tests.
+var AllowedAddr = allowedAddr

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/internal/drain"
+	"github.com/channels-dev/channels/internal/netguard"
 	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/taskplane"
 )
@@ -24,29 +25,13 @@ import (
 // operator has not allowed private agents.
 var ErrForbiddenURL = errors.New("agent URL refused by the SSRF check")
 
-// nonPublic are ranges net/netip has no predicate for.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),   // reserved
-	netip.MustParsePrefix("64:ff9b::/96"),  // NAT64: may embed a private IPv4 address
-}
-
-// publicAddr reports whether ip is a public unicast address.
-func publicAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
-		return false
-	}
-	for _, p := range nonPublic {
-		if p.Contains(ip) {
-			return false
-		}
-	}
-	return true
+// allowedAddr reports whether the executor may connect to ip: a public address, or, when the
+// operator allows private agents, one of the private ranges (loopback, private, link-local,
+// unique-local, CGNAT) — never cloud metadata, reserved or documentation addresses. IPv6 forms
+// that embed an IPv4 address are judged by it (netguard, as push notifications are).
+func allowedAddr(ip netip.Addr, allowPrivate bool) bool {
+	reason, privateOK := netguard.Classify(ip)
+	return reason == "" || (allowPrivate && privateOK)
 }
 
 // checkURL checks a downstream URL's form: https (http only when private agents are allowed), a
@@ -64,7 +49,7 @@ func checkURL(raw string, allowPrivate bool) (*url.URL, error) {
 	default:
 		return nil, fmt.Errorf("%w: %s is not https (allow private agents to use http)", ErrForbiddenURL, redact.Origin(raw))
 	}
-	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil && !allowPrivate && !publicAddr(ip) {
+	if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil && !allowedAddr(ip, allowPrivate) {
 		return nil, fmt.Errorf("%w: %s is not a public address", ErrForbiddenURL, u.Hostname())
 	}
 	return u, nil
@@ -78,14 +63,11 @@ func checkURL(raw string, allowPrivate bool) (*url.URL, error) {
 func newTransport(allowPrivate bool) *http.Transport {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
 		Control: func(network, address string, _ syscall.RawConn) error {
-			if allowPrivate {
-				return nil
-			}
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
 				return fmt.Errorf("%w: unparsable address %q", ErrForbiddenURL, address)
 			}
-			if !publicAddr(ap.Addr()) {
+			if !allowedAddr(ap.Addr(), allowPrivate) {
 				return fmt.Errorf("%w: %s is not a public address", ErrForbiddenURL, ap.Addr())
 			}
 			return nil
