@@ -114,3 +114,32 @@ func TestAStreamIsNotBoundedAsAnAnswer(t *testing.T) {
 		}
 	}
 }
+
+// An error answer to a request for a stream is an answer, not a stream: the A2A client's REST
+// binding decodes it whole (rest.FromRESTError), so it is bounded like any answer.
+func TestAnErrorAnswerToAStreamRequestIsBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"`)
+		chunk := strings.Repeat("x", 1<<20)
+		for range 20 { // 20 MiB
+			io.WriteString(w, chunk)
+		}
+		io.WriteString(w, `"}}`)
+	}))
+	defer srv.Close()
+	rt := &roundTripper{next: http.DefaultTransport, auth: &bearer{}}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/message:stream", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if !errors.Is(err, ErrAnswerTooLarge) {
+		t.Fatalf("a %d-byte JSON error answer (status %d) to a stream request was read whole (err %v); want ErrAnswerTooLarge at %d",
+			n, resp.StatusCode, err, MaxAnswerBytes)
+	}
+}

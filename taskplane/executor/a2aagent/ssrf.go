@@ -130,10 +130,13 @@ type roundTripper struct {
 	auth *bearer
 }
 
-// isStream reports whether resp is a stream: asked for as one (the A2A client reads the answer to
-// a request that accepts text/event-stream as a stream, whatever its Content-Type says) or
-// labelled one.
+// isStream reports whether resp is a stream: a 2xx answer asked for as one (the A2A client reads
+// the answer to a request that accepts text/event-stream as a stream, whatever its Content-Type
+// says) or labelled one. Any other status is an error answer, read whole.
 func isStream(req *http.Request, resp *http.Response) bool {
+	if resp.StatusCode/100 != 2 {
+		return false
+	}
 	for _, h := range []string{req.Header.Get("Accept"), resp.Header.Get("Content-Type")} {
 		for _, v := range strings.Split(h, ",") {
 			if mt, _, _ := mime.ParseMediaType(strings.TrimSpace(v)); mt == "text/event-stream" {
