@@ -123,3 +123,47 @@ func TestRecoveryWaitOutlastsAReleaseByAProcessWithoutARoute(t *testing.T) {
 			delivery.DefaultLease+2*time.Second, got.State, p.lookups)
 	}
 }
+
+// A lookup finds nothing, the delivery is sent again at once and its worker dies in that call,
+// begun in the same instant as the lookup's outcome was recorded (no clock tick between them):
+// recovery still waits until that call could no longer land before looking it up.
+func TestRecoveryWaitsForACallBegunInTheInstantOfALookup(t *testing.T) {
+	s := storetest.OpenSQLite(t)
+	c := newClock()
+	p := newProvider(c)
+	route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
+	crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
+	rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.behave = func(call int, _ delivery.Delivery) (bool, error) {
+		switch call {
+		case 1:
+			return false, errTimeout // unknown outcome, not posted
+		default:
+			p.mu.Unlock()
+			runtime.Goexit() // the worker dies in its second call
+		}
+		return true, nil
+	}
+	mustProcess(t, crashed, rec)
+	c.Advance(delivery.DefaultPolicy.LookupGrace + time.Second)
+	done := make(chan struct{})
+	go func() { defer close(done); crashed.Process(context.Background(), rec.Principal, rec.ID) }()
+	<-done
+	p.behave = nil
+	if p.lookups != 1 {
+		t.Fatalf("lookups = %d, want 1", p.lookups)
+	}
+	c.Advance(delivery.DefaultLease + time.Second)
+	next := newEngine(t, s, route, c, delivery.WithOwner("restarted"))
+	if _, err := next.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p.lookups != 1 {
+		got, _ := next.Get(context.Background(), rec.Principal, rec.ID)
+		t.Fatalf("%s after the second call began the row was looked up again (lookups %d, state %s, attempts %v); want it to wait until send timeout + LookupGrace",
+			delivery.DefaultLease+time.Second, p.lookups, got.State, outcomes(attempts(t, next, rec)))
+	}
+}

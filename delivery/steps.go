@@ -544,20 +544,33 @@ func (e *Engine) recordAnchor(ctx context.Context, tx store.Tx, cur store.Delive
 }
 
 // diedInCall reports whether the worker of a row left in sending died in its provider call, and
-// when that call began: the row moved to sending then (beginSend, which records no attempt) and
-// no step has been recorded since. A row released after an outcome has that outcome's attempt
-// recorded at its update, in one transaction.
+// when that call began: the row moved to sending then (beginSend, which records no attempt), and
+// no outcome that leaves it in sending without a call — an unknown outcome, a lookup's error or
+// Retry-After, a recovery's wait, each recorded with the row's update in one transaction — came
+// at or after that. (An outcome that does not, such as a lookup that found nothing, may be
+// recorded in the same instant as the next call begins.)
 func (e *Engine) diedInCall(ctx context.Context, tx store.Tx, row store.Delivery) (began time.Time, died bool, err error) {
 	attempts, err := tx.ListDeliveryAttempts(ctx, row.Principal, row.ID)
 	if err != nil {
 		return time.Time{}, false, err
 	}
 	for _, a := range attempts {
-		if !a.CreatedAt.Before(row.UpdatedAt) {
+		if !a.CreatedAt.Before(row.UpdatedAt) && leftInSending(a) {
 			return time.Time{}, false, nil
 		}
 	}
 	return row.UpdatedAt, true, nil
+}
+
+// leftInSending reports whether a's outcome leaves its delivery in sending with no call made.
+func leftInSending(a store.DeliveryAttempt) bool {
+	switch {
+	case a.Kind == kindSend && a.Outcome == "unknown",
+		a.Kind == kindLookup && (a.Outcome == "error" || a.Outcome == "retry-after"),
+		a.Kind == kindRecover && a.Outcome == "wait":
+		return true
+	}
+	return false
 }
 
 // hadUnknownOutcome reports whether an idempotent-class delivery had a send whose outcome was
