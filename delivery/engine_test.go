@@ -673,20 +673,6 @@ func TestRetryAfterForeverSettlesOnceItsSnoozesRunOut(t *testing.T) {
 			}
 		})
 
-		// The bound counts the wait asked for: one that would take the snoozes past it is not
-		// waited, so a minute's bound is a minute, not a minute and then one more wait.
-		t.Run("a wait that would pass the bound is not waited", func(t *testing.T) {
-			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Lookup}, c,
-				delivery.WithPolicy(delivery.Policy{MaxAttempts: 2, MaxRetryAfterTotal: time.Minute}))
-			p.behave = func(int, delivery.Delivery) (bool, error) { return false, limited(50 * time.Second) }
-			defer func() { p.behave = nil }()
-			rec := drive(t, e, mustDeliver(t, e, inChannel(request("t-429-past", "x"), "C-past")), 10)
-			wantState(t, rec, delivery.StateFailed)
-			if p.calls[rec.ID] != 2 {
-				t.Errorf("calls = %d, want 2 (one snooze of 50s; a second would pass the minute)", p.calls[rec.ID])
-			}
-		})
-
 		t.Run("after an unknown outcome, ambiguous", func(t *testing.T) {
 			e := newEngine(t, s, delivery.Route{Sender: p, Recovery: delivery.Idempotent}, c,
 				delivery.WithPolicy(delivery.Policy{MaxAttempts: 4, MaxRetryAfters: 2}))

@@ -30,8 +30,8 @@ type Policy struct {
 	MinRetryAfter time.Duration
 	MaxRetryAfter time.Duration
 	// MaxRetryAfters bounds the Retry-After snoozes of one delivery, sends and lookups together
-	// (default 4 × MaxAttempts), and MaxRetryAfterTotal the time they wait in all (default 24h),
-	// the wait a Retry-After asks for counted in before it is granted.
+	// (default 4 × MaxAttempts), and MaxRetryAfterTotal the time they wait in all (default 24h):
+	// a wait is granted whole while the total is not reached, so the last may pass it.
 	// A Retry-After that comes when either is used up settles the delivery as attempts running
 	// out do: failed, or ambiguous when an earlier outcome was unknown (or when it was a lookup
 	// that was put off). An operator's retry starts both afresh.
@@ -120,9 +120,9 @@ func (p Policy) next(n int) (time.Duration, bool) {
 }
 
 // snoozesLeft reports whether a delivery that has snoozed n times, waiting waited in all, may
-// snooze once more for wait: the count and the total bound the waits asked for, this one included.
-func (p Policy) snoozesLeft(n int, waited, wait time.Duration) bool {
-	return n < p.MaxRetryAfters && waited+wait <= p.MaxRetryAfterTotal
+// snooze once more.
+func (p Policy) snoozesLeft(n int, waited time.Duration) bool {
+	return n < p.MaxRetryAfters && waited < p.MaxRetryAfterTotal
 }
 
 // retryAfter bounds a provider's Retry-After.

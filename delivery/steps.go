@@ -266,7 +266,7 @@ func (e *Engine) sent(ctx context.Context, tx store.Tx, cur store.Delivery, st s
 		if err != nil {
 			return err
 		}
-		if !e.policy.snoozesLeft(n, waited, wait) {
+		if !e.policy.snoozesLeft(n, waited) {
 			// A provider that always asks to wait would hold the delivery (and whatever waits
 			// behind it) forever: past the bound it settles as if its attempts ran out. Its
 			// lane still waits as asked.
@@ -392,7 +392,7 @@ func (e *Engine) lookup(ctx context.Context, st step) (again bool) {
 			if err != nil {
 				return err
 			}
-			if !e.policy.snoozesLeft(n, waited, wait) {
+			if !e.policy.snoozesLeft(n, waited) {
 				return e.settleAmbiguousErr(ctx, tx, cur, kindLookup,
 					fmt.Sprintf("lookup put off %d times (%s in all)", n+1, waited), lerr, now)
 			}

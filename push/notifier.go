@@ -39,7 +39,8 @@ const (
 // DefaultPolicy is the retry policy of notifications: at most 15 attempts, waits from 1 s
 // doubling to 1 min with jitter, about 10 minutes in all, so a receiver away for a few minutes
 // (a deploy) misses nothing. A receiver's Retry-After spends no attempt, but a notification
-// waits so at most 60 times (4 × 15) and an hour in all. A notification whose attempts or waits
+// waits so at most 60 times (4 × 15), and not once an hour has gone into such waits (the wait
+// that crosses the hour is granted whole). A notification whose attempts or waits
 // run out is failed (or ambiguous when an earlier outcome was unknown) and the config moves on
 // to the next event.
 var DefaultPolicy = delivery.Policy{MaxAttempts: 15, InitialInterval: time.Second, MaxInterval: time.Minute,
