@@ -5,6 +5,9 @@ package netguard
 
 import "net/netip"
 
+// Unspecified is Classify's reason for 0.0.0.0/8 and [::]: dialled, they reach this host.
+const Unspecified = "unspecified"
+
 // ranges are the addresses that are not public. privateOK marks those an operator's opt-in for
 // private networks admits (never cloud metadata, documentation or reserved ones).
 var ranges = []struct {
@@ -18,7 +21,7 @@ var ranges = []struct {
 	{netip.MustParsePrefix("100.100.100.200/32"), "cloud metadata", false},
 	{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud metadata", false},
 
-	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified", false},
+	{netip.MustParsePrefix("0.0.0.0/8"), Unspecified, false},
 	{netip.MustParsePrefix("127.0.0.0/8"), "loopback", true},
 	{netip.MustParsePrefix("10.0.0.0/8"), "private", true},
 	{netip.MustParsePrefix("172.16.0.0/12"), "private", true},
@@ -33,7 +36,7 @@ var ranges = []struct {
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast", false},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved", false},
 
-	{netip.MustParsePrefix("::/128"), "unspecified", false},
+	{netip.MustParsePrefix("::/128"), Unspecified, false},
 	{netip.MustParsePrefix("::1/128"), "loopback", true},
 	{netip.MustParsePrefix("::/96"), "reserved (IPv4-compatible)", false},
 	{netip.MustParsePrefix("100::/64"), "reserved (discard)", false},

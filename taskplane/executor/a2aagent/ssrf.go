@@ -27,11 +27,13 @@ var ErrForbiddenURL = errors.New("agent URL refused by the SSRF check")
 
 // allowedAddr reports whether the executor may connect to ip: a public address, or, when the
 // operator allows private agents, one of the private ranges (loopback, private, link-local,
-// unique-local, CGNAT) — never cloud metadata, reserved or documentation addresses. IPv6 forms
-// that embed an IPv4 address are judged by it (netguard, as push notifications are).
+// unique-local, CGNAT) or this host's unspecified address (0.0.0.0, [::], which a local agent
+// often prints as where it listens) — never cloud metadata, reserved, benchmarking or
+// documentation addresses. IPv6 forms that embed an IPv4 address are judged by it (netguard, as
+// push notifications are).
 func allowedAddr(ip netip.Addr, allowPrivate bool) bool {
 	reason, privateOK := netguard.Classify(ip)
-	return reason == "" || (allowPrivate && privateOK)
+	return reason == "" || (allowPrivate && (privateOK || reason == netguard.Unspecified))
 }
 
 // checkURL checks a downstream URL's form: https (http only when private agents are allowed), a
