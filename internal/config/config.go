@@ -100,7 +100,7 @@ type Config struct {
 	// Executors and the wake queue (docs/executors.md).
 	AgentURL          string        `yaml:"agent_url" secret:"origin" usage:"base URL of the remote A2A agent (executor a2a); its card is read from /.well-known/agent-card.json"`
 	AgentTokenEnv     string        `yaml:"agent_token_env" usage:"environment variable holding the bearer token sent to the remote A2A agent (executor a2a)"`
-	AgentAllowPrivate bool          `yaml:"agent_allow_private" usage:"let the remote A2A agent use http and private, loopback or link-local addresses"`
+	AgentAllowPrivate bool          `yaml:"agent_allow_private" usage:"let the remote A2A agent use http and private, loopback, link-local, unique-local or CGNAT addresses, or 0.0.0.0"`
 	ExecCommand       string        `yaml:"exec_command" usage:"command run once per wake (executor exec): program and arguments separated by spaces, no shell"`
 	ExecTimeout       time.Duration `yaml:"exec_timeout" usage:"longest one exec command may run before its task fails"`
 	ExecEnv           string        `yaml:"exec_env" usage:"environment variables the exec command also receives, comma-separated names (besides PATH, HOME, USER, LOGNAME, LANG, LC_ALL, LC_CTYPE, TZ and TMPDIR); nothing else of Channels' environment passes"`
