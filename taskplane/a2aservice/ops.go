@@ -107,7 +107,7 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 			}
 			continue
 		}
-		if err == nil && len(push) > 0 && acc.Task != nil && (acc.Outcome == taskplane.Created || acc.Outcome == taskplane.Continued) {
+		if err == nil && len(push) > 0 && acc.Task != nil && acc.Outcome != taskplane.Duplicate {
 			s.cfg.Push.Registered(call.Principal, acc.Task.ID)
 		}
 		return acc, pushError(err)
