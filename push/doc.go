@@ -16,7 +16,8 @@
 //	A2A-Notification-Signature: t=<unix>,v1=<hex> HMAC-SHA256 keyed with the token (see Sign)
 //	X-Channels-Delivery: dlv_…                   the delivery, as `channels deliveries list` shows it
 //
-// The snapshot sent at registration has the id "<taskId>:<seq>:task". A retry carries the same id
+// The snapshot sent at registration has the id "<taskId>:<seq>:task:<digest>" (12 hex digits of
+// the body's SHA-256). A retry carries the same id
 // and body (with a fresh signature timestamp), so a receiver that acts on each id once sees no
 // duplicate effects. Verify checks the signature and the timestamp window; SeenIDs remembers ids.
 // A config without a token gets no signature: register a token to be able to verify.

@@ -20,8 +20,9 @@ const (
 	// HeaderTokenLegacy carries the token again, for receivers written against a2a-python.
 	HeaderTokenLegacy = "X-A2A-Notification-Token"
 	// HeaderID is the notification's stable id: "<taskId>:<seq>" for the event with that
-	// sequence in the task's event log, "<taskId>:<seq>:task" for the task snapshot sent when a
-	// config is registered. Every retry of a notification carries the same id.
+	// sequence in the task's event log, "<taskId>:<seq>:task:<digest>" for the task snapshot sent
+	// when a config is registered (digest: 12 hex digits of the body's SHA-256). Every retry of a
+	// notification carries the same id, and one id one body.
 	HeaderID = "A2A-Notification-Id"
 	// HeaderSignature is "t=<unix seconds>,v1=<hex HMAC-SHA256>" (see Sign).
 	HeaderSignature = "A2A-Notification-Signature"
