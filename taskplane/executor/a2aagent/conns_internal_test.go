@@ -115,12 +115,18 @@ func TestAStreamIsNotBoundedAsAnAnswer(t *testing.T) {
 	}
 }
 
-// An error answer to a request for a stream is an answer, not a stream: the A2A client's REST
-// binding decodes it whole (rest.FromRESTError), so it is bounded like any answer.
+// An answer to a request for a stream that is not a 200 is an error answer, not a stream: the A2A
+// client's REST binding decodes it whole (rest.FromRESTError), so it is bounded like any answer.
 func TestAnErrorAnswerToAStreamRequestIsBounded(t *testing.T) {
+	for _, status := range []int{http.StatusBadRequest, http.StatusCreated, http.StatusAccepted, http.StatusPartialContent} {
+		t.Run(http.StatusText(status), func(t *testing.T) { errorAnswerIsBounded(t, status) })
+	}
+}
+
+func errorAnswerIsBounded(t *testing.T, status int) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
+		w.WriteHeader(status)
 		io.WriteString(w, `{"error":{"message":"`)
 		chunk := strings.Repeat("x", 1<<20)
 		for range 20 { // 20 MiB

@@ -132,11 +132,11 @@ type roundTripper struct {
 	auth *bearer
 }
 
-// isStream reports whether resp is a stream: a 2xx answer asked for as one (the A2A client reads
+// isStream reports whether resp is a stream: a 200 answer asked for as one (the A2A client reads
 // the answer to a request that accepts text/event-stream as a stream, whatever its Content-Type
-// says) or labelled one. Any other status is an error answer, read whole.
+// says) or labelled one. The client reads an answer of any other status whole, as an error.
 func isStream(req *http.Request, resp *http.Response) bool {
-	if resp.StatusCode/100 != 2 {
+	if resp.StatusCode != http.StatusOK {
 		return false
 	}
 	for _, h := range []string{req.Header.Get("Accept"), resp.Header.Get("Content-Type")} {
