@@ -136,8 +136,9 @@ func Verify(h http.Header, body []byte, token string, now time.Time, tolerance t
 
 // SeenTTL is how long SeenIDs remembers an id by default: longer than Channels retries one
 // notification (DefaultPolicy: about 10 minutes of backoff, 15 attempts of up to 30 s each, and
-// an hour of Retry-After waits in all), with room to spare.
-const SeenTTL = 2 * time.Hour
+// Retry-After waits granted while less than an hour has gone into them, the last of up to an
+// hour: under two and a half hours in all), with room to spare.
+const SeenTTL = 3 * time.Hour
 
 // SeenIDs remembers notification ids for a while, so a receiver acts on each id once: retries
 // and replays carry an id it has seen. It is safe for concurrent use. It lives in memory; a

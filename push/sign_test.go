@@ -75,10 +75,15 @@ func TestSeenIDsActsOnEachIDOnce(t *testing.T) {
 // A receiver using SeenIDs acts on an id once for as long as Channels may retry it: every retry is
 // signed afresh, so Verify accepts the last one however late it comes, and SeenIDs must still
 // remember the id then — after the longest backoff of DefaultPolicy (each wait at its most, with
-// jitter), an hour of Retry-After waits, and every attempt taking the longest push_timeout.
+// jitter), Retry-After waits up to the total and one more of the longest (granted whole), and
+// every attempt taking the longest push_timeout.
 func TestSeenIDsOutlastChannelsRetriesOfOneID(t *testing.T) {
 	pol := push.DefaultPolicy
-	span := pol.MaxRetryAfterTotal + time.Duration(pol.MaxAttempts)*30*time.Second
+	longest := pol.MaxRetryAfter
+	if longest == 0 {
+		longest = delivery.DefaultPolicy.MaxRetryAfter
+	}
+	span := pol.MaxRetryAfterTotal + longest + time.Duration(pol.MaxAttempts)*30*time.Second
 	wait := pol.InitialInterval
 	for range pol.MaxAttempts - 1 {
 		span += time.Duration(float64(min(wait, pol.MaxInterval)) * (1 + delivery.DefaultPolicy.RandomizationFactor))
