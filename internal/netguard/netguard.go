@@ -5,7 +5,7 @@ package netguard
 
 import "net/netip"
 
-// Unspecified is Classify's reason for 0.0.0.0/8 and [::]: dialled, they reach this host.
+// Unspecified is Classify's reason for 0.0.0.0 and [::]: dialled, they reach this host.
 const Unspecified = "unspecified"
 
 // ranges are the addresses that are not public. privateOK marks those an operator's opt-in for
@@ -21,7 +21,8 @@ var ranges = []struct {
 	{netip.MustParsePrefix("100.100.100.200/32"), "cloud metadata", false},
 	{netip.MustParsePrefix("fd00:ec2::254/128"), "cloud metadata", false},
 
-	{netip.MustParsePrefix("0.0.0.0/8"), Unspecified, false},
+	{netip.MustParsePrefix("0.0.0.0/32"), Unspecified, false},
+	{netip.MustParsePrefix("0.0.0.0/8"), "this network", false},
 	{netip.MustParsePrefix("127.0.0.0/8"), "loopback", true},
 	{netip.MustParsePrefix("10.0.0.0/8"), "private", true},
 	{netip.MustParsePrefix("172.16.0.0/12"), "private", true},

@@ -464,6 +464,7 @@ func TestAllowedAddress(t *testing.T) {
 		{"100.64.0.1", false, true}, {"::1", false, true}, {"fe80::1", false, true}, {"fc00::1", false, true},
 		{"::ffff:127.0.0.1", false, true}, {"2002:7f00:1::1", false, true}, {"::ffff:0:7f00:1", false, true},
 		{"0.0.0.0", false, true}, {"::", false, true}, {"::ffff:0.0.0.0", false, true},
+		{"0.1.2.3", false, false}, {"::ffff:0.9.9.9", false, false},
 		{"169.254.169.254", false, false}, {"198.18.0.10", false, false}, {"224.0.0.1", false, false},
 		{"64:ff9b::a9fe:a9fe", false, false}, {"192.0.2.1", false, false},
 	} {
