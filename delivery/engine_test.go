@@ -128,19 +128,10 @@ func TestCrashAfterProviderCallIsReconciledWithoutSecondPost(t *testing.T) {
 		c := newClock()
 		p := newProvider(c)
 		route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
-		crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
-		rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		crashed, rec := prepareCrashing(t, s, route, c)
 		// The provider takes the message, then the process dies before it writes "delivered".
 		p.afterPost = runtime.Goexit
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			crashed.Process(context.Background(), rec.Principal, rec.ID)
-		}()
-		<-done
+		crash(crashed, rec)
 		p.afterPost = nil
 		left, err := crashed.Get(context.Background(), rec.Principal, rec.ID)
 		if err != nil {
@@ -248,19 +239,10 @@ func TestCrashInSendingWithoutASafeRepeatIsAmbiguousWithoutSecondPost(t *testing
 		c := newClock()
 		p := newProvider(c)
 		route := delivery.Route{Sender: p, Recovery: delivery.Ambiguous}
-		crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
-		rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		crashed, rec := prepareCrashing(t, s, route, c)
 		// The provider takes the message, then the process dies before it writes the outcome.
 		p.afterPost = runtime.Goexit
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			crashed.Process(context.Background(), rec.Principal, rec.ID)
-		}()
-		<-done
+		crash(crashed, rec)
 		p.afterPost = nil
 		left, err := crashed.Get(context.Background(), rec.Principal, rec.ID)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,3 +275,41 @@ func outcomes(as []delivery.Attempt) []string {
 }
 
 var errTimeout = errors.New("read tcp: i/o timeout")
+
+// prepareCrashing returns an engine of a process that will die, and a delivery it prepared.
+func prepareCrashing(t *testing.T, s store.Store, route delivery.Route, c *clock) (*delivery.Engine, delivery.Record) {
+	t.Helper()
+	crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
+	rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crashed, rec
+}
+
+// crash processes rec on e in a goroutine that the provider ends (runtime.Goexit, from behave or
+// afterPost): the process dies in its call, before it records an outcome.
+func crash(e *delivery.Engine, rec delivery.Record) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Process(context.Background(), rec.Principal, rec.ID)
+	}()
+	<-done
+}
+
+// dieInCall makes the provider's call-th Send of a delivery end its goroutine with the request at
+// the provider and nothing posted yet; other calls post. A call before it returns what first
+// returns (nil: post and succeed).
+func (p *provider) dieInCall(call int, first func() (bool, error)) {
+	p.behave = func(n int, _ delivery.Delivery) (bool, error) {
+		switch {
+		case n == call:
+			p.mu.Unlock()
+			runtime.Goexit()
+		case n < call && first != nil:
+			return first()
+		}
+		return true, nil
+	}
+}

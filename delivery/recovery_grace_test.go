@@ -3,7 +3,6 @@ package delivery_test
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -22,21 +21,9 @@ func TestRecoveryWaitsForACallInFlightBeforeLookingItUp(t *testing.T) {
 		c := newClock()
 		p := newProvider(c)
 		route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
-		crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
-		rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.behave = func(call int, _ delivery.Delivery) (bool, error) {
-			if call == 1 { // the request is at the provider, not landed yet; the process dies
-				p.mu.Unlock()
-				runtime.Goexit()
-			}
-			return true, nil
-		}
-		done := make(chan struct{})
-		go func() { defer close(done); crashed.Process(context.Background(), rec.Principal, rec.ID) }()
-		<-done
+		crashed, rec := prepareCrashing(t, s, route, c)
+		p.dieInCall(1, nil) // the request is at the provider, not landed yet; the process dies
+		crash(crashed, rec)
 		p.behave = nil
 		c.Advance(delivery.DefaultLease + time.Second)
 		next := newEngine(t, s, route, c, delivery.WithOwner("restarted"))
@@ -86,21 +73,9 @@ func TestRecoveryWaitOutlastsAReleaseByAProcessWithoutARoute(t *testing.T) {
 	c := newClock()
 	p := newProvider(c)
 	route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
-	crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
-	rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.behave = func(call int, _ delivery.Delivery) (bool, error) {
-		if call == 1 {
-			p.mu.Unlock()
-			runtime.Goexit()
-		}
-		return true, nil
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); crashed.Process(context.Background(), rec.Principal, rec.ID) }()
-	<-done
+	crashed, rec := prepareCrashing(t, s, route, c)
+	p.dieInCall(1, nil)
+	crash(crashed, rec)
 	p.behave = nil
 	c.Advance(delivery.DefaultLease + time.Second)
 	// Another process, hosting slack for bob only, claims the row first: no route, released.
@@ -132,26 +107,12 @@ func TestRecoveryWaitsForACallBegunInTheInstantOfALookup(t *testing.T) {
 	c := newClock()
 	p := newProvider(c)
 	route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
-	crashed := newEngine(t, s, route, c, delivery.WithOwner("crashed"))
-	rec, err := crashed.Prepare(context.Background(), request("t-1", "the answer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.behave = func(call int, _ delivery.Delivery) (bool, error) {
-		switch call {
-		case 1:
-			return false, errTimeout // unknown outcome, not posted
-		default:
-			p.mu.Unlock()
-			runtime.Goexit() // the worker dies in its second call
-		}
-		return true, nil
-	}
+	crashed, rec := prepareCrashing(t, s, route, c)
+	// The first call's outcome is unknown (not posted); the worker dies in the second.
+	p.dieInCall(2, func() (bool, error) { return false, errTimeout })
 	mustProcess(t, crashed, rec)
 	c.Advance(delivery.DefaultPolicy.LookupGrace + time.Second)
-	done := make(chan struct{})
-	go func() { defer close(done); crashed.Process(context.Background(), rec.Principal, rec.ID) }()
-	<-done
+	crash(crashed, rec)
 	p.behave = nil
 	if p.lookups != 1 {
 		t.Fatalf("lookups = %d, want 1", p.lookups)
