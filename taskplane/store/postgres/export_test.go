@@ -8,6 +8,7 @@ import (
 
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TxID returns the id of the Postgres transaction tx runs in.
@@ -62,3 +63,6 @@ func (s *Store) HookedReader(before func(sql string)) store.Reader {
 
 // SetLogger sets the logger of s.
 func (s *Store) SetLogger(l *slog.Logger) { s.log.Store(l) }
+
+// Pool returns s's connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -34,9 +34,7 @@ func Inspect(ctx context.Context, u *url.URL) (store.Inspection, error) {
 	if err != nil {
 		return in, errors.New("postgres: invalid connection URL")
 	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "channels"
-	}
+	setSessionDefaults(cfg.ConnConfig.RuntimeParams)
 	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return in, fmt.Errorf("postgres: connect: %w", err)

@@ -87,6 +87,31 @@ var (
 // Errors never contain the password.
 func Open(ctx context.Context, u *url.URL) (*Store, error) { return open(ctx, u, time.Now) }
 
+// sessionDefaults are run-time parameters every connection gets unless the URL sets them: a name
+// for pg_stat_activity, and bounds on a session that stops answering mid-transaction — a process
+// frozen, or its host cut off from the network, before its COMMIT arrives. The server would keep
+// such a session "idle in transaction", holding its row locks (an event's claim that a
+// redelivery to another process waits on, a wake counter slot every process updates), until TCP
+// gave up, two hours later by default. With these the server ends it within about a minute and
+// the other processes go on. No transaction of the store waits on its client for long: its fns
+// run no I/O but their statements.
+var sessionDefaults = map[string]string{
+	"application_name":                    "channels",
+	"idle_in_transaction_session_timeout": "60s",
+	"tcp_keepalives_idle":                 "30",
+	"tcp_keepalives_interval":             "10",
+	"tcp_keepalives_count":                "3",
+}
+
+// setSessionDefaults adds to params the sessionDefaults the URL does not set.
+func setSessionDefaults(params map[string]string) {
+	for k, v := range sessionDefaults {
+		if _, ok := params[k]; !ok {
+			params[k] = v
+		}
+	}
+}
+
 // open is Open on a host whose clock is local (tests make it skewed).
 func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(u.String())
@@ -97,9 +122,7 @@ func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, erro
 	if !u.Query().Has("pool_max_conns") {
 		cfg.MaxConns = int32(max(8, 4*runtime.GOMAXPROCS(0)))
 	}
-	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "channels"
-	}
+	setSessionDefaults(cfg.ConnConfig.RuntimeParams)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
