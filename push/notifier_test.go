@@ -659,6 +659,11 @@ func TestRetentionDeletesAPrunedTasksPushConfigsWithTheirSecrets(t *testing.T) {
 		task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: "https://hook.example/x", Token: "tok-SECRET",
 			Auth: &taskplane.PushAuth{Scheme: "Bearer", Credentials: "cred-SECRET"}})
 		apply(t, p, "alice", task.ID, completed)
+		// A dispatcher's claim retires the finished task's wake: retention keeps a task while a
+		// wake of it is pending.
+		if g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: "retirer", Lease: time.Minute}); err != nil || g != nil {
+			t.Fatalf("claim: %v, %v; want the finished task's wake retired", g, err)
+		}
 		mu.Lock()
 		now = now.Add(2 * time.Hour)
 		mu.Unlock()

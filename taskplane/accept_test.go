@@ -877,6 +877,7 @@ func TestRunRetentionPrunesContinuously(t *testing.T) {
 			if _, err := p.Apply(context.Background(), "alice", acc.Task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
 				t.Fatal(err)
 			}
+			retireSettledWakes(t, p)
 			advance(2 * time.Hour)
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -962,6 +963,7 @@ func TestRetentionKeepsLiveStateAndReacceptsAPrunedIdentity(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		retireSettledWakes(t, p)
 		r, err := p.Prune(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -1027,6 +1029,7 @@ func TestAClaimThatOutlivedItsPrunedTaskIsNewWork(t *testing.T) {
 		if _, err := p.Apply(ctx, "alice", task.ID, taskplane.AnyVersion, taskplane.SetStatus{State: taskplane.StateCompleted}); err != nil {
 			t.Fatal(err)
 		}
+		retireSettledWakes(t, p)
 		mu.Lock()
 		now = now.Add(31 * 24 * time.Hour)
 		mu.Unlock()
@@ -1260,5 +1263,22 @@ func TestAContinuationEchoingItsTasksMetadataIsAccepted(t *testing.T) {
 	}
 	if _, ok := task.Metadata[taskplane.MetaRemoteAgent]; ok {
 		t.Fatalf("the echoed link was stored: %v", task.Metadata)
+	}
+}
+
+// retireSettledWakes claims every due wake, as a dispatcher would: the wake of a task finished
+// outside any turn (here by Apply) is retired on its claim. Retention keeps a finished task while a
+// wake of it is pending. It fails the test if a task still needs a turn.
+func retireSettledWakes(t *testing.T, p *taskplane.Plane) {
+	t.Helper()
+	for range 100 {
+		g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: "retirer", Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g == nil {
+			return
+		}
+		t.Fatalf("task %s still needs a turn", g.TaskID)
 	}
 }

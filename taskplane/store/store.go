@@ -190,8 +190,9 @@ type Tx interface {
 	AdvanceCheckpoint(ctx context.Context, c Checkpoint) (Checkpoint, error)
 
 	// Prune deletes, for contexts whose LastEventAt is before cutoff: terminal tasks (State in
-	// terminal) last changed (UpdatedAt) before cutoff, with their events, anchors, wakes and push
-	// configs (tokens and credentials included); done claims older than cutoff whose task
+	// terminal) last changed (UpdatedAt) before cutoff and with no wake pending or active (a result
+	// still to be handed off), with their events, anchors, wakes and push configs (tokens and
+	// credentials included); done claims older than cutoff whose task
 	// (if any) no longer exists after this call; and contexts left with no task and no pending
 	// claim. It never deletes a non-terminal task, a context such a task references, a claim whose
 	// task still exists, or a pending claim. It deletes at most limit tasks per call and reports

@@ -252,13 +252,16 @@ func (t *tx) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.C
 }
 
 // pruneTasksSQL deletes up to $3 terminal tasks unchanged since before $1 in contexts idle since
-// before $1 and returns their keys; pruneDependentsSQL then deletes their events, anchors, wakes
+// before $1, none with a wake still pending or active (a result still to be handed off), and
+// returns their keys; pruneDependentsSQL then deletes their events, anchors, wakes
 // and push configs. SKIP LOCKED leaves tasks that a live transaction holds for a later run instead
 // of waiting for it.
 const pruneTasksSQL = `WITH victims AS (
 		SELECT t.principal, t.id FROM tasks t
 		JOIN contexts c ON c.principal = t.principal AND c.id = t.context_id
 		WHERE c.last_event_at < $1 AND t.updated_at < $1 AND t.state = ANY($2)
+		AND NOT EXISTS (SELECT 1 FROM wakes w WHERE w.principal = t.principal AND w.task_id = t.id
+			AND w.state IN ('pending', 'active'))
 		LIMIT $3
 		FOR UPDATE OF t SKIP LOCKED
 	)

@@ -555,6 +555,8 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 		rows, err := q.QueryContext(ctx, `SELECT t.principal, t.id FROM tasks t
 			JOIN contexts c ON c.principal = t.principal AND c.id = t.context_id
 			WHERE c.last_event_at < ?1 AND t.updated_at < ?1 AND t.state IN (`+placeholders(len(terminal))+`)
+			AND NOT EXISTS (SELECT 1 FROM wakes w WHERE w.principal = t.principal AND w.task_id = t.id
+				AND w.state IN ('pending', 'active'))
 			ORDER BY c.last_event_at, t.principal, t.id LIMIT ?`, args...)
 		if err != nil {
 			return res, fmt.Errorf("prune: select tasks: %w", err)
