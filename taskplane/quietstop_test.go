@@ -205,8 +205,28 @@ func quietTurn(t *testing.T, msgID string) (*taskplane.Plane, *quietCanceler) {
 // queue without counting against the re-offer cap, so a long task outlives any number of graceful
 // restarts of a healthy executor (the cap is for turns that end unsettled, or holders that die).
 func TestGracefulRestartsDoNotSpendTheReofferCap(t *testing.T) {
-	p := taskplane.New(storetest.OpenSQLite(t))
 	exec := &quietCanceler{}
+	restartPastTheReofferCap(t, exec, exec.started.Load)
+}
+
+// TestAShutdownIsNotAReofferWhenTheExecutorReturnsNil (invariant 7): the same when the executor
+// returns nil as its context ends (leaving the task WORKING) rather than ctx.Err().
+func TestAShutdownIsNotAReofferWhenTheExecutorReturnsNil(t *testing.T) {
+	var started atomic.Int32
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		started.Add(1)
+		<-ctx.Done()
+		return nil // stopped; the task stays WORKING
+	})
+	restartPastTheReofferCap(t, exec, started.Load)
+}
+
+// restartPastTheReofferCap runs a long task through more graceful restarts (a dispatcher run,
+// then stopped once its turn started) than the re-offer cap allows offers, and fails the test if
+// the task is finished by them. started counts the executor's turns.
+func restartPastTheReofferCap(t *testing.T, exec taskplane.Executor, started func() int32) {
+	t.Helper()
+	p := taskplane.New(storetest.OpenSQLite(t), taskplane.WithReofferDelay(time.Millisecond))
 	acc, err := p.Accept(context.Background(), a2aEvent("m-long", "work"))
 	if err != nil {
 		t.Fatal(err)
@@ -217,9 +237,9 @@ func TestGracefulRestartsDoNotSpendTheReofferCap(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); _ = d.Run(ctx) }()
 		var task *taskplane.Task
-		started := waitWithin(stopBound, func() bool {
+		began := waitWithin(stopBound, func() bool {
 			task, err = p.GetTask(context.Background(), "alice", acc.Task.ID)
-			return exec.started.Load() >= i || err != nil || task.Status.State.Terminal()
+			return started() >= i || err != nil || task.Status.State.Terminal()
 		})
 		cancel() // the process is told to stop
 		<-done
@@ -228,7 +248,7 @@ func TestGracefulRestartsDoNotSpendTheReofferCap(t *testing.T) {
 			t.Fatal(err)
 		case task.Status.State.Terminal():
 			t.Fatalf("after %d graceful restarts the task is %s: %+v", i-1, task.Status.State, task.Status.Message.Parts)
-		case !started:
+		case !began:
 			t.Fatalf("restart %d: the turn did not start", i)
 		}
 	}
