@@ -130,17 +130,7 @@ func TestCrashAfterProviderCallIsReconciledWithoutSecondPost(t *testing.T) {
 		route := delivery.Route{Sender: p, Recovery: delivery.Lookup}
 		crashed, rec := prepareCrashing(t, s, route, c)
 		// The provider takes the message, then the process dies before it writes "delivered".
-		p.afterPost = runtime.Goexit
-		crash(crashed, rec)
-		p.afterPost = nil
-		left, err := crashed.Get(context.Background(), rec.Principal, rec.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantState(t, left, delivery.StateSending)
-		if len(p.postsOf(rec.ID)) != 1 {
-			t.Fatalf("posts before recovery = %d, want 1", len(p.postsOf(rec.ID)))
-		}
+		crashAfterPost(t, p, crashed, rec)
 
 		// A new process starts after the dead one's lease ran out and its call could no longer
 		// land (LookupGrace), and recovers at start-up.
@@ -241,17 +231,7 @@ func TestCrashInSendingWithoutASafeRepeatIsAmbiguousWithoutSecondPost(t *testing
 		route := delivery.Route{Sender: p, Recovery: delivery.Ambiguous}
 		crashed, rec := prepareCrashing(t, s, route, c)
 		// The provider takes the message, then the process dies before it writes the outcome.
-		p.afterPost = runtime.Goexit
-		crash(crashed, rec)
-		p.afterPost = nil
-		left, err := crashed.Get(context.Background(), rec.Principal, rec.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantState(t, left, delivery.StateSending)
-		if n := len(p.postsOf(rec.ID)); n != 1 {
-			t.Fatalf("posts before recovery = %d, want 1", n)
-		}
+		crashAfterPost(t, p, crashed, rec)
 
 		// A new process on the same store, after the dead one's lease ran out.
 		c.Advance(delivery.DefaultLease + time.Second)

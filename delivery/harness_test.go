@@ -298,6 +298,24 @@ func crash(e *delivery.Engine, rec delivery.Record) {
 	<-done
 }
 
+// crashAfterPost processes rec on e in a goroutine that dies right after the provider took the
+// call (the post is made, its outcome never recorded), and checks that it left the delivery in
+// sending with one post.
+func crashAfterPost(t *testing.T, p *provider, e *delivery.Engine, rec delivery.Record) {
+	t.Helper()
+	p.afterPost = runtime.Goexit
+	crash(e, rec)
+	p.afterPost = nil
+	left, err := e.Get(context.Background(), rec.Principal, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, left, delivery.StateSending)
+	if n := len(p.postsOf(rec.ID)); n != 1 {
+		t.Fatalf("posts before recovery = %d, want 1", n)
+	}
+}
+
 // dieInCall makes the provider's call-th Send of a delivery end its goroutine with the request at
 // the provider and nothing posted yet; other calls post. A call before it returns what first
 // returns (nil: post and succeed).
