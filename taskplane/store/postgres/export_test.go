@@ -66,3 +66,17 @@ func (s *Store) SetLogger(l *slog.Logger) { s.log.Store(l) }
 
 // Pool returns s's connection pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// SetSessionDefault sets one of the run-time parameters every connection gets unless its URL sets
+// it, until the test ends. Not for parallel tests: stores opened meanwhile read it.
+func SetSessionDefault(tb interface{ Cleanup(func()) }, name, value string) {
+	was, had := sessionDefaults[name]
+	sessionDefaults[name] = value
+	tb.Cleanup(func() {
+		if had {
+			sessionDefaults[name] = was
+		} else {
+			delete(sessionDefaults, name)
+		}
+	})
+}

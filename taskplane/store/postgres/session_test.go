@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/postgres"
 )
 
 // freezeProxy forwards TCP to the database; freeze stops forwarding in both directions without
@@ -88,8 +89,8 @@ func (p *freezeProxy) freeze() { close(p.frozen) }
 
 // A process cut off mid-transaction — its host gone quiet before its COMMIT arrives — does not
 // hold the others for long: the server ends its session once it has been idle in its transaction
-// for idle_in_transaction_session_timeout (a session default of the store, lowered here through
-// the URL so the test is short), its row locks go, and another process's acceptance of the same
+// for idle_in_transaction_session_timeout (a session default of the store, lowered here so the
+// test is short), its row locks go, and another process's acceptance of the same
 // event, and unrelated work meeting the wake counter it held, go on.
 func TestAProcessCutOffMidTransactionDoesNotHoldTheOthers(t *testing.T) {
 	u := newSchema(t)
@@ -97,9 +98,7 @@ func TestAProcessCutOffMidTransactionDoesNotHoldTheOthers(t *testing.T) {
 	proxy := newFreezeProxy(t, u.Host)
 	ua := *u
 	ua.Host = proxy.ln.Addr().String()
-	q := ua.Query()
-	q.Set("idle_in_transaction_session_timeout", "1s")
-	ua.RawQuery = q.Encode()
+	postgres.SetSessionDefault(t, "idle_in_transaction_session_timeout", "1s") // the default, shortened
 	a := open(t, &ua)
 	t.Cleanup(proxy.cut) // before a closes (cleanups run last first): its connections are dead
 	ctx := context.Background()
