@@ -2,12 +2,9 @@ package taskplane
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -143,71 +140,19 @@ func (ev *Event) validate() error {
 	return nil
 }
 
-// digest is the SHA-256 of the event's normalized payload, marked with digestMark. It leaves out
-// everything the server mints (task and context ids), the direct reply (the executor's output),
-// and transport details (locator, checkpoint), so a provider's redelivery of the same event
-// digests the same. The event's Metadata is payload (it becomes the task's metadata, and
-// settlements read their links from it).
-func (ev *Event) digest() (string, error) {
-	d, err := ev.digestOf(true)
-	return digestMark + d, err
-}
-
-// digestMark starts every digest that covers the event's Metadata. Claims recorded by older
-// releases hold a bare hex digest: some of those covered Metadata (left out of the encoding when
-// empty), and earlier ones never did (legacyDigest).
-const digestMark = "v2:"
-
-// matchesDigest reports whether stored, a claim's digest, is ev's, whose digest is dg. A marked
-// digest must be equal. A bare one, recorded by an older release, matches ev's under either older
-// formula: with Metadata covered, or without it, so redeliveries of an event those releases
-// accepted still deduplicate (a retry that only adds Metadata to such an event cannot be told
-// from a redelivery).
-func (ev *Event) matchesDigest(stored, dg string) bool {
-	if stored == dg {
-		return true
+// Claimed reports whether an event of (principal, source, identity) has a claim: it was
+// accepted, and another event under its identity is its duplicate or conflicts with it. The A2A
+// bindings ask before offering a new message to the executor's DirectResponder, so that a resend
+// is answered from the claim without the agent working it again.
+func (p *Plane) Claimed(ctx context.Context, principal, source, identity string) (bool, error) {
+	_, err := p.store.GetClaim(ctx, principal, source, identity)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
 	}
-	if strings.HasPrefix(stored, digestMark) {
-		return false
-	}
-	return stored == strings.TrimPrefix(dg, digestMark) || ev.legacyMatch(stored)
-}
-
-// legacyDigest is the digest of releases that did not cover the event's Metadata: a claim they
-// recorded for an event with Metadata still deduplicates its redeliveries.
-func (ev *Event) legacyDigest() (string, error) { return ev.digestOf(false) }
-
-func (ev *Event) digestOf(withMetadata bool) (string, error) {
-	m := ev.Message
-	d := struct {
-		Source, Identity, ConversationKey, ContextID, TaskID, ReplyTo string
-		MessageID, ClientContextID, ClientTaskID                      string
-		Role                                                          Role
-		Parts                                                         []Part
-		Metadata                                                      map[string]any
-		Extensions, ReferenceTaskIDs                                  []string
-		EventMetadata                                                 map[string]any `json:",omitempty"`
-	}{Source: ev.Source, Identity: ev.Identity, ConversationKey: ev.ConversationKey, ContextID: ev.ContextID,
-		TaskID: ev.TaskID, ReplyTo: ev.ReplyTo, MessageID: m.ID, ClientContextID: m.ContextID, ClientTaskID: m.TaskID,
-		Role: m.Role, Parts: m.Parts, Metadata: m.Metadata, Extensions: m.Extensions, ReferenceTaskIDs: m.ReferenceTaskIDs}
-	if withMetadata {
-		d.EventMetadata = ev.Metadata
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return "", fmt.Errorf("digest: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
-
-// legacyMatch reports whether digest is ev's under the older formula (see legacyDigest).
-func (ev *Event) legacyMatch(digest string) bool {
-	if len(ev.Metadata) == 0 {
-		return false // both formulas agree
-	}
-	old, err := ev.legacyDigest()
-	return err == nil && old == digest
+	return false, fmt.Errorf("claim: %w", err)
 }
 
 // Accept durably accepts ev in one transaction: claim and dedupe, context, continuation, task,

@@ -144,59 +144,70 @@ func TestDifferentPayloadUnderTheSameIdentityConflicts(t *testing.T) {
 	})
 }
 
-// A claim recorded by an older release holds a bare (unmarked) digest. Its event's redelivery
-// still deduplicates, and a different payload under its identity is still a conflict, never a
-// silent replay (DESIGN.md §4, invariant 3).
+// A claim recorded by an older release holds a digest of an older formula, bare (unmarked) or
+// marked v2:. Its event's redelivery still deduplicates, and a different payload under its
+// identity is still a conflict, never a silent replay (DESIGN.md §4, invariant 3).
 func TestAChangedPayloadConflictsWithAClaimAnOlderReleaseRecorded(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
-		ctx := context.Background()
-		first := mustAccept(t, p, nativeEvent("alice", "ev-1", "c1", "hello"))
-		// Rewrite the claim as an older release stored it: the same digest without the mark.
-		var bare string
-		if err := p.Store().Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			c, err := tx.GetClaim(ctx, "alice", "webhook", "ev-1")
-			if err != nil {
-				return err
-			}
-			marked := c.Digest
-			if bare = strings.TrimPrefix(marked, "v2:"); bare == marked {
-				return fmt.Errorf("claim digest %q is not marked", marked)
-			}
-			if _, err := tx.DeleteClaim(ctx, "alice", "webhook", "ev-1", c.TaskID); err != nil {
-				return err
-			}
-			c.Digest = bare
-			_, _, err = tx.InsertClaim(ctx, c)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if acc := mustAccept(t, p, nativeEvent("alice", "ev-1", "c1", "hello")); acc.Outcome != taskplane.Duplicate || acc.Task.ID != first.Task.ID {
-			t.Fatalf("redelivery against the older claim: %s task %s, want a duplicate of %s", acc.Outcome, acc.Task.ID, first.Task.ID)
-		}
-
-		_, err := p.Accept(ctx, nativeEvent("alice", "ev-1", "c1", "changed"))
-		var ce *taskplane.ConflictError
-		if !errors.As(err, &ce) || !errors.Is(err, taskplane.ErrDuplicateConflict) {
-			t.Fatalf("changed payload against the older claim: err = %v, want ConflictError", err)
-		}
-		if n := countEvidence(t, p, "alice", taskplane.EvidenceDuplicateConflict); n != 1 {
-			t.Fatalf("duplicate-conflict evidence = %d, want 1", n)
-		}
-		task, err := p.GetTask(ctx, "alice", first.Task.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(task.History) != 1 || task.History[0].Parts[0].Text != "hello" || task.Version != first.Task.Version {
-			t.Fatalf("task changed: %+v", task)
-		}
-		if n := countTasks(t, p, "alice"); n != 1 {
-			t.Fatalf("tasks = %d, want 1", n)
-		}
-		if c, err := p.Store().GetClaim(ctx, "alice", "webhook", "ev-1"); err != nil || c.Digest != bare || c.TaskID != first.Task.ID {
-			t.Fatalf("claim after the conflict: %+v (%v), want the older claim unchanged", c, err)
+		for principal, mark := range map[string]string{"alice": "", "bob": "v2:"} {
+			olderClaimConflicts(t, p, principal, mark)
 		}
 	})
+}
+
+// olderClaimConflicts accepts an event as principal, rewrites its claim as an older release
+// stored it (its digest marked with mark), and checks a redelivery and a changed payload.
+func olderClaimConflicts(t *testing.T, p *taskplane.Plane, principal, mark string) {
+	t.Helper()
+	ctx := context.Background()
+	first := mustAccept(t, p, nativeEvent(principal, "ev-1", "c1", "hello"))
+	// Rewrite the claim as an older release stored it: the same digest (the event has nothing
+	// the canonical form changes) under the older mark.
+	var older string
+	if err := p.Store().Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		c, err := tx.GetClaim(ctx, principal, "webhook", "ev-1")
+		if err != nil {
+			return err
+		}
+		marked := c.Digest
+		if older = strings.TrimPrefix(marked, "v3:"); older == marked {
+			return fmt.Errorf("claim digest %q is not marked", marked)
+		}
+		older = mark + older
+		if _, err := tx.DeleteClaim(ctx, principal, "webhook", "ev-1", c.TaskID); err != nil {
+			return err
+		}
+		c.Digest = older
+		_, _, err = tx.InsertClaim(ctx, c)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if acc := mustAccept(t, p, nativeEvent(principal, "ev-1", "c1", "hello")); acc.Outcome != taskplane.Duplicate || acc.Task.ID != first.Task.ID {
+		t.Fatalf("redelivery against the older claim: %s task %s, want a duplicate of %s", acc.Outcome, acc.Task.ID, first.Task.ID)
+	}
+
+	_, err := p.Accept(ctx, nativeEvent(principal, "ev-1", "c1", "changed"))
+	var ce *taskplane.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, taskplane.ErrDuplicateConflict) {
+		t.Fatalf("changed payload against the older claim: err = %v, want ConflictError", err)
+	}
+	if n := countEvidence(t, p, principal, taskplane.EvidenceDuplicateConflict); n != 1 {
+		t.Fatalf("duplicate-conflict evidence = %d, want 1", n)
+	}
+	task, err := p.GetTask(ctx, principal, first.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(task.History) != 1 || task.History[0].Parts[0].Text != "hello" || task.Version != first.Task.Version {
+		t.Fatalf("task changed: %+v", task)
+	}
+	if n := countTasks(t, p, principal); n != 1 {
+		t.Fatalf("tasks = %d, want 1", n)
+	}
+	if c, err := p.Store().GetClaim(ctx, principal, "webhook", "ev-1"); err != nil || c.Digest != older || c.TaskID != first.Task.ID {
+		t.Fatalf("claim after the conflict: %+v (%v), want the older claim unchanged", c, err)
+	}
 }
 
 func TestTwoEventsInOneConversationMakeTwoTasksInOneContext(t *testing.T) {

@@ -50,11 +50,43 @@ func TestTheDigestOfAnEventWithoutMetadataIsUnchanged(t *testing.T) {
 	if !ev.matchesDigest(strings.TrimPrefix(withMeta, digestMark), withMeta) || !ev.matchesDigest(old, withMeta) {
 		t.Fatal("an older release's claim of the event does not match it")
 	}
-	if ev.legacyMatch(withMeta) {
-		t.Fatal("legacyMatch takes the new formula's digest for the older one")
+	if ev.digestIs(formulaLegacy, strings.TrimPrefix(withMeta, digestMark)) {
+		t.Fatal("the older formula without Metadata gives the digest of the formula with it")
 	}
-	ev.Metadata = nil
-	if ev.legacyMatch(old) {
-		t.Fatal("legacyMatch matched an event without Metadata (both formulas agree; the plain comparison decides)")
+}
+
+// A claim of the release before this one holds a digest of the payload as it was decoded (marked
+// v2:, or bare): a redelivery of its event still matches it, although this release digests the
+// canonical form, and a changed payload does not.
+func TestAClaimOfTheFormerFormulaStillMatchesItsRedelivery(t *testing.T) {
+	ev := Event{Principal: "alice", Source: SourceA2A, Identity: "m1",
+		Message: Message{ID: "m1", Role: RoleUser, Parts: []Part{{Data: []byte(`{"b":1.0,"a":"caf\u00e9"}`)}},
+			Metadata: map[string]any{}, Extensions: []string{}}}
+	v2, err := ev.digestOf(formulaV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dg, err := ev.digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dg == digestMark+v2 {
+		t.Fatal("the canonical form digests as the decoded one: the test's payload has nothing to canonicalize")
+	}
+	for _, stored := range []string{digestMarkV2 + v2, v2} {
+		if !ev.matchesDigest(stored, dg) {
+			t.Errorf("the former formula's claim %q does not match its event's redelivery", stored)
+		}
+	}
+	changed := ev
+	changed.Message.Parts = []Part{{Data: []byte(`{"b":2,"a":"caf\u00e9"}`)}}
+	cdg, err := changed.digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stored := range []string{digestMarkV2 + v2, v2, dg} {
+		if changed.matchesDigest(stored, cdg) {
+			t.Errorf("a changed payload matches the claim %q", stored)
+		}
 	}
 }

@@ -254,11 +254,13 @@ func TestGateReconnectMissesTransientKeepsCriticalState(t *testing.T) {
 	}
 }
 
-// Gate: a direct Message and its duplicate.
+// Gate: a direct Message and its duplicate. The duplicate, and a reuse of its messageId with
+// another payload, are answered from the claim: the agent is asked for a direct reply once.
 func TestGateDirectMessageAndDuplicate(t *testing.T) {
 	e := newEnv(t)
 	forEachBinding(t, func(t *testing.T, binding string) {
 		c := e.client(binding, tokenAlice)
+		asked := e.exec.direct.Load()
 		m := userMessage("direct")
 		var replies []*a2a.Message
 		for range 2 {
@@ -286,6 +288,9 @@ func TestGateDirectMessageAndDuplicate(t *testing.T) {
 		other.Parts = a2a.ContentParts{a2a.NewTextPart("complete")}
 		if _, err := c.SendMessage(ctxT(t), &a2a.SendMessageRequest{Message: &other}); err == nil {
 			t.Fatal("the direct reply's messageId was reused with another payload")
+		}
+		if n := e.exec.direct.Load() - asked; n != 1 {
+			t.Fatalf("the agent was asked for a direct reply %d times, want once", n)
 		}
 	})
 }

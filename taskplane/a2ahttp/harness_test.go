@@ -46,6 +46,7 @@ type testExec struct {
 	gates     map[string]chan struct{}
 	afterHold chan error // the result of hold's artifact attempt after cancel
 	canceled  atomic.Int32
+	direct    atomic.Int32 // RespondDirectly calls
 }
 
 func newTestExec() *testExec {
@@ -83,6 +84,7 @@ func userTexts(t *taskplane.Task) []string {
 }
 
 func (e *testExec) RespondDirectly(_ context.Context, _ string, msg taskplane.Message) (*taskplane.Message, bool) {
+	e.direct.Add(1)
 	if len(msg.Parts) == 1 && msg.Parts[0].Text == "direct" {
 		return agentMsg("direct reply"), true
 	}

@@ -38,8 +38,9 @@ func (s *Service) locator(call Call) *a2awire.Locator {
 }
 
 // accept turns a SendMessageRequest into a task-plane event and accepts it. A message without
-// taskId is first offered to the executor's DirectResponder; its reply makes the outcome a
-// direct Message, recorded with the claim so a duplicate returns it verbatim.
+// taskId whose messageId has no claim yet is first offered to the executor's DirectResponder;
+// its reply makes the outcome a direct Message, recorded with the claim so a duplicate returns it
+// verbatim.
 func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (taskplane.Acceptance, error) {
 	msg := a2awire.ToMessage(req.Message)
 	if err := s.checkMediaTypes(msg.Parts); err != nil {
@@ -85,8 +86,17 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 			ev.Settlement = &st
 		}
 	}
-	if msg.TaskID == "" {
-		if dr, ok := s.exec.(taskplane.DirectResponder); ok {
+	if dr, ok := s.exec.(taskplane.DirectResponder); ok && msg.TaskID == "" {
+		// A resend is answered from its claim (a duplicate, or a conflict): the agent is not
+		// asked again. (Two first sends racing may both ask; one acceptance wins.)
+		claimed := false
+		if !s.cfg.FreshSends {
+			var err error
+			if claimed, err = s.plane.Claimed(ctx, ev.Principal, ev.Source, ev.Identity); err != nil {
+				return taskplane.Acceptance{}, err
+			}
+		}
+		if !claimed {
 			if reply, ok := dr.RespondDirectly(ctx, call.Principal, msg); ok && reply != nil {
 				r := *reply
 				if r.ID == "" {

@@ -1,0 +1,160 @@
+package taskplane
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// digest is the SHA-256 of the event's normalized payload, marked with digestMark. It leaves out
+// everything the server mints (task and context ids), the direct reply (the executor's output),
+// and transport details (locator, checkpoint), so a provider's redelivery of the same event
+// digests the same. The event's Metadata is payload (it becomes the task's metadata, and
+// settlements read their links from it).
+//
+// The payload is digested in its canonical form, so that a client's retry that another encoder
+// wrote (a proxy, a queue, another language's protobuf library) digests as the original: an
+// empty metadata object or list is the same as an absent one, and data parts and metadata are
+// compared as the JSON values they are — object keys in any order, numbers by their value as
+// the doubles A2A's protobuf Value holds (1, 1.0 and 1e0 are one number), strings however they
+// were escaped.
+func (ev *Event) digest() (string, error) {
+	d, err := ev.digestOf(formulaCanonical)
+	return digestMark + d, err
+}
+
+// digestMark starts every digest this release records (formulaCanonical). Claims recorded by
+// older releases hold digests of an older formula: marked with digestMarkV2 (formulaV2), or bare
+// hex, of formulaV2 or, earlier still, formulaLegacy.
+const (
+	digestMark   = "v3:"
+	digestMarkV2 = "v2:"
+)
+
+// A digestFormula is one release's way of digesting an event.
+type digestFormula int
+
+const (
+	// formulaLegacy does not cover the event's Metadata.
+	formulaLegacy digestFormula = iota
+	// formulaV2 covers the event's Metadata, and digests the payload as it was decoded.
+	formulaV2
+	// formulaCanonical digests the payload in its canonical form (see digest).
+	formulaCanonical
+)
+
+// matchesDigest reports whether stored, a claim's digest, is ev's, whose digest is dg. A digest
+// of this release's formula must be equal. One an older release recorded is matched under its
+// formula, so redeliveries of an event those releases accepted still deduplicate (a retry that
+// only adds Metadata to an event a formulaLegacy claim holds cannot be told from a redelivery).
+func (ev *Event) matchesDigest(stored, dg string) bool {
+	switch {
+	case stored == dg:
+		return true
+	case strings.HasPrefix(stored, digestMark):
+		return false
+	case strings.HasPrefix(stored, digestMarkV2):
+		return ev.digestIs(formulaV2, strings.TrimPrefix(stored, digestMarkV2))
+	}
+	// Bare: both older formulas agree on an event without Metadata.
+	return ev.digestIs(formulaV2, stored) || (len(ev.Metadata) > 0 && ev.digestIs(formulaLegacy, stored))
+}
+
+// digestIs reports whether ev's digest under formula f is hexDigest.
+func (ev *Event) digestIs(f digestFormula, hexDigest string) bool {
+	d, err := ev.digestOf(f)
+	return err == nil && d == hexDigest
+}
+
+func (ev *Event) digestOf(f digestFormula) (string, error) {
+	m := ev.Message
+	d := struct {
+		Source, Identity, ConversationKey, ContextID, TaskID, ReplyTo string
+		MessageID, ClientContextID, ClientTaskID                      string
+		Role                                                          Role
+		Parts                                                         []Part
+		Metadata                                                      map[string]any
+		Extensions, ReferenceTaskIDs                                  []string
+		EventMetadata                                                 map[string]any `json:",omitempty"`
+	}{Source: ev.Source, Identity: ev.Identity, ConversationKey: ev.ConversationKey, ContextID: ev.ContextID,
+		TaskID: ev.TaskID, ReplyTo: ev.ReplyTo, MessageID: m.ID, ClientContextID: m.ContextID, ClientTaskID: m.TaskID,
+		Role: m.Role, Parts: m.Parts, Metadata: m.Metadata, Extensions: m.Extensions, ReferenceTaskIDs: m.ReferenceTaskIDs}
+	if f != formulaLegacy {
+		d.EventMetadata = ev.Metadata
+	}
+	if f == formulaCanonical {
+		d.Metadata, d.EventMetadata = canonicalStruct(d.Metadata), canonicalStruct(d.EventMetadata)
+		if len(d.Extensions) == 0 {
+			d.Extensions = nil
+		}
+		if len(d.ReferenceTaskIDs) == 0 {
+			d.ReferenceTaskIDs = nil
+		}
+		parts := make([]Part, len(d.Parts))
+		for i, p := range d.Parts {
+			p.Metadata = canonicalStruct(p.Metadata)
+			if len(p.Data) > 0 {
+				p.Data = canonicalData(p.Data)
+			}
+			parts[i] = p
+		}
+		d.Parts = parts
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return "", fmt.Errorf("digest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// canonicalStruct is m with its numbers as float64 (encoding/json then writes each in one form,
+// and writes object keys sorted); nil when m is empty.
+func canonicalStruct(m map[string]any) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	return canonicalValue(m).(map[string]any)
+}
+
+func canonicalValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		c := make(map[string]any, len(v))
+		for k, e := range v {
+			c[k] = canonicalValue(e)
+		}
+		return c
+	case []any:
+		c := make([]any, len(v))
+		for i, e := range v {
+			c[i] = canonicalValue(e)
+		}
+		return c
+	case json.Number:
+		if f, err := v.Float64(); err == nil {
+			return f
+		}
+		return v // out of a double's range: as written
+	case json.RawMessage:
+		return canonicalData(v)
+	}
+	return v
+}
+
+// canonicalData is the JSON value raw re-encoded from its decoded form: keys sorted, numbers as
+// doubles, strings escaped one way. A value a double cannot hold stays as written.
+func canonicalData(raw json.RawMessage) json.RawMessage {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil || bytes.Equal(b, raw) {
+		return raw
+	}
+	return b
+}
