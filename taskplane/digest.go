@@ -114,10 +114,35 @@ func (ev *Event) digestOf(f digestFormula) (string, error) {
 // canonicalStruct is m with its numbers as float64 (encoding/json then writes each in one form,
 // and writes object keys sorted); nil when m is empty.
 func canonicalStruct(m map[string]any) map[string]any {
-	if len(m) == 0 {
+	switch {
+	case len(m) == 0:
 		return nil
+	case !hasNumbers(m):
+		return m // nothing to rewrite: spare the copy
 	}
 	return canonicalValue(m).(map[string]any)
+}
+
+// hasNumbers reports whether v holds a json.Number or a json.RawMessage (which canonicalValue
+// rewrites).
+func hasNumbers(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			if hasNumbers(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasNumbers(e) {
+				return true
+			}
+		}
+	case json.Number, json.RawMessage:
+		return true
+	}
+	return false
 }
 
 func canonicalValue(v any) any {
