@@ -283,6 +283,10 @@ type ListQuery struct {
 	StatusAfter time.Time
 	PageSize    int
 	PageToken   string
+	// MaxBytes bounds a page by the stored size of its tasks: once the tasks taken pass it, the
+	// page ends there and NextPageToken continues after them (a page always holds one task).
+	// 0 leaves pages bounded by PageSize alone.
+	MaxBytes int
 }
 
 // List page sizes.
@@ -334,12 +338,14 @@ func (p *Plane) ListTasks(ctx context.Context, principal string, q ListQuery) (T
 		return TaskPage{}, fmt.Errorf("list tasks: %w", err)
 	}
 	page := TaskPage{PageSize: size, TotalSize: total}
+	taken := 0 // the stored size of the tasks in the page
 	for i, r := range rows {
-		if i == size {
-			last := rows[size-1]
+		if i == size || (i > 0 && q.MaxBytes > 0 && taken+len(r.Body) > q.MaxBytes) {
+			last := rows[i-1]
 			page.NextPageToken = encodeToken(pageToken{T: last.StatusTime, ID: last.ID})
 			break
 		}
+		taken += len(r.Body)
 		t, err := decodeTask(r)
 		if err != nil {
 			return TaskPage{}, err

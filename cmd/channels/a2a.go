@@ -38,6 +38,7 @@ func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskpla
 			MaxDataDepth:     cfg.MaxDataDepth,
 			MaxMetadataBytes: cfg.MaxMetadataBytes,
 			MaxHistoryLength: cfg.MaxHistoryLength,
+			MaxPageBytes:     cfg.MaxPageBytes,
 
 			MaxStreams:             cfg.MaxStreams,
 			MaxStreamsPerPrincipal: cfg.MaxStreamsPerPrincipal,

@@ -82,6 +82,7 @@ type Config struct {
 	MaxDataDepth     int `yaml:"max_data_depth" usage:"deepest nesting of a data part or metadata object"`
 	MaxMetadataBytes int `yaml:"max_metadata_bytes" usage:"largest metadata object, JSON-encoded"`
 	MaxHistoryLength int `yaml:"max_history_length" usage:"most history messages a task in a response carries"`
+	MaxPageBytes     int `yaml:"max_page_bytes" usage:"largest stored size of the tasks of one ListTasks page (a page holds at least one task)"`
 	// Streams open at once; one past a bound is refused with RESOURCE_EXHAUSTED (HTTP 429).
 	MaxStreams             int `yaml:"max_streams" usage:"most A2A streams open at once on the server"`
 	MaxStreamsPerPrincipal int `yaml:"max_streams_per_principal" usage:"most A2A streams one caller may have open at once"`
@@ -154,6 +155,7 @@ func Default() Config {
 		MaxDataDepth:     32,
 		MaxMetadataBytes: 64 << 10,
 		MaxHistoryLength: 100,
+		MaxPageBytes:     8 << 20,
 
 		MaxStreams:             1000,
 		MaxStreamsPerPrincipal: 100,
@@ -791,7 +793,7 @@ func (c *Config) Validate() error {
 	}{{"concurrency", c.Concurrency}, {"max_body_bytes", c.MaxBodyBytes}, {"max_parts", c.MaxParts},
 		{"max_text_bytes", c.MaxTextBytes}, {"max_raw_bytes", c.MaxRawBytes}, {"max_data_bytes", c.MaxDataBytes},
 		{"max_data_depth", c.MaxDataDepth}, {"max_metadata_bytes", c.MaxMetadataBytes}, {"max_history_length", c.MaxHistoryLength},
-		{"max_streams", c.MaxStreams}, {"max_streams_per_principal", c.MaxStreamsPerPrincipal}} {
+		{"max_page_bytes", c.MaxPageBytes}, {"max_streams", c.MaxStreams}, {"max_streams_per_principal", c.MaxStreamsPerPrincipal}} {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.key, n.v))
 		}

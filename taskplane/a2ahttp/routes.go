@@ -107,7 +107,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, r *http.Request, call a2aser
 		// As JSON-RPC does, the error names the task the message named.
 		return s.svc.WireError(r.Context(), "SendMessage", err).WithTask(req.Message.TaskID)
 	}
-	writeJSON(w, resp)
+	s.writeJSON(w, resp)
 	return nil
 }
 
@@ -133,7 +133,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request, call a2aservice
 	if err != nil {
 		return err
 	}
-	writeJSON(w, t)
+	s.writeJSON(w, t)
 	return nil
 }
 
@@ -146,7 +146,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request, call a2aservi
 	if err != nil {
 		return err
 	}
-	writeJSON(w, resp)
+	s.writeJSON(w, resp)
 	return nil
 }
 
@@ -164,7 +164,7 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request, call a2aserv
 	if err != nil {
 		return err
 	}
-	writeJSON(w, t)
+	s.writeJSON(w, t)
 	return nil
 }
 
@@ -194,7 +194,7 @@ func (s *Server) pushConfigs(w http.ResponseWriter, r *http.Request, call a2aser
 		if err != nil {
 			return err
 		}
-		writeJSON(w, resp)
+		s.writeJSON(w, resp)
 		return nil
 	}
 	body, werr := s.readBody(r)
@@ -210,7 +210,7 @@ func (s *Server) pushConfigs(w http.ResponseWriter, r *http.Request, call a2aser
 	if err != nil {
 		return err
 	}
-	writeJSON(w, resp)
+	s.writeJSON(w, resp)
 	return nil
 }
 
@@ -222,14 +222,14 @@ func (s *Server) pushConfig(w http.ResponseWriter, r *http.Request, call a2aserv
 		if err := s.svc.DeletePushConfig(r.Context(), call, req); err != nil {
 			return err
 		}
-		writeJSON(w, struct{}{})
+		s.writeJSON(w, struct{}{})
 		return nil
 	}
 	resp, err := s.svc.GetPushConfig(r.Context(), call, req)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, resp)
+	s.writeJSON(w, resp)
 	return nil
 }
 

@@ -178,12 +178,14 @@ func (s *Server) readBody(r *http.Request) ([]byte, *a2awire.Error) {
 	return b, nil
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+// writeJSON answers with v, bounded in time like every answer (a2aservice.BoundAnswer).
+func (s *Server) writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeError(w, a2awire.Errorf(a2awire.ErrInternal, "internal error"))
 		return
 	}
+	s.svc.BoundAnswer(w, len(b))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)

@@ -251,7 +251,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.svc.ServeSSE(w, r, st, encoder{id: req.ID})
 		return
 	}
-	write(w, http.StatusOK, encode(req.ID, result, nil))
+	b := encode(req.ID, result, nil)
+	h.svc.BoundAnswer(w, len(b))
+	write(w, http.StatusOK, b)
 }
 
 // dispatch decodes params and runs one method: a result, or a stream for the streaming

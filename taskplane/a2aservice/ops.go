@@ -196,7 +196,7 @@ func (s *Service) GetTask(ctx context.Context, call Call, req *a2awire.GetTaskRe
 // ListTasks lists the caller's tasks, newest status first, a page at a time.
 func (s *Service) ListTasks(ctx context.Context, call Call, req *a2awire.ListTasksRequest) (*a2awire.ListTasksResponse, error) {
 	q := taskplane.ListQuery{ContextID: req.ContextID, StatusAfter: req.StatusTimestampAfter, PageToken: req.PageToken,
-		PageSize: s.lim.DefaultPageSize}
+		PageSize: s.lim.DefaultPageSize, MaxBytes: s.lim.MaxPageBytes}
 	if req.PageSize != nil {
 		if *req.PageSize < 1 || *req.PageSize > s.lim.MaxPageSize {
 			return nil, a2awire.Invalid("pageSize", "must be between 1 and %d", s.lim.MaxPageSize)

@@ -30,6 +30,10 @@ type Limits struct {
 	// MaxPageSize at 100).
 	DefaultPageSize int
 	MaxPageSize     int
+	// MaxPageBytes bounds a ListTasks page by the stored size of its tasks (default 8 MiB, the
+	// largest a task may be): a page that would pass it ends early, with a nextPageToken. A page
+	// always holds one task.
+	MaxPageBytes int
 	// MaxStreams bounds the streams (SendStreamingMessage, SubscribeToTask) open at once on the
 	// server, and MaxStreamsPerPrincipal those of one caller (defaults 1000 and 100). A stream
 	// past either is refused before it opens, with RESOURCE_EXHAUSTED.
@@ -53,6 +57,7 @@ func DefaultLimits() Limits {
 		MaxHistoryLength: 100,
 		DefaultPageSize:  50,
 		MaxPageSize:      100,
+		MaxPageBytes:     8 << 20,
 
 		MaxStreams:             1000,
 		MaxStreamsPerPrincipal: 100,
@@ -85,6 +90,7 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxPageSize > 100 {
 		l.MaxPageSize = 100
 	}
+	set(&l.MaxPageBytes, d.MaxPageBytes)
 	set(&l.MaxStreams, d.MaxStreams)
 	set(&l.MaxStreamsPerPrincipal, d.MaxStreamsPerPrincipal)
 	set(&l.DefaultPageSize, d.DefaultPageSize)
