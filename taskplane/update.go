@@ -325,7 +325,8 @@ func (p *Plane) ListTasks(ctx context.Context, principal string, q ListQuery) (T
 		// No context has such an id.
 		return TaskPage{PageSize: size}, nil
 	}
-	f := store.TaskFilter{ContextID: q.ContextID, State: string(q.State), StatusAfter: q.StatusAfter, Limit: size + 1}
+	f := store.TaskFilter{ContextID: q.ContextID, State: string(q.State), StatusAfter: q.StatusAfter, Limit: size + 1,
+		MaxBytes: q.MaxBytes}
 	if q.PageToken != "" {
 		var tok pageToken
 		if err := decodeToken(q.PageToken, &tok); err != nil || tok.ID == "" || tok.T.IsZero() || !storableKey(tok.ID) {

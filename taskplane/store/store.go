@@ -232,6 +232,10 @@ type TaskFilter struct {
 	CursorTime time.Time
 	CursorID   string
 	Limit      int
+	// MaxBytes, when > 0, stops the listing early: once two or more rows have been read and
+	// their bodies together pass MaxBytes, no more are read (the last row returned is the one
+	// that passed it, so a caller bounding a page by size knows the page ends there).
+	MaxBytes int
 }
 
 // TaskEvent is one entry of a task's event log.

@@ -104,8 +104,21 @@ func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFil
 		query += ` LIMIT ` + strconv.Itoa(f.Limit)
 	}
 	rows, _ := r.q.Query(ctx, query, w.args...)
-	tasks, err := pgx.CollectRows(rows, scanTask)
-	if err != nil {
+	defer rows.Close()
+	var tasks []store.Task
+	read := 0 // the bodies' bytes
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list tasks: %w", err)
+		}
+		tasks = append(tasks, t)
+		if read += len(t.Body); f.MaxBytes > 0 && len(tasks) > 1 && read > f.MaxBytes {
+			break
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("list tasks: %w", err)
 	}
 	return tasks, total, nil

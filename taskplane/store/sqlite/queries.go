@@ -129,12 +129,16 @@ func listTasks(ctx context.Context, q querier, principal string, f store.TaskFil
 	}
 	defer rows.Close()
 	var tasks []store.Task
+	read := 0 // the bodies' bytes
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
 			return nil, 0, fmt.Errorf("list tasks: %w", err)
 		}
 		tasks = append(tasks, t)
+		if read += len(t.Body); f.MaxBytes > 0 && len(tasks) > 1 && read > f.MaxBytes {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("list tasks: %w", err)

@@ -95,6 +95,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"OrderedByStatusTimeDescThenIDDesc", testListOrder},
 			{"FiltersByContextStateAndStatusAfterInclusive", testListFilters},
 			{"CursorPagesThroughEveryRowOnceWithConstantTotal", testListCursor},
+			{"MaxBytesStopsReadingAtTheRowThatPassesIt", testListMaxBytes},
 		}},
 		{"PrincipalScoping", []testCase{
 			{"OtherPrincipalsRowsAreNotFoundLikeMissingOnes", testScopingReads},
@@ -1001,6 +1002,26 @@ func testListCursor(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	diff(t, "after cursor (t0+1s, c)", []string{"b", "a", "e"}, ids(got))
+}
+
+// testListMaxBytes: a listing bounded by MaxBytes stops at the first row past the first whose
+// bodies together pass it, so a page bounded by size never reads its whole Limit of large rows.
+func testListMaxBytes(t *testing.T, s store.Store) {
+	listFixture(t, s) // d, c, b, a, e, each body 12 bytes
+	for _, c := range []struct {
+		max  int
+		want []string
+	}{{0, []string{"d", "c", "b", "a", "e"}}, {1, []string{"d", "c"}}, {20, []string{"d", "c"}},
+		{24, []string{"d", "c", "b"}}, {30, []string{"d", "c", "b"}}, {1000, []string{"d", "c", "b", "a", "e"}}} {
+		got, total, err := s.ListTasks(context.Background(), "alice", store.TaskFilter{Limit: 10, MaxBytes: c.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != 5 {
+			t.Errorf("MaxBytes %d: total = %d, want 5 regardless of the bound", c.max, total)
+		}
+		diff(t, fmt.Sprintf("MaxBytes %d", c.max), c.want, ids(got))
+	}
 }
 
 // ---- principal scoping ----
