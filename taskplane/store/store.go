@@ -238,6 +238,24 @@ type TaskFilter struct {
 	MaxBytes int
 }
 
+// ReadTasks reads the rows of a listing filtered by f, next moving to a row and scan reading it,
+// and stops early once f.MaxBytes is passed (see TaskFilter.MaxBytes). The drivers share it.
+func ReadTasks(f TaskFilter, next func() bool, scan func() (Task, error)) ([]Task, error) {
+	var tasks []Task
+	read := 0 // the bodies' bytes
+	for next() {
+		t, err := scan()
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+		if read += len(t.Body); f.MaxBytes > 0 && len(tasks) > 1 && read > f.MaxBytes {
+			break
+		}
+	}
+	return tasks, nil
+}
+
 // TaskEvent is one entry of a task's event log.
 type TaskEvent struct {
 	Principal string

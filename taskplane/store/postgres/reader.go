@@ -104,21 +104,12 @@ func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFil
 		query += ` LIMIT ` + strconv.Itoa(f.Limit)
 	}
 	rows, _ := r.q.Query(ctx, query, w.args...)
-	defer rows.Close()
-	var tasks []store.Task
-	read := 0 // the bodies' bytes
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, 0, fmt.Errorf("list tasks: %w", err)
-		}
-		tasks = append(tasks, t)
-		if read += len(t.Body); f.MaxBytes > 0 && len(tasks) > 1 && read > f.MaxBytes {
-			break
-		}
+	tasks, err := store.ReadTasks(f, rows.Next, func() (store.Task, error) { return scanTask(rows) })
+	rows.Close() // the rows a listing stopped early did not read are discarded
+	if err == nil {
+		err = rows.Err()
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, 0, fmt.Errorf("list tasks: %w", err)
 	}
 	return tasks, total, nil

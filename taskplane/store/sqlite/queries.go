@@ -128,19 +128,11 @@ func listTasks(ctx context.Context, q querier, principal string, f store.TaskFil
 		return nil, 0, fmt.Errorf("list tasks: %w", err)
 	}
 	defer rows.Close()
-	var tasks []store.Task
-	read := 0 // the bodies' bytes
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, 0, fmt.Errorf("list tasks: %w", err)
-		}
-		tasks = append(tasks, t)
-		if read += len(t.Body); f.MaxBytes > 0 && len(tasks) > 1 && read > f.MaxBytes {
-			break
-		}
+	tasks, err := store.ReadTasks(f, rows.Next, func() (store.Task, error) { return scanTask(rows) })
+	if err == nil {
+		err = rows.Err()
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, 0, fmt.Errorf("list tasks: %w", err)
 	}
 	return tasks, total, nil
