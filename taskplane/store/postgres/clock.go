@@ -9,9 +9,10 @@ import (
 // The database's clock. A lease, a due time or a lane slot that one process writes is compared by
 // another: a claimer takes a delivery or a wake whose lease has run out by its own clock. With the
 // processes' clocks apart by more than a lease's margin, a second process would take a delivery
-// whose provider call is still in flight and call again. Now is this process's clock moved onto
-// the database's, measured at Open and every clockRefresh after, so every process sharing the
-// store reads one time, whatever the skew between their hosts.
+// whose provider call is still in flight and call again. Now is the database's clock as measured
+// at Open and every clockRefresh after, moved on by this process's monotonic clock since, so
+// every process sharing the store reads one time, whatever the skew between their hosts — and
+// whatever a host's wall clock does between measurements (an NTP step of it does not move Now).
 
 // clockRefresh is how often the offset to the database's clock is measured again.
 const clockRefresh = time.Minute
@@ -23,14 +24,24 @@ const clockSamples = 3
 // should be synchronized, and the operator should know when they are not.
 const clockWarn = time.Second
 
-// Now returns the database's time as this process best knows it: time.Now plus the offset to the
-// database's clock, as last measured (store.Clock). Its error is half the round trip of the
-// measurement.
-func (s *Store) Now() time.Time { return s.local().Add(s.ClockOffset()) }
+// databaseClockAt is one measurement of the database's clock.
+type databaseClockAt struct {
+	db      time.Time     // the database's time
+	elapsed time.Duration // the process's monotonic clock (Store.elapsed) at that time
+	offset  time.Duration // the database's time minus this host's wall clock then
+}
 
-// ClockOffset returns how far the database's clock was ahead of this process's at the last
-// measurement (negative: behind).
-func (s *Store) ClockOffset() time.Duration { return time.Duration(s.offset.Load()) }
+// Now returns the database's time as this process best knows it (store.Clock): the last
+// measurement of the database's clock plus the monotonic time since. Its error is half the round
+// trip of the measurement, and the drift of this host's clock over at most clockRefresh.
+func (s *Store) Now() time.Time {
+	m := s.clock.Load()
+	return m.db.Add(s.elapsed() - m.elapsed)
+}
+
+// ClockOffset returns how far the database's clock was ahead of this host's wall clock at the
+// last measurement (negative: behind).
+func (s *Store) ClockOffset() time.Duration { return s.clock.Load().offset }
 
 // measureClock measures the offset to the database's clock and keeps it; on error it keeps the
 // previous one.
@@ -43,21 +54,26 @@ func (s *Store) measureClock(ctx context.Context) error {
 	}
 	defer conn.Release()
 	var (
-		best   time.Duration
-		offset time.Duration
+		best time.Duration
+		m    databaseClockAt
 	)
 	for i := range clockSamples {
 		var db time.Time
-		start := s.local()
+		start, wall := s.elapsed(), s.local()
 		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
 			return fmt.Errorf("read the database's clock: %w", err)
 		}
-		rtt := s.local().Sub(start)
+		rtt := s.elapsed() - start
 		if i == 0 || rtt < best {
-			best, offset = rtt, db.Sub(start.Add(rtt/2))
+			best = rtt
+			m = databaseClockAt{db: db, elapsed: start + rtt/2, offset: db.Sub(wall.Add(rtt / 2))}
 		}
 	}
-	prev := time.Duration(s.offset.Swap(int64(offset)))
+	var prev time.Duration
+	if p := s.clock.Swap(&m); p != nil {
+		prev = p.offset
+	}
+	offset := m.offset
 	if offset.Abs() > clockWarn && (prev-offset).Abs() > clockWarn/2 {
 		s.logger().Warn("postgres store: this host's clock and the database's differ; leases and due times follow the database's",
 			"database_ahead_by", offset.Round(time.Millisecond))

@@ -69,9 +69,10 @@ type Store struct {
 
 	log atomic.Pointer[slog.Logger] // nil: slog.Default() (tests set one)
 
-	local     func() time.Time // this host's clock (time.Now)
-	offset    atomic.Int64     // the database's clock minus local's, in ns (see clock.go)
-	clockDone sync.WaitGroup   // keepClock
+	local     func() time.Time                // this host's wall clock (time.Now)
+	elapsed   func() time.Duration            // this process's monotonic clock (time since Open)
+	clock     atomic.Pointer[databaseClockAt] // the last measurement of the database's clock (see clock.go)
+	clockDone sync.WaitGroup                  // keepClock
 }
 
 var (
@@ -127,7 +128,9 @@ func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local}
+	opened := time.Now() // carries the monotonic reading elapsed measures from
+	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local,
+		elapsed: func() time.Duration { return time.Since(opened) }}
 	s.closing, s.close = context.WithCancel(context.Background())
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
