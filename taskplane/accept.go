@@ -145,6 +145,9 @@ func (ev *Event) validate() error {
 // bindings ask before offering a new message to the executor's DirectResponder, so that a resend
 // is answered from the claim without the agent working it again.
 func (p *Plane) Claimed(ctx context.Context, principal, source, identity string) (bool, error) {
+	if !storableKey(principal) || !storableKey(source) || !storableKey(identity) {
+		return false, nil // no store holds such a claim (Accept refuses its event)
+	}
 	_, err := p.store.GetClaim(ctx, principal, source, identity)
 	switch {
 	case err == nil:
@@ -605,7 +608,7 @@ func (p *Plane) continueTask(ctx context.Context, tx store.Tx, t *Task, msg Mess
 	t.History = append(t.History, msg)
 	t.InputRequest = 0
 	if wasInterrupted {
-		t.Status = Status{State: StateSubmitted, Timestamp: now}
+		t.Status = Status{State: StateSubmitted, Timestamp: statusTime(t, now)}
 	}
 	t.Version, t.UpdatedAt = prev+1, now
 	row, err := encodeTask(t)

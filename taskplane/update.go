@@ -133,6 +133,17 @@ func addsContent(changes []Change) bool {
 	return false
 }
 
+// statusTime is the timestamp of a new status of t at now: never before its current status's.
+// Tasks are listed by status time, and a page token is a position in that order, so a task
+// whose status time went back (the clock stepped back) would be listed again after a page that
+// held it.
+func statusTime(t *Task, now time.Time) time.Time {
+	if now.Before(t.Status.Timestamp) {
+		return t.Status.Timestamp
+	}
+	return now
+}
+
 func applyChange(ctx context.Context, tx eventAppender, t *Task, c Change, now time.Time) error {
 	switch c := c.(type) {
 	case SetStatus:
@@ -142,7 +153,7 @@ func applyChange(ctx context.Context, tx eventAppender, t *Task, c Change, now t
 		if !CanTransition(t.Status.State, c.State) {
 			return fmt.Errorf("%w: %s to %s", ErrIllegalTransition, t.Status.State, c.State)
 		}
-		st := Status{State: c.State, Timestamp: now}
+		st := Status{State: c.State, Timestamp: statusTime(t, now)}
 		if c.Message != nil {
 			m := *c.Message
 			m.TaskID, m.ContextID = t.ID, t.ContextID
@@ -325,7 +336,13 @@ func (p *Plane) ListTasks(ctx context.Context, principal string, q ListQuery) (T
 		// No context has such an id.
 		return TaskPage{PageSize: size}, nil
 	}
-	f := store.TaskFilter{ContextID: q.ContextID, State: string(q.State), StatusAfter: q.StatusAfter, Limit: size + 1,
+	// Status times are kept to the microsecond: a bound between two microseconds starts at the
+	// next one, or it would take a task stamped before it.
+	after := q.StatusAfter
+	if us := after.Truncate(time.Microsecond); us.Before(after) {
+		after = us.Add(time.Microsecond)
+	}
+	f := store.TaskFilter{ContextID: q.ContextID, State: string(q.State), StatusAfter: after, Limit: size + 1,
 		MaxBytes: q.MaxBytes}
 	if q.PageToken != "" {
 		var tok pageToken

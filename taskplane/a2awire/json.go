@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -242,6 +243,10 @@ func ParseTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, err
+	}
+	// time.Parse takes offsets RFC 3339 does not (+24:00, +23:60).
+	if n := len(s); n > 6 && (s[n-6] == '+' || s[n-6] == '-') && (s[n-5:n-3] > "23" || s[n-2:] > "59") {
+		return time.Time{}, fmt.Errorf("%q: offset out of range", s)
 	}
 	return t.UTC(), nil
 }
