@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -18,9 +19,9 @@ import (
 // The payload is digested in its canonical form, so that a client's retry that another encoder
 // wrote (a proxy, a queue, another language's protobuf library) digests as the original: an
 // empty metadata object or list is the same as an absent one, and data parts and metadata are
-// compared as the JSON values they are — object keys in any order, numbers by their value as
-// the doubles A2A's protobuf Value holds (1, 1.0 and 1e0 are one number), strings however they
-// were escaped.
+// compared as the JSON values they are — object keys in any order, numbers by their exact decimal
+// value (1, 1.0 and 1e0 are one number; two integers a double cannot tell apart are two),
+// strings however they were escaped.
 func (ev *Event) digest() (string, error) {
 	d, err := ev.digestOf(formulaCanonical)
 	return digestMark + d, err
@@ -111,8 +112,8 @@ func (ev *Event) digestOf(f digestFormula) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// canonicalStruct is m with its numbers as float64 (encoding/json then writes each in one form,
-// and writes object keys sorted); nil when m is empty.
+// canonicalStruct is m with its numbers in their canonical form (canonicalNumber; encoding/json
+// writes object keys sorted); nil when m is empty.
 func canonicalStruct(m map[string]any) map[string]any {
 	switch {
 	case len(m) == 0:
@@ -160,26 +161,76 @@ func canonicalValue(v any) any {
 		}
 		return c
 	case json.Number:
-		if f, err := v.Float64(); err == nil {
-			return f
-		}
-		return v // out of a double's range: as written
+		return canonicalNumber(string(v))
 	case json.RawMessage:
 		return canonicalData(v)
 	}
 	return v
 }
 
-// canonicalData is the JSON value raw re-encoded from its decoded form: keys sorted, numbers as
-// doubles, strings escaped one way. A value a double cannot hold stays as written.
+// canonicalData is the JSON value raw re-encoded from its decoded form: keys sorted, numbers in
+// their canonical form, strings escaped one way. A value with an escaped surrogate stays as
+// written: decoding turns a lone one into U+FFFD, and two different ones would read as one.
 func canonicalData(raw json.RawMessage) json.RawMessage {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if hasSurrogateEscape(raw) {
 		return raw
 	}
-	b, err := json.Marshal(v)
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return raw
+	}
+	b, err := json.Marshal(canonicalValue(v))
 	if err != nil || bytes.Equal(b, raw) {
 		return raw
 	}
 	return b
+}
+
+// hasSurrogateEscape reports whether raw holds a \uD800–\uDFFF escape.
+func hasSurrogateEscape(raw []byte) bool {
+	for i := bytes.Index(raw, []byte(`\u`)); i >= 0 && i+3 < len(raw); {
+		if c, d := raw[i+2]|0x20, raw[i+3]|0x20; c == 'd' && (d >= '8' && d <= '9' || d >= 'a' && d <= 'f') {
+			return true
+		}
+		j := bytes.Index(raw[i+2:], []byte(`\u`))
+		if j < 0 {
+			break
+		}
+		i += 2 + j
+	}
+	return false
+}
+
+// canonicalNumber is the JSON number s in one form for its exact decimal value, so 1, 1.0, 1e0
+// and 10e-1 are one number and 9007199254740993 is not 9007199254740992 (a double would make it
+// so): the significant digits, without leading or trailing zeros, and an exponent ("125e-1" for
+// 12.5, "0" for every zero). An exponent past an int stays as written.
+func canonicalNumber(s string) json.Number {
+	neg := strings.HasPrefix(s, "-")
+	mant, exp := strings.TrimPrefix(s, "-"), 0
+	if i := strings.IndexAny(mant, "eE"); i >= 0 {
+		e, err := strconv.Atoi(mant[i+1:])
+		if err != nil || e > 1<<40 || e < -(1<<40) {
+			return json.Number(s)
+		}
+		mant, exp = mant[:i], e
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	out := trimmed
+	if exp != 0 {
+		out += "e" + strconv.Itoa(exp)
+	}
+	if neg {
+		out = "-" + out
+	}
+	return json.Number(out)
 }

@@ -90,3 +90,24 @@ func TestAClaimOfTheFormerFormulaStillMatchesItsRedelivery(t *testing.T) {
 		}
 	}
 }
+
+// canonicalNumber writes one form for each exact decimal value: numbers a double cannot tell
+// apart stay apart, and every spelling of one value is one.
+func TestCanonicalNumberIsOneFormPerExactValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"0": "0", "-0": "0", "0.000": "0", "0e5": "0", "1": "1", "1.0": "1", "1e0": "1", "10e-1": "1",
+		"100": "1e2", "1E+2": "1e2", "12.5": "125e-1", "1.25e1": "125e-1", "-0.0125e3": "-125e-1",
+		"9007199254740993": "9007199254740993", "9007199254740992": "9007199254740992",
+		"12345678901234567890": "1234567890123456789e1", "1e99999999999999999999": "1e99999999999999999999",
+	} {
+		if got := canonicalNumber(in); string(got) != want {
+			t.Errorf("canonicalNumber(%s) = %s, want %s", in, got, want)
+		}
+	}
+	for s, want := range map[string]bool{`"a"`: false, `"caf\u00e9"`: false, `"\ud800"`: true, `"\uDBFF"`: true,
+		`{"a":"x\u0041\udc00"}`: true, `"\u"`: false, `"\ue000"`: false} {
+		if got := hasSurrogateEscape([]byte(s)); got != want {
+			t.Errorf("hasSurrogateEscape(%s) = %v, want %v", s, got, want)
+		}
+	}
+}
