@@ -148,14 +148,22 @@ func (p *Plane) Claimed(ctx context.Context, principal, source, identity string)
 	if !storableKey(principal) || !storableKey(source) || !storableKey(identity) {
 		return false, nil // no store holds such a claim (Accept refuses its event)
 	}
-	_, err := p.store.GetClaim(ctx, principal, source, identity)
+	c, err := p.store.GetClaim(ctx, principal, source, identity)
 	switch {
-	case err == nil:
-		return true, nil
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("claim: %w", err)
+	case c.State != store.ClaimDone || c.OutcomeKind == "message":
+		return true, nil
 	}
-	return false, fmt.Errorf("claim: %w", err)
+	// A claim that outlived its task, which retention pruned, is new work again (as Accept has it).
+	if _, err := p.store.GetTask(ctx, principal, c.TaskID); errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("claim's task: %w", err)
+	}
+	return true, nil
 }
 
 // Accept durably accepts ev in one transaction: claim and dedupe, context, continuation, task,

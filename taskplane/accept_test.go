@@ -1059,6 +1059,12 @@ func TestAClaimThatOutlivedItsPrunedTaskIsNewWork(t *testing.T) {
 		// The conversation is active again, so the other claim is not old enough to go.
 		mustAccept(t, p, nativeEvent("alice", "ev-3", "thread-1", "anyone there?"))
 		// Both identities are new work: the one whose claim went, and the one whose claim stayed.
+		// Claimed, which the A2A bindings ask before a DirectResponder, agrees; a live claim is one.
+		for id, want := range map[string]bool{"ev-1": false, "ev-2": false, "ev-3": true} {
+			if got, err := p.Claimed(ctx, "alice", "webhook", id); err != nil || got != want {
+				t.Errorf("Claimed(%s) = %v, %v; want %v", id, got, err, want)
+			}
+		}
 		for _, ev := range []taskplane.Event{nativeEvent("alice", "ev-1", "thread-1", "start"), reply} {
 			acc, err := p.Accept(ctx, ev)
 			if err != nil {
