@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/internal/boundedwrite"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -143,7 +144,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	_, _ = w.Write(buf.Bytes())
+	_ = boundedwrite.Write(w, buf.Bytes(), 0)
 }
 
 // healthBadge is the label and CSS class of a source's health.

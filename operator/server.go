@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/channels-dev/channels/internal/boundedwrite"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -325,9 +326,15 @@ func (s *Server) apiSummary(w http.ResponseWriter, r *http.Request) {
 // storeRetryAfter is the Retry-After of an answer the store could not give.
 const storeRetryAfter = "5"
 
+// writeJSON answers with v, each 64 KiB of it to be taken within 30 s (package boundedwrite).
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = boundedwrite.Write(w, append(b, '\n'), 0)
 }

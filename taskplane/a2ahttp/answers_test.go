@@ -102,6 +102,47 @@ func TestAnAnswerNobodyReadsDoesNotHoldTheHandler(t *testing.T) {
 	}
 }
 
+// A client that reads an answer slowly but steadily gets all of it: the deadline bounds each
+// 64 KiB of an answer, not the whole, so only a client that stops reading is cut.
+func TestASlowReaderGetsTheWholeAnswer(t *testing.T) {
+	e := newEnv(t, func(c *a2aConfig) { c.StreamWriteTimeout = time.Second })
+	seedLargeTasks(t, e, 6) // a ListTasks answer of about 1.2 MiB
+	srv := &http.Server{Handler: e.srv}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(smallSendBuffers{l}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	if _, err := c.Write([]byte("GET /tasks?pageSize=100 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tokenAlice + "\r\nConnection: close\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// About 320 KiB/s: a 64 KiB chunk takes 200 ms of the second it has; the whole answer takes
+	// about 4 s, past any deadline of a second and a second per MiB for all of it.
+	var got []byte
+	buf := make([]byte, 16<<10)
+	start := time.Now()
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	head, body, ok := strings.Cut(string(got), "\r\n\r\n")
+	var page struct{ Tasks []struct{ ID string } }
+	if !ok || !strings.HasPrefix(head, "HTTP/1.1 200") || json.Unmarshal([]byte(body), &page) != nil || len(page.Tasks) != 6 {
+		t.Fatalf("read %d bytes in %s; the answer was cut (%d tasks decoded)", len(got), time.Since(start).Round(time.Millisecond), len(page.Tasks))
+	}
+}
+
 // smallSendBuffers gives each accepted connection a small send buffer, so an answer larger than
 // a few socket buffers cannot be written until the client reads.
 type smallSendBuffers struct{ net.Listener }

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/internal/boundedwrite"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2ajsonrpc"
 	"github.com/channels-dev/channels/taskplane/a2aservice"
@@ -178,17 +179,17 @@ func (s *Server) readBody(r *http.Request) ([]byte, *a2awire.Error) {
 	return b, nil
 }
 
-// writeJSON answers with v, bounded in time like every answer (a2aservice.BoundAnswer).
+// writeJSON answers with v, bounded in time like every answer (a2aservice.WriteAnswer).
 func (s *Server) writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeError(w, a2awire.Errorf(a2awire.ErrInternal, "internal error"))
 		return
 	}
-	s.svc.BoundAnswer(w, len(b))
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	s.svc.WriteAnswer(w, b)
 }
 
 func writeError(w http.ResponseWriter, e *a2awire.Error) {
@@ -197,7 +198,7 @@ func writeError(w http.ResponseWriter, e *a2awire.Error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(a2awire.KindOf(e).HTTPStatus)
-	_, _ = w.Write(e.RESTBody())
+	_ = boundedwrite.Write(w, e.RESTBody(), 0)
 }
 
 // restEncoder frames HTTP+JSON stream events: the StreamResponse itself; errors as the
@@ -234,7 +235,7 @@ func writeCard(w http.ResponseWriter, r *http.Request, doc a2aservice.CardDocume
 	h.Set("Content-Length", strconv.Itoa(len(doc.Body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(doc.Body)
+		_ = boundedwrite.Write(w, doc.Body, 0)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/channels-dev/channels/taskplane/a2aservice"
@@ -134,17 +135,19 @@ func encode(id json.RawMessage, result any, e *a2awire.Error) []byte {
 	return b
 }
 
-func write(w http.ResponseWriter, status int, b []byte) {
+// write answers with b, bounded in time like every answer (a2aservice.WriteAnswer).
+func (h *Handler) write(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	h.svc.WriteAnswer(w, b)
 }
 
 // unauthorized answers an authentication failure: HTTP 401 with the challenge, and the error
 // under the request's id.
-func unauthorized(w http.ResponseWriter, id json.RawMessage, e *a2awire.Error) {
+func (h *Handler) unauthorized(w http.ResponseWriter, id json.RawMessage, e *a2awire.Error) {
 	a2aservice.SetChallenge(w, e)
-	write(w, http.StatusUnauthorized, encode(id, nil, e))
+	h.write(w, http.StatusUnauthorized, encode(id, nil, e))
 }
 
 // unauthenticatedPeek bounds what is read of an unauthenticated request's body to find its id.
@@ -177,14 +180,14 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, id json.RawMess
 		h.svc.ServeSSE(w, r, errorStream(h.svc), encoder{id: id, pre: e})
 		return
 	}
-	write(w, http.StatusOK, encode(id, nil, e))
+	h.write(w, http.StatusOK, encode(id, nil, e))
 }
 
 // ServeHTTP serves one JSON-RPC request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		write(w, http.StatusMethodNotAllowed, encode(nullID, nil, a2awire.Errorf(a2awire.ErrInvalidRequest, "JSON-RPC requests use POST")))
+		h.write(w, http.StatusMethodNotAllowed, encode(nullID, nil, a2awire.Errorf(a2awire.ErrInvalidRequest, "JSON-RPC requests use POST")))
 		return
 	}
 	principal, aerr := h.svc.Authenticate(r)
@@ -192,7 +195,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The refusal names the request's id when a short body shows it; a caller not yet
 		// trusted gets no more of its body read than that.
 		body, _ := io.ReadAll(io.LimitReader(r.Body, unauthenticatedPeek))
-		unauthorized(w, readableID(body), aerr)
+		h.unauthorized(w, readableID(body), aerr)
 		return
 	}
 	lim := h.svc.Limits()
@@ -225,7 +228,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fail := func(e *a2awire.Error) {
 		if errors.Is(e, a2awire.ErrUnauthenticated) {
 			// As for a request refused before dispatch (the extended card without credentials).
-			unauthorized(w, req.ID, e)
+			h.unauthorized(w, req.ID, e)
 			return
 		}
 		h.refuse(w, r, req.ID, req.Method, e)
@@ -251,9 +254,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.svc.ServeSSE(w, r, st, encoder{id: req.ID})
 		return
 	}
-	b := encode(req.ID, result, nil)
-	h.svc.BoundAnswer(w, len(b))
-	write(w, http.StatusOK, b)
+	h.write(w, http.StatusOK, encode(req.ID, result, nil))
 }
 
 // dispatch decodes params and runs one method: a result, or a stream for the streaming

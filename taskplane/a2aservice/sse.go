@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/channels-dev/channels/internal/boundedwrite"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 )
 
@@ -20,15 +21,10 @@ type Encoder interface {
 	Error(*a2awire.Error) []byte
 }
 
-// BoundAnswer gives an answer that is not a stream, of n bytes, about to be written to w, a
-// write deadline: StreamWriteTimeout, and a second more for each MiB of it. Without one, a client
-// that sends a request and never reads the answer holds the handler, and the answer in memory,
-// for as long as it keeps the connection open (net/http lifts the deadline when the request
-// ends). The bindings call it for their answers; their error answers are small enough for the
-// socket's buffers.
-func (s *Service) BoundAnswer(w http.ResponseWriter, n int) {
-	d := s.cfg.StreamWriteTimeout + time.Duration(n>>20)*time.Second
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+// WriteAnswer writes body, an answer that is not a stream, to w: a chunk at a time, each to be
+// taken by the client within StreamWriteTimeout (see package boundedwrite).
+func (s *Service) WriteAnswer(w http.ResponseWriter, body []byte) {
+	_ = boundedwrite.Write(w, body, s.cfg.StreamWriteTimeout)
 }
 
 // endWriteTimeout bounds the write of a stream's end (the chunked body's terminator) after its

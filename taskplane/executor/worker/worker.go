@@ -42,6 +42,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/channels-dev/channels/internal/boundedwrite"
 	"github.com/channels-dev/channels/taskplane"
 )
 
@@ -648,11 +649,17 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	}
 }
 
+// writeJSON answers with v, each 64 KiB of it to be taken within 30 s (package boundedwrite): a
+// worker that stops reading a task of up to 8 MiB does not hold it in memory.
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	_ = boundedwrite.Write(w, append(b, '\n'), 0)
 }
 
 func writeError(w http.ResponseWriter, code int, reason, msg string) {

@@ -1,0 +1,95 @@
+package boundedwrite_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/internal/boundedwrite"
+)
+
+// serve answers every request with body through Write (perChunk each), on connections with small
+// send buffers, and reports each Write's result on done.
+func serve(t *testing.T, body []byte, perChunk time.Duration) (addr string, done <-chan error) {
+	t.Helper()
+	results := make(chan error, 4)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		results <- boundedwrite.Write(w, body, perChunk)
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(smallSendBuffers{l}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String(), results
+}
+
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+func request(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A client that never reads its answer does not hold the handler: the write is cut once a chunk
+// has waited perChunk.
+func TestAnAnswerNobodyReadsIsCut(t *testing.T) {
+	addr, done := serve(t, bytes.Repeat([]byte("a"), 2<<20), 200*time.Millisecond)
+	request(t, addr) // and never read
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the write of 2 MiB nobody read succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still writes 10 s after its deadline of 200 ms")
+	}
+}
+
+// A client that reads slowly but steadily gets the whole answer, although it takes far longer
+// than perChunk: each chunk has its own deadline.
+func TestASlowSteadyReaderGetsItAll(t *testing.T) {
+	body := bytes.Repeat([]byte("b"), 1<<20)
+	addr, done := serve(t, body, time.Second)
+	c := request(t, addr)
+	var got []byte
+	buf := make([]byte, 16<<10)
+	start := time.Now()
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond) // about 530 KiB/s
+	}
+	if err := <-done; err != nil || !bytes.HasSuffix(got, body) {
+		t.Fatalf("after %s: write error %v, %d bytes read, want the whole answer", time.Since(start).Round(time.Millisecond), err, len(got))
+	}
+}
