@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // digest is the SHA-256 of the event's normalized payload, marked with digestMark. It leaves out
@@ -21,7 +22,8 @@ import (
 // empty metadata object or list is the same as an absent one, and data parts and metadata are
 // compared as the JSON values they are — object keys in any order, numbers by their exact decimal
 // value (1, 1.0 and 1e0 are one number; two integers a double cannot tell apart are two),
-// strings however they were escaped.
+// strings however they were escaped (a data part with a lone surrogate escape, or bytes that are
+// not UTF-8, as written).
 func (ev *Event) digest() (string, error) {
 	d, err := ev.digestOf(formulaCanonical)
 	return digestMark + d, err
@@ -169,10 +171,11 @@ func canonicalValue(v any) any {
 }
 
 // canonicalData is the JSON value raw re-encoded from its decoded form: keys sorted, numbers in
-// their canonical form, strings escaped one way. A value with an escaped surrogate stays as
-// written: decoding turns a lone one into U+FFFD, and two different ones would read as one.
+// their canonical form, strings escaped one way. A value with a lone surrogate escape or bytes
+// that are not UTF-8 stays as written: decoding turns each into U+FFFD, so two different ones
+// would read as one (the part is stored as written).
 func canonicalData(raw json.RawMessage) json.RawMessage {
-	if hasSurrogateEscape(raw) {
+	if !utf8.Valid(raw) || hasLoneSurrogateEscape(raw) {
 		return raw
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
@@ -188,17 +191,38 @@ func canonicalData(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// hasSurrogateEscape reports whether raw holds a \uD800–\uDFFF escape.
-func hasSurrogateEscape(raw []byte) bool {
-	for i := bytes.Index(raw, []byte(`\u`)); i >= 0 && i+3 < len(raw); {
-		if c, d := raw[i+2]|0x20, raw[i+3]|0x20; c == 'd' && (d >= '8' && d <= '9' || d >= 'a' && d <= 'f') {
+// hasLoneSurrogateEscape reports whether raw holds a \uD800–\uDFFF escape that is not half of a
+// pair (a high one followed by a low one, as encoders write characters past U+FFFF).
+func hasLoneSurrogateEscape(raw []byte) bool {
+	// surrogate reads the escape at raw[i:], if it is one: 1 high, 2 low, 0 neither.
+	surrogate := func(i int) int {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0
+		}
+		v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		switch {
+		case err != nil || v < 0xD800 || v > 0xDFFF:
+			return 0
+		case v < 0xDC00:
+			return 1
+		}
+		return 2
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		switch surrogate(i) {
+		case 1:
+			if surrogate(i+6) != 2 {
+				return true
+			}
+			i += 11 // the pair
+		case 2:
 			return true
+		default:
+			i++ // the escaped character: an escaped backslash is not the start of an escape
 		}
-		j := bytes.Index(raw[i+2:], []byte(`\u`))
-		if j < 0 {
-			break
-		}
-		i += 2 + j
 	}
 	return false
 }
@@ -206,13 +230,13 @@ func hasSurrogateEscape(raw []byte) bool {
 // canonicalNumber is the JSON number s in one form for its exact decimal value, so 1, 1.0, 1e0
 // and 10e-1 are one number and 9007199254740993 is not 9007199254740992 (a double would make it
 // so): the significant digits, without leading or trailing zeros, and an exponent ("125e-1" for
-// 12.5, "0" for every zero). An exponent past an int stays as written.
+// 12.5, "0" for every zero). An exponent past 2^30 stays as written.
 func canonicalNumber(s string) json.Number {
 	neg := strings.HasPrefix(s, "-")
 	mant, exp := strings.TrimPrefix(s, "-"), 0
 	if i := strings.IndexAny(mant, "eE"); i >= 0 {
 		e, err := strconv.Atoi(mant[i+1:])
-		if err != nil || e > 1<<40 || e < -(1<<40) {
+		if err != nil || e > 1<<30 || e < -(1<<30) {
 			return json.Number(s)
 		}
 		mant, exp = mant[:i], e

@@ -99,15 +99,18 @@ func TestCanonicalNumberIsOneFormPerExactValue(t *testing.T) {
 		"100": "1e2", "1E+2": "1e2", "12.5": "125e-1", "1.25e1": "125e-1", "-0.0125e3": "-125e-1",
 		"9007199254740993": "9007199254740993", "9007199254740992": "9007199254740992",
 		"12345678901234567890": "1234567890123456789e1", "1e99999999999999999999": "1e99999999999999999999",
+		"1e2000000000": "1e2000000000", "1.5e1073741824": "15e1073741823",
 	} {
 		if got := canonicalNumber(in); string(got) != want {
 			t.Errorf("canonicalNumber(%s) = %s, want %s", in, got, want)
 		}
 	}
 	for s, want := range map[string]bool{`"a"`: false, `"caf\u00e9"`: false, `"\ud800"`: true, `"\uDBFF"`: true,
-		`{"a":"x\u0041\udc00"}`: true, `"\u"`: false, `"\ue000"`: false} {
-		if got := hasSurrogateEscape([]byte(s)); got != want {
-			t.Errorf("hasSurrogateEscape(%s) = %v, want %v", s, got, want)
+		`{"a":"x\u0041\udc00"}`: true, `"\u"`: false, `"\ue000"`: false, `"\uD83D\uDE00"`: false,
+		`{"\ud83d\ude00":"\ud83d"}`: true, `"\uD83D\u0041"`: true, `"\uDE00\uD83D"`: true, `"\\uD800"`: false,
+		`"\\\uD800"`: true} {
+		if got := hasLoneSurrogateEscape([]byte(s)); got != want {
+			t.Errorf("hasLoneSurrogateEscape(%s) = %v, want %v", s, got, want)
 		}
 	}
 }
