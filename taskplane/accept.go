@@ -140,15 +140,17 @@ func (ev *Event) validate() error {
 	return nil
 }
 
-// Claimed reports whether an event of (principal, source, identity) has a claim: it was
-// accepted, and another event under its identity is its duplicate or conflicts with it. The A2A
-// bindings ask before offering a new message to the executor's DirectResponder, so that a resend
-// is answered from the claim without the agent working it again.
-func (p *Plane) Claimed(ctx context.Context, principal, source, identity string) (bool, error) {
-	if !storableKey(principal) || !storableKey(source) || !storableKey(identity) {
-		return false, nil // no store holds such a claim (Accept refuses its event)
+// Claimed reports whether ev's identity has a claim: an event under it was accepted, and ev is its
+// duplicate or conflicts with it. The A2A bindings ask before offering a new message to the
+// executor's DirectResponder, so that a resend is answered from the claim without the agent
+// working it again. An event Accept would refuse is refused here with the same error, before the
+// agent is asked.
+func (p *Plane) Claimed(ctx context.Context, ev Event) (bool, error) {
+	if err := ev.validate(); err != nil {
+		return false, err
 	}
-	c, err := p.store.GetClaim(ctx, principal, source, identity)
+	principal := ev.Principal
+	c, err := p.store.GetClaim(ctx, principal, ev.Source, ev.Identity)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil

@@ -1061,7 +1061,7 @@ func TestAClaimThatOutlivedItsPrunedTaskIsNewWork(t *testing.T) {
 		// Both identities are new work: the one whose claim went, and the one whose claim stayed.
 		// Claimed, which the A2A bindings ask before a DirectResponder, agrees; a live claim is one.
 		for id, want := range map[string]bool{"ev-1": false, "ev-2": false, "ev-3": true} {
-			if got, err := p.Claimed(ctx, "alice", "webhook", id); err != nil || got != want {
+			if got, err := p.Claimed(ctx, nativeEvent("alice", id, "thread-1", "x")); err != nil || got != want {
 				t.Errorf("Claimed(%s) = %v, %v; want %v", id, got, err, want)
 			}
 		}

@@ -108,3 +108,18 @@ func taskID(t *testing.T, body []byte) string {
 	}
 	return r.Task.ID
 }
+
+// A send the task plane refuses (a messageId no store can hold) is refused before the agent is
+// asked for a direct reply: the agent does no work for a message that is not accepted.
+func TestARefusedSendIsRefusedBeforeTheAgentIsAsked(t *testing.T) {
+	e := newEnv(t)
+	asked := e.exec.direct.Load()
+	body := sendBody(t, wireMsg("a\x00b", "direct"), nil)
+	st, _, b := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil)
+	if code, _, reason := restError(t, b); st != http.StatusBadRequest || code != 400 || reason != "INVALID_PARAMS" {
+		t.Fatalf("a messageId with a NUL: %d %s, want 400 INVALID_PARAMS", st, b)
+	}
+	if n := e.exec.direct.Load() - asked; n != 0 {
+		t.Fatalf("the agent was asked for a direct reply %d times for a refused send", n)
+	}
+}

@@ -92,7 +92,7 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 		claimed := false
 		if !s.cfg.FreshSends {
 			var err error
-			if claimed, err = s.plane.Claimed(ctx, ev.Principal, ev.Source, ev.Identity); err != nil {
+			if claimed, err = s.plane.Claimed(ctx, ev); err != nil {
 				return taskplane.Acceptance{}, err
 			}
 		}
