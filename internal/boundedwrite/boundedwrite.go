@@ -4,7 +4,8 @@
 // the whole response would cut blocking sends and long-polls that wait before they answer. So a
 // client that sends a request and never reads its answer holds the handler, and the answer in
 // memory, for as long as it keeps the connection open. Write bounds each part of an answer
-// instead: a client that reads, however slowly, gets all of it; one that stops reading is cut.
+// instead, and the whole by a slowest rate: a client that reads gets all of it; one that stops
+// reading, or reads slower than MinRate, is cut.
 package boundedwrite
 
 import (
@@ -18,23 +19,37 @@ const ChunkSize = 64 << 10
 // DefaultTimeout is the time a client has to take each chunk, where no other is configured.
 const DefaultTimeout = 30 * time.Second
 
+// MinRate is the slowest a client may take a whole answer, in bytes a second, after the time of
+// one chunk: an 8 MiB answer must be taken within about 4.5 minutes, so slow readers cannot hold
+// many answers in memory for an hour.
+var MinRate = 32 << 10
+
 // Write writes body to w a chunk at a time, each to be taken by the client within perChunk
-// (DefaultTimeout when 0), and returns the first write error. The last chunk's deadline also
-// covers what net/http writes after the handler returns; it lifts the deadline before the
-// connection's next request.
+// (DefaultTimeout when 0), and all of it within perChunk and len(body) ÷ MinRate seconds; it
+// returns the first write error. The last chunk's deadline also covers what net/http writes
+// after the handler returns; it lifts the deadline before the connection's next request.
 func Write(w http.ResponseWriter, body []byte, perChunk time.Duration) error {
 	if perChunk <= 0 {
 		perChunk = DefaultTimeout
 	}
+	now := time.Now()
+	last := now.Add(perChunk + time.Duration(len(body))*time.Second/time.Duration(MinRate))
 	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Now().Add(perChunk))
+	deadline := func() {
+		d := time.Now().Add(perChunk)
+		if d.After(last) {
+			d = last
+		}
+		_ = rc.SetWriteDeadline(d)
+	}
+	deadline()
 	for len(body) > 0 {
 		n := min(len(body), ChunkSize)
 		if _, err := w.Write(body[:n]); err != nil {
 			return err
 		}
 		body = body[n:]
-		_ = rc.SetWriteDeadline(time.Now().Add(perChunk))
+		deadline()
 	}
 	return nil
 }

@@ -93,3 +93,28 @@ func TestASlowSteadyReaderGetsItAll(t *testing.T) {
 		t.Fatalf("after %s: write error %v, %d bytes read, want the whole answer", time.Since(start).Round(time.Millisecond), err, len(got))
 	}
 }
+
+// A client that reads, but slower than MinRate, is cut once the answer's time is up, although
+// it takes each chunk within perChunk: slow readers cannot hold answers in memory for hours.
+func TestAReaderSlowerThanTheFloorIsCut(t *testing.T) {
+	defer func(r int) { boundedwrite.MinRate = r }(boundedwrite.MinRate)
+	boundedwrite.MinRate = 256 << 10 // the whole 256 KiB must be taken within 2 s + 1 s
+	addr, done := serve(t, bytes.Repeat([]byte("c"), 256<<10), 2*time.Second)
+	c := request(t, addr)
+	buf := make([]byte, 16<<10)
+	start := time.Now()
+	for {
+		if _, err := c.Read(buf); err != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // 64 KiB/s: a chunk a second, the whole in 4 s
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("a reader at a quarter of the floor got the whole answer in %s", time.Since(start).Round(time.Millisecond))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write still runs 10 s after its time was up")
+	}
+}
