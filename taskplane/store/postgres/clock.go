@@ -24,6 +24,12 @@ const clockSamples = 3
 // should be synchronized, and the operator should know when they are not.
 const clockWarn = time.Second
 
+// sinceNow returns the time since its call on Go's monotonic clock (time.Since).
+func sinceNow() func() time.Duration {
+	start := time.Now()
+	return func() time.Duration { return time.Since(start) }
+}
+
 // databaseClockAt is one measurement of the database's clock.
 type databaseClockAt struct {
 	db      time.Time     // the database's time

@@ -128,9 +128,7 @@ func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	opened := time.Now() // carries the monotonic reading elapsed measures from
-	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local,
-		elapsed: func() time.Duration { return time.Since(opened) }}
+	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local, elapsed: newElapsed()}
 	s.closing, s.close = context.WithCancel(context.Background())
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
