@@ -326,7 +326,7 @@ func (s *Server) apiSummary(w http.ResponseWriter, r *http.Request) {
 // storeRetryAfter is the Retry-After of an answer the store could not give.
 const storeRetryAfter = "5"
 
-// writeJSON answers with v, each 64 KiB of it to be taken within 30 s (package boundedwrite).
+// writeJSON answers with v, each 64 KiB of it to be taken within 30 s and the whole at boundedwrite.MinRate.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {

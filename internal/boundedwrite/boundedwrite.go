@@ -20,8 +20,8 @@ const ChunkSize = 64 << 10
 const DefaultTimeout = 30 * time.Second
 
 // MinRate is the slowest a client may take a whole answer, in bytes a second, after the time of
-// one chunk: an 8 MiB answer must be taken within about 4.5 minutes, so slow readers cannot hold
-// many answers in memory for an hour.
+// one chunk: an 8 MiB answer must be taken within 30 s and 256 s more, so slow readers cannot
+// hold many answers in memory for an hour. 0 or less: no floor.
 var MinRate = 32 << 10
 
 // Write writes body to w a chunk at a time, each to be taken by the client within perChunk
@@ -32,12 +32,14 @@ func Write(w http.ResponseWriter, body []byte, perChunk time.Duration) error {
 	if perChunk <= 0 {
 		perChunk = DefaultTimeout
 	}
-	now := time.Now()
-	last := now.Add(perChunk + time.Duration(len(body))*time.Second/time.Duration(MinRate))
+	var last time.Time // zero: no floor
+	if MinRate > 0 {
+		last = time.Now().Add(perChunk + time.Duration(len(body))*time.Second/time.Duration(MinRate))
+	}
 	rc := http.NewResponseController(w)
 	deadline := func() {
 		d := time.Now().Add(perChunk)
-		if d.After(last) {
+		if !last.IsZero() && d.After(last) {
 			d = last
 		}
 		_ = rc.SetWriteDeadline(d)

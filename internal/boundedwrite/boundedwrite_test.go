@@ -118,3 +118,19 @@ func TestAReaderSlowerThanTheFloorIsCut(t *testing.T) {
 		t.Fatal("the write still runs 10 s after its time was up")
 	}
 }
+
+// MinRate 0 means no floor (not a division by zero): the slow reader gets it all.
+func TestNoFloorWhenMinRateIsZero(t *testing.T) {
+	defer func(r int) { boundedwrite.MinRate = r }(boundedwrite.MinRate)
+	boundedwrite.MinRate = 0
+	body := bytes.Repeat([]byte("d"), 128<<10)
+	addr, done := serve(t, body, time.Second)
+	c := request(t, addr)
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || !bytes.HasSuffix(got, body) {
+		t.Fatalf("write error %v, %d bytes read, want the whole answer", err, len(got))
+	}
+}

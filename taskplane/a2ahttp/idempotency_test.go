@@ -111,15 +111,23 @@ func taskID(t *testing.T, body []byte) string {
 
 // A send the task plane refuses (a messageId no store can hold) is refused before the agent is
 // asked for a direct reply: the agent does no work for a message that is not accepted.
+// With FreshSends (every send new work) too.
 func TestARefusedSendIsRefusedBeforeTheAgentIsAsked(t *testing.T) {
-	e := newEnv(t)
-	asked := e.exec.direct.Load()
-	body := sendBody(t, wireMsg("a\x00b", "direct"), nil)
-	st, _, b := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil)
-	if code, _, reason := restError(t, b); st != http.StatusBadRequest || code != 400 || reason != "INVALID_PARAMS" {
-		t.Fatalf("a messageId with a NUL: %d %s, want 400 INVALID_PARAMS", st, b)
-	}
-	if n := e.exec.direct.Load() - asked; n != 0 {
-		t.Fatalf("the agent was asked for a direct reply %d times for a refused send", n)
+	for _, fresh := range []bool{false, true} {
+		e := newEnv(t, func(c *a2aConfig) { c.FreshSends = fresh })
+		asked := e.exec.direct.Load()
+		for _, msg := range []map[string]any{wireMsg("a\x00b", "direct"), func() map[string]any {
+			m := wireMsg("m-ctx", "direct")
+			m["contextId"] = "c\x00d"
+			return m
+		}()} {
+			st, _, b := e.raw(http.MethodPost, "/message:send", tokenAlice, sendBody(t, msg, nil), nil)
+			if code, _, reason := restError(t, b); st != http.StatusBadRequest || code != 400 || reason != "INVALID_PARAMS" {
+				t.Fatalf("fresh sends %v: %v: %d %s, want 400 INVALID_PARAMS", fresh, msg, st, b)
+			}
+		}
+		if n := e.exec.direct.Load() - asked; n != 0 {
+			t.Fatalf("fresh sends %v: the agent was asked for a direct reply %d times for refused sends", fresh, n)
+		}
 	}
 }

@@ -88,13 +88,12 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 	}
 	if dr, ok := s.exec.(taskplane.DirectResponder); ok && msg.TaskID == "" {
 		// A resend is answered from its claim (a duplicate, or a conflict): the agent is not
-		// asked again. (Two first sends racing may both ask; one acceptance wins.)
-		claimed := false
-		if !s.cfg.FreshSends {
-			var err error
-			if claimed, err = s.plane.Claimed(ctx, ev); err != nil {
-				return taskplane.Acceptance{}, err
-			}
+		// asked again. (Two first sends racing may both ask; one acceptance wins.) A send the
+		// plane refuses is refused here, before the agent is asked (with FreshSends too, whose
+		// fresh identity has no claim).
+		claimed, err := s.plane.Claimed(ctx, ev)
+		if err != nil {
+			return taskplane.Acceptance{}, err
 		}
 		if !claimed {
 			if reply, ok := dr.RespondDirectly(ctx, call.Principal, msg); ok && reply != nil {

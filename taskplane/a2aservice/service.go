@@ -83,8 +83,8 @@ type Config struct {
 	// StreamWriteTimeout bounds each write of an SSE stream, a keep-alive comment included
 	// (default 30s, whatever KeepAlive is): a client that takes no write for that long
 	// (it stopped reading, and the socket buffers are full) loses its stream, and the stream's
-	// slot comes back. It bounds each 64 KiB of an answer that is not a stream too
-	// (WriteAnswer).
+	// slot comes back. It bounds each 64 KiB of an answer that is not a stream too, whose whole
+	// must also be taken at boundedwrite.MinRate (WriteAnswer).
 	StreamWriteTimeout time.Duration
 	// CardMaxAge is the Cache-Control max-age of the agent card (default 5m).
 	CardMaxAge time.Duration

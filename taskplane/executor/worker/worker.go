@@ -649,7 +649,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	}
 }
 
-// writeJSON answers with v, each 64 KiB of it to be taken within 30 s (package boundedwrite): a
+// writeJSON answers with v, each 64 KiB of it to be taken within 30 s and the whole at boundedwrite.MinRate: a
 // worker that stops reading a task of up to 8 MiB does not hold it in memory.
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)

@@ -17,18 +17,15 @@ import (
 // clockRefresh is how often the offset to the database's clock is measured again.
 const clockRefresh = time.Minute
 
+// sampleEvery is how often the time the host spent suspended is sampled (newElapsed).
+const sampleEvery = time.Second
+
 // clockSamples is how many round trips one measurement takes; the shortest one wins.
 const clockSamples = 3
 
 // clockWarn is the offset above which Open and the refresh log a warning: the hosts' clocks
 // should be synchronized, and the operator should know when they are not.
 const clockWarn = time.Second
-
-// sinceNow returns the time since its call on Go's monotonic clock (time.Since).
-func sinceNow() func() time.Duration {
-	start := time.Now()
-	return func() time.Duration { return time.Since(start) }
-}
 
 // databaseClockAt is one measurement of the database's clock.
 type databaseClockAt struct {
@@ -87,15 +84,20 @@ func (s *Store) measureClock(ctx context.Context) error {
 	return nil
 }
 
-// keepClock measures the offset every clockRefresh until the store closes.
+// keepClock measures the database's clock every clockRefresh, and samples the time the host
+// spent suspended every sampleEvery, until the store closes.
 func (s *Store) keepClock() {
 	defer s.clockDone.Done()
 	t := time.NewTicker(clockRefresh)
 	defer t.Stop()
+	suspend := time.NewTicker(sampleEvery)
+	defer suspend.Stop()
 	for {
 		select {
 		case <-s.closing.Done():
 			return
+		case <-suspend.C:
+			s.sampleSuspend()
 		case <-t.C:
 			if err := s.measureClock(s.closing); err != nil && s.closing.Err() == nil {
 				s.logger().Warn("postgres store: clock offset not refreshed", "error", err)

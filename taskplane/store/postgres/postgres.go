@@ -69,10 +69,11 @@ type Store struct {
 
 	log atomic.Pointer[slog.Logger] // nil: slog.Default() (tests set one)
 
-	local     func() time.Time                // this host's wall clock (time.Now)
-	elapsed   func() time.Duration            // this process's monotonic clock (time since Open)
-	clock     atomic.Pointer[databaseClockAt] // the last measurement of the database's clock (see clock.go)
-	clockDone sync.WaitGroup                  // keepClock
+	local         func() time.Time                // this host's wall clock (time.Now)
+	elapsed       func() time.Duration            // a monotonic clock: the time since Open (newElapsed)
+	sampleSuspend func()                          // keeps elapsed counting a suspended host's time (keepClock)
+	clock         atomic.Pointer[databaseClockAt] // the last measurement of the database's clock (see clock.go)
+	clockDone     sync.WaitGroup                  // keepClock
 }
 
 var (
@@ -128,7 +129,8 @@ func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local, elapsed: newElapsed()}
+	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local}
+	s.elapsed, s.sampleSuspend = newElapsed()
 	s.closing, s.close = context.WithCancel(context.Background())
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
