@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/internal/boundedwrite"
+	"github.com/channels-dev/channels/internal/boundedwrite/boundedwritetest"
 )
 
 // serve answers every request with body through Write (perChunk each), on connections with small
@@ -25,19 +26,9 @@ func serve(t *testing.T, body []byte, perChunk time.Duration) (addr string, done
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(smallSendBuffers{l}) }()
+	go func() { _ = srv.Serve(boundedwritetest.SmallSendBuffers(l)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return l.Addr().String(), results
-}
-
-type smallSendBuffers struct{ net.Listener }
-
-func (l smallSendBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4096)
-	}
-	return c, err
 }
 
 func request(t *testing.T, addr string) net.Conn {

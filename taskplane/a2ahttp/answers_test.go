@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/channels-dev/channels/internal/boundedwrite/boundedwritetest"
 )
 
 // seedLargeTasks sends n completed tasks of about 200 KiB each as alice.
@@ -76,7 +78,7 @@ func TestAnAnswerNobodyReadsDoesNotHoldTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(smallSendBuffers{l}) }()
+	go func() { _ = srv.Serve(boundedwritetest.SmallSendBuffers(l)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
 	rpc := `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":100}}`
@@ -112,7 +114,7 @@ func TestASlowReaderGetsTheWholeAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = srv.Serve(smallSendBuffers{l}) }()
+	go func() { _ = srv.Serve(boundedwritetest.SmallSendBuffers(l)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	c, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -141,16 +143,4 @@ func TestASlowReaderGetsTheWholeAnswer(t *testing.T) {
 	if !ok || !strings.HasPrefix(head, "HTTP/1.1 200") || json.Unmarshal([]byte(body), &page) != nil || len(page.Tasks) != 6 {
 		t.Fatalf("read %d bytes in %s; the answer was cut (%d tasks decoded)", len(got), time.Since(start).Round(time.Millisecond), len(page.Tasks))
 	}
-}
-
-// smallSendBuffers gives each accepted connection a small send buffer, so an answer larger than
-// a few socket buffers cannot be written until the client reads.
-type smallSendBuffers struct{ net.Listener }
-
-func (l smallSendBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4096)
-	}
-	return c, err
 }
