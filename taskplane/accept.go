@@ -111,7 +111,9 @@ const (
 	MaxKeyLen      = 1024
 )
 
-func (ev *Event) validate() error {
+// Validate reports, with an ErrInvalid error, what makes Accept refuse ev before it reads
+// anything: a field missing or past its limit, an id no store can hold.
+func (ev *Event) Validate() error {
 	switch {
 	case ev.Principal == "":
 		return invalidf("event has no principal")
@@ -146,7 +148,7 @@ func (ev *Event) validate() error {
 // working it again. An event Accept would refuse is refused here with the same error, before the
 // agent is asked.
 func (p *Plane) Claimed(ctx context.Context, ev Event) (bool, error) {
-	if err := ev.validate(); err != nil {
+	if err := ev.Validate(); err != nil {
 		return false, err
 	}
 	principal := ev.Principal
@@ -178,7 +180,7 @@ func (p *Plane) Claimed(ctx context.Context, ev Event) (bool, error) {
 // naming a terminal task returns ErrTaskTerminal, unless the event carries a Settlement, which it
 // then records (SettledOutcome).
 func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
-	if err := ev.validate(); err != nil {
+	if err := ev.Validate(); err != nil {
 		return Acceptance{}, err
 	}
 	dg, err := ev.digest()

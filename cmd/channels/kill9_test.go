@@ -156,7 +156,7 @@ func runKill9(t *testing.T, storeURL string) {
 	reported := map[int]string{}  // event index → task id
 	verified := map[string]bool{} // task ids whose log was checked
 	maxIndex, kills, duplicates := -1, 0, 0
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(6 * time.Minute) // up to 3 × kill9Rounds rounds on a slow machine
 	// kill9Rounds at least, and more (up to three times as many) until 100 events were reported
 	// accepted: a slow machine accepts fewer in a round.
 	for round := 0; ; round++ {

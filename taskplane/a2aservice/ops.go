@@ -89,9 +89,13 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 	if dr, ok := s.exec.(taskplane.DirectResponder); ok && msg.TaskID == "" {
 		// A resend is answered from its claim (a duplicate, or a conflict): the agent is not
 		// asked again. (Two first sends racing may both ask; one acceptance wins.) A send the
-		// plane refuses is refused here, before the agent is asked (with FreshSends too, whose
-		// fresh identity has no claim).
-		claimed, err := s.plane.Claimed(ctx, ev)
+		// plane refuses is refused here, before the agent is asked; with FreshSends, whose fresh
+		// identity has no claim, that is all there is to check.
+		var claimed bool
+		err := ev.Validate()
+		if err == nil && !s.cfg.FreshSends {
+			claimed, err = s.plane.Claimed(ctx, ev)
+		}
 		if err != nil {
 			return taskplane.Acceptance{}, err
 		}

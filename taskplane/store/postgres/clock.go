@@ -49,6 +49,9 @@ func (s *Store) ClockOffset() time.Duration { return s.clock.Load().offset }
 // measureClock measures the offset to the database's clock and keeps it; on error it keeps the
 // previous one.
 func (s *Store) measureClock(ctx context.Context) error {
+	// A suspend not yet sampled would be counted twice: once in the database's time measured
+	// now, and again in the monotonic clock when it is sampled.
+	s.sampleSuspend()
 	// The samples time the query alone, on a connection taken beforehand: a wait for a
 	// connection of a busy pool would count as round trip and move the estimate.
 	conn, err := s.pool.Acquire(ctx)

@@ -20,7 +20,7 @@ func TxID(ctx context.Context, stx store.Tx) (int64, error) {
 
 // OpenOnHost opens a Store as Open does, on a host whose clock is local.
 func OpenOnHost(ctx context.Context, u *url.URL, local func() time.Time) (*Store, error) {
-	return open(ctx, u, local)
+	return open(ctx, u, local, newElapsed)
 }
 
 // Committers returns how many groups s commits at once.

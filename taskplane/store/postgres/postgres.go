@@ -87,7 +87,7 @@ var (
 // run-time parameters, so "?search_path=tenant_a" puts the tables in schema tenant_a (which must
 // exist). Without pool_max_conns in the URL the pool holds up to max(8, 4×GOMAXPROCS) connections.
 // Errors never contain the password.
-func Open(ctx context.Context, u *url.URL) (*Store, error) { return open(ctx, u, time.Now) }
+func Open(ctx context.Context, u *url.URL) (*Store, error) { return open(ctx, u, time.Now, newElapsed) }
 
 // sessionDefaults are run-time parameters every connection gets unless the URL sets them: a name
 // for pg_stat_activity, and bounds on a session that stops answering mid-transaction — a process
@@ -114,8 +114,9 @@ func setSessionDefaults(params map[string]string) {
 	}
 }
 
-// open is Open on a host whose clock is local (tests make it skewed).
-func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, error) {
+// open is Open on a host whose wall clock is local (tests make it skewed) and whose monotonic
+// clock is clock's (tests fake a suspend).
+func open(ctx context.Context, u *url.URL, local func() time.Time, clock func() (elapsed func() time.Duration, sample func())) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		// pgx errors may quote the connection string; say only what was wrong.
@@ -130,7 +131,7 @@ func open(ctx context.Context, u *url.URL, local func() time.Time) (*Store, erro
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	s := &Store{reader: reader{q: pool}, pool: pool, features: postgresFeatures, local: local}
-	s.elapsed, s.sampleSuspend = newElapsed()
+	s.elapsed, s.sampleSuspend = clock()
 	s.closing, s.close = context.WithCancel(context.Background())
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()

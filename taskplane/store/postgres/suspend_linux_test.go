@@ -1,0 +1,48 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/channels-dev/channels/taskplane/store/postgres"
+)
+
+// A suspend is counted once: a store opened (and so measuring the database's clock, which counted
+// the suspend) before it sampled the suspend did not run ahead of the database by the suspend
+// once it sampled it. And the store samples every second: a further suspend reaches its Now
+// within a couple of seconds (here the database's clock does not see it, so Now runs ahead).
+func TestASuspendIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	s, suspend, err := postgres.OpenOnSuspendedHost(ctx, u, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ahead := func() time.Duration {
+		t.Helper()
+		var db time.Time
+		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+			t.Fatal(err)
+		}
+		return s.Now().Sub(db)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the store's first sample
+	if d := ahead(); d.Abs() > 2*time.Second {
+		t.Fatalf("after a 10-minute suspend the store's Now is %v off the database's clock", d)
+	}
+	suspend(5 * time.Second)
+	time.Sleep(2500 * time.Millisecond)
+	if d := ahead(); d < 4*time.Second || d > 7*time.Second {
+		t.Fatalf("2.5 s after a further 5 s suspend the store's Now is %v ahead of the database's clock, want about 5 s (sampled every second)", d)
+	}
+}
