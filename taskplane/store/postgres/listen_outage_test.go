@@ -2,10 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,64 +11,6 @@ import (
 	"github.com/channels-dev/channels/taskplane/store/postgres"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
-
-// cutProxy forwards TCP connections to a database; cut refuses new ones and breaks the open ones
-// (the database away), mend accepts again on the same address.
-type cutProxy struct {
-	t      *testing.T
-	addr   string
-	target string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns []net.Conn
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	p := &cutProxy{t: t, addr: "127.0.0.1:0", target: target}
-	p.mend()
-	p.addr = p.ln.Addr().String()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *cutProxy) mend() {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("proxy listen: %v", err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, d)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(d, c); d.Close() }()
-			go func() { _, _ = io.Copy(c, d); c.Close() }()
-		}
-	}()
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
 
 // While the database is away, the listener's reconnects fail in a row: the log says so once at
 // WARN and once when it listens again. It logged a WARN for every reconnect (every 2.5–5 s of

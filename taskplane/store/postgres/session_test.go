@@ -3,89 +3,12 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/postgres"
 )
-
-// freezeProxy forwards TCP to the database; freeze stops forwarding in both directions without
-// closing anything: the host of the process behind it is partitioned away (or paused), and the
-// server sees a client that simply went quiet.
-type freezeProxy struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	frozen chan struct{}
-	conns  []net.Conn
-}
-
-func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezeProxy{ln: ln, frozen: make(chan struct{})}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			d, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, d)
-			p.mu.Unlock()
-			go p.pipe(d, c)
-			go p.pipe(c, d)
-		}
-	}()
-	t.Cleanup(p.cut)
-	return p
-}
-
-// cut closes the proxy and every connection through it.
-func (p *freezeProxy) cut() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-}
-
-func (p *freezeProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			select {
-			case <-p.frozen:
-				<-make(chan struct{}) // partitioned: nothing passes any more
-			default:
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if err != io.EOF {
-				dst.Close()
-			}
-			dst.Close()
-			return
-		}
-	}
-}
-
-func (p *freezeProxy) freeze() { close(p.frozen) }
 
 // A process cut off mid-transaction — its host gone quiet before its COMMIT arrives — does not
 // hold the others for long: the server ends its session once it has been idle in its transaction
@@ -95,9 +18,9 @@ func (p *freezeProxy) freeze() { close(p.frozen) }
 func TestAProcessCutOffMidTransactionDoesNotHoldTheOthers(t *testing.T) {
 	u := newSchema(t)
 	b := open(t, u)
-	proxy := newFreezeProxy(t, u.Host)
+	proxy := newCutProxy(t, u.Host)
 	ua := *u
-	ua.Host = proxy.ln.Addr().String()
+	ua.Host = proxy.addr
 	postgres.SetSessionDefault(t, "idle_in_transaction_session_timeout", "1s") // the default, shortened
 	a := open(t, &ua)
 	t.Cleanup(proxy.cut) // before a closes (cleanups run last first): its connections are dead
