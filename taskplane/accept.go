@@ -158,7 +158,7 @@ func (p *Plane) Claimed(ctx context.Context, ev Event) (bool, error) {
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("claim: %w", err)
-	case c.State != store.ClaimDone || c.OutcomeKind == "message":
+	case !namesTask(c):
 		return true, nil
 	}
 	// A claim that outlived its task, which retention pruned, is new work again (as Accept has it).
@@ -310,13 +310,19 @@ func advanceCheckpoint(ctx context.Context, tx store.Tx, ev *Event, now time.Tim
 	return nil
 }
 
+// namesTask reports whether c's outcome is a task (not a direct Message, not pending): one
+// retention may have pruned while the claim stayed (errPrunedTask).
+func namesTask(c store.Claim) bool {
+	return c.State == store.ClaimDone && c.OutcomeKind != "message"
+}
+
 // errPrunedTask: a claim names a task that retention has pruned (a claim can outlive its task
 // while its conversation stays active).
 var errPrunedTask = errors.New("the claim's task was pruned")
 
 func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg string, claim store.Claim, now time.Time, acc *Acceptance, conflict *bool) error {
 	var prior *Task
-	if claim.State == store.ClaimDone && claim.OutcomeKind != "message" {
+	if namesTask(claim) {
 		t, err := getTask(ctx, tx, ev.Principal, claim.TaskID)
 		if errors.Is(err, ErrTaskNotFound) {
 			return errPrunedTask

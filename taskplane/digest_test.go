@@ -114,3 +114,24 @@ func TestCanonicalNumberIsOneFormPerExactValue(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDigest compares the former formula with the canonical one on a chat message with
+// metadata (strings only: the canonical form then copies nothing but the parts).
+func BenchmarkDigest(b *testing.B) {
+	ev := Event{Principal: "bench", Source: "bench", Identity: "ev-1", ConversationKey: "c1", ReplyTo: "r",
+		Message: Message{ID: "m1", Role: RoleUser, Parts: []Part{TextPart("hello there, this is a chat message of some length that is typical")},
+			Metadata: map[string]any{"slack": map[string]any{"ts": "1.3", "channel": "C1", "user": "U1", "team": "T1"}}},
+		Metadata: map[string]any{"k": "v"}}
+	for _, f := range []struct {
+		name string
+		f    digestFormula
+	}{{"v2", formulaV2}, {"canonical", formulaCanonical}} {
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ev.digestOf(f.f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -66,19 +66,10 @@ func TestASlowSteadyReaderGetsItAll(t *testing.T) {
 	body := bytes.Repeat([]byte("b"), 1<<20)
 	addr, done := serve(t, body, time.Second)
 	c := request(t, addr)
-	var got []byte
-	buf := make([]byte, 16<<10)
 	start := time.Now()
-	for {
-		n, err := c.Read(buf)
-		got = append(got, buf[:n]...)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(30 * time.Millisecond) // about 530 KiB/s
+	got, err := boundedwritetest.ReadSlowly(c, 16<<10, 30*time.Millisecond) // about 530 KiB/s
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := <-done; err != nil || !bytes.HasSuffix(got, body) {
 		t.Fatalf("after %s: write error %v, %d bytes read, want the whole answer", time.Since(start).Round(time.Millisecond), err, len(got))
@@ -92,14 +83,8 @@ func TestAReaderSlowerThanTheFloorIsCut(t *testing.T) {
 	boundedwrite.MinRate = 256 << 10 // the whole 256 KiB must be taken within 2 s + 1 s
 	addr, done := serve(t, bytes.Repeat([]byte("c"), 256<<10), 2*time.Second)
 	c := request(t, addr)
-	buf := make([]byte, 16<<10)
 	start := time.Now()
-	for {
-		if _, err := c.Read(buf); err != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond) // 64 KiB/s: a chunk a second, the whole in 4 s
-	}
+	_, _ = boundedwritetest.ReadSlowly(c, 16<<10, 250*time.Millisecond) // 64 KiB/s: a chunk a second, the whole in 4 s
 	select {
 	case err := <-done:
 		if err == nil {

@@ -127,17 +127,8 @@ func TestASlowReaderGetsTheWholeAnswer(t *testing.T) {
 	}
 	// About 320 KiB/s: a 64 KiB chunk takes 200 ms of the second it has; the whole answer takes
 	// about 4 s, past any deadline of a second and a second per MiB for all of it.
-	var got []byte
-	buf := make([]byte, 16<<10)
 	start := time.Now()
-	for {
-		n, err := c.Read(buf)
-		got = append(got, buf[:n]...)
-		if err != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	got, _ := boundedwritetest.ReadSlowly(c, 16<<10, 50*time.Millisecond)
 	head, body, ok := strings.Cut(string(got), "\r\n\r\n")
 	var page struct{ Tasks []struct{ ID string } }
 	if !ok || !strings.HasPrefix(head, "HTTP/1.1 200") || json.Unmarshal([]byte(body), &page) != nil || len(page.Tasks) != 6 {

@@ -91,10 +91,14 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 		// asked again. (Two first sends racing may both ask; one acceptance wins.) A send the
 		// plane refuses is refused here, before the agent is asked; with FreshSends, whose fresh
 		// identity has no claim, that is all there is to check.
-		var claimed bool
-		err := ev.Validate()
-		if err == nil && !s.cfg.FreshSends {
-			claimed, err = s.plane.Claimed(ctx, ev)
+		var (
+			claimed bool
+			err     error
+		)
+		if s.cfg.FreshSends {
+			err = ev.Validate()
+		} else {
+			claimed, err = s.plane.Claimed(ctx, ev) // validates ev first
 		}
 		if err != nil {
 			return taskplane.Acceptance{}, err
