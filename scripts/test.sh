@@ -188,10 +188,11 @@ fi
 section "go test -race ${RACE_PKGS[*]} (${#race_pkgs[@]} packages; chaos soak ${TEST_SOAK-20s})"
 TEST_SOAK="${TEST_SOAK-20s}" go test -race "${race_pkgs[@]}"
 
-# Bounded fuzzing of request decoding on each binding (FUZZTIME per target; 0 skips). A failing
-# input is written under the package's testdata/fuzz/ and named in the output.
+# Bounded fuzzing of request decoding on each binding, and of the canonical form a request's
+# data is deduplicated by (FUZZTIME per target; 0 skips). A failing input is written under the
+# package's testdata/fuzz/ and named in the output.
 if [[ "${FUZZTIME:-15s}" != 0 ]]; then
-	for target in FuzzRESTDecode:./taskplane/a2ahttp/ FuzzJSONRPCDecode:./taskplane/a2ajsonrpc/; do
+	for target in FuzzRESTDecode:./taskplane/a2ahttp/ FuzzJSONRPCDecode:./taskplane/a2ajsonrpc/ FuzzCanonicalData:./taskplane/; do
 		section "fuzz ${target%%:*} (${FUZZTIME:-15s})"
 		log=$(mktemp)
 		if ! go test -run='^$' -fuzz="^${target%%:*}\$" -fuzztime="${FUZZTIME:-15s}" "${target#*:}" 2>&1 | tee "$log"; then

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -173,7 +174,8 @@ func canonicalValue(v any) any {
 // canonicalData is the JSON value raw re-encoded from its decoded form: keys sorted, numbers in
 // their canonical form, strings escaped one way. A value with a lone surrogate escape or bytes
 // that are not UTF-8 stays as written: decoding turns each into U+FFFD, so two different ones
-// would read as one (the part is stored as written).
+// would read as one (the part is stored as written). So does anything that is not one JSON value,
+// which the digest then refuses.
 func canonicalData(raw json.RawMessage) json.RawMessage {
 	if !utf8.Valid(raw) || hasLoneSurrogateEscape(raw) {
 		return raw
@@ -183,6 +185,9 @@ func canonicalData(raw json.RawMessage) json.RawMessage {
 	var v any
 	if err := d.Decode(&v); err != nil {
 		return raw
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return raw // more than one value: not JSON, refused as written
 	}
 	b, err := json.Marshal(canonicalValue(v))
 	if err != nil || bytes.Equal(b, raw) {

@@ -1,8 +1,12 @@
 package taskplane
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"math/big"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +103,194 @@ func TestAPushConfigURLWithoutAHostNameIsRefused(t *testing.T) {
 			t.Errorf("validate(%q) = %v, want ErrInvalid", u, err)
 		}
 	}
+}
+
+// FuzzCanonicalData feeds arbitrary bytes to the canonical form a data part is digested in. It
+// never panics; bytes that are not one JSON value are kept as written (so the digest refuses
+// them as the stored part would be); the form is its own canonical form; a JSON value written
+// another way — other whitespace, other escapes, numbers with other digits for the same value —
+// has the same form; and two values have one form exactly when they are equal (numbers compared
+// by exact value).
+func FuzzCanonicalData(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"b":[1,2.50,{"c":null}],"a":"x"}`, `{"a":"\u0078","b":[1e0,25e-1,{"c":null}]}`},
+		{`9007199254740993`, `9007199254740992`},
+		{`"\ud83d\ude00"`, `"😀"`},
+		{`"\ud83d"`, `"\ufffd"`},
+		{`1 2`, `1 3`},
+		{`{"a":1,"a":2}`, `{"a":2}`},
+		{`-0`, `0.0e5`},
+		{`1e1073741825`, `10e1073741824`},
+		{"\"\xff\"", `"\ufffd"`},
+		{`[true,false,null,"<&>"]`, `[true,false,null,"\u003c\u0026\u003e"]`},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ca := canonicalData(a)
+		if !json.Valid(a) {
+			if !bytes.Equal(ca, a) {
+				t.Fatalf("canonicalData(%q) = %q: not one JSON value, it is kept as written", a, ca)
+			}
+			return
+		}
+		if !json.Valid(ca) {
+			t.Fatalf("canonicalData(%q) = %q is not JSON", a, ca)
+		}
+		if again := canonicalData(ca); !bytes.Equal(again, ca) {
+			t.Fatalf("canonicalData(%q) = %q, of which the form is %q", a, ca, again)
+		}
+		asWritten := !utf8.Valid(a) || hasLoneSurrogateEscape(a)
+		if asWritten {
+			if !bytes.Equal(ca, a) {
+				t.Fatalf("canonicalData(%q) = %q, want it as written", a, ca)
+			}
+			return
+		}
+		v := decodeNumbers(t, a)
+		for _, other := range rewrites(t, v) {
+			if co := canonicalData(other); !bytes.Equal(co, ca) {
+				t.Fatalf("%q and %q, one value written two ways, have the forms %q and %q", a, other, ca, co)
+			}
+		}
+		if !json.Valid(b) || !utf8.Valid(b) || hasLoneSurrogateEscape(b) {
+			return
+		}
+		equal, ok := sameJSON(v, decodeNumbers(t, b))
+		if !ok {
+			return // a number too large to compare exactly here
+		}
+		if cb := canonicalData(b); bytes.Equal(ca, cb) != equal {
+			t.Fatalf("%q and %q: equal %v, forms %q and %q", a, b, equal, ca, cb)
+		}
+	})
+}
+
+// decodeNumbers decodes the JSON value raw with its numbers as written.
+func decodeNumbers(t *testing.T, raw []byte) any {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("decode %q: %v", raw, err)
+	}
+	return v
+}
+
+// rewrites is v written in other ways: indented, without HTML escapes, and with every number
+// given other digits for the same value.
+func rewrites(t *testing.T, v any) [][]byte {
+	var plain, indented bytes.Buffer
+	e := json.NewEncoder(&plain)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	e = json.NewEncoder(&indented)
+	e.SetIndent(" ", "\t")
+	renumbered, err := json.Marshal(otherDigits(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return [][]byte{plain.Bytes(), indented.Bytes(), renumbered}
+}
+
+// otherDigits is v with each number written with other digits of the same value: 12 as 12.0e0,
+// 1.5 as 1.50, 0.5e3 as 0.50e3 (one with an exponent past ±10,000 as written).
+func otherDigits(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		c := make(map[string]any, len(v))
+		for k, e := range v {
+			c[k] = otherDigits(e)
+		}
+		return c
+	case []any:
+		c := make([]any, len(v))
+		for i, e := range v {
+			c[i] = otherDigits(e)
+		}
+		return c
+	case json.Number:
+		if _, small := exactNumber(string(v)); !small {
+			return v // an exponent this large is kept as written
+		}
+		mant, exp, hasExp := strings.Cut(strings.ToLower(string(v)), "e")
+		switch {
+		case strings.Contains(mant, "."):
+			mant += "0"
+		default:
+			mant += ".0"
+		}
+		if !hasExp {
+			exp = "0"
+		}
+		return json.Number(mant + "e" + exp)
+	}
+	return v
+}
+
+// sameJSON reports whether the decoded JSON values a and b are equal, numbers by exact value; ok
+// is false when a number's exponent is too large to compare that way here.
+func sameJSON(a, b any) (equal, ok bool) {
+	switch a := a.(type) {
+	case map[string]any:
+		b, isMap := b.(map[string]any)
+		if !isMap || len(a) != len(b) {
+			return false, true
+		}
+		equal = true
+		for k, ea := range a {
+			eb, found := b[k]
+			if !found {
+				equal = false
+				continue
+			}
+			e, o := sameJSON(ea, eb)
+			if !o {
+				return false, false
+			}
+			equal = equal && e
+		}
+		return equal, true
+	case []any:
+		b, isList := b.([]any)
+		if !isList || len(a) != len(b) {
+			return false, true
+		}
+		equal = true
+		for i := range a {
+			e, o := sameJSON(a[i], b[i])
+			if !o {
+				return false, false
+			}
+			equal = equal && e
+		}
+		return equal, true
+	case json.Number:
+		b, isNumber := b.(json.Number)
+		if !isNumber {
+			return false, true
+		}
+		ra, oka := exactNumber(string(a))
+		rb, okb := exactNumber(string(b))
+		if !oka || !okb {
+			return false, false
+		}
+		return ra.Cmp(rb) == 0, true
+	}
+	return a == b, true
+}
+
+// exactNumber is the JSON number s as an exact rational, unless its exponent is past ±10,000.
+func exactNumber(s string) (*big.Rat, bool) {
+	if _, exp, ok := strings.Cut(strings.ToLower(s), "e"); ok {
+		if e, err := strconv.Atoi(exp); err != nil || e > 10000 || e < -10000 {
+			return nil, false
+		}
+	}
+	return new(big.Rat).SetString(s)
 }
