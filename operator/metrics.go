@@ -224,13 +224,13 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 		if fnErr == nil || !errors.Is(err, fnErr) {
 			s.m.storeError("update", err)
 			if isStoreFailure(err) {
-				s.writes.record(err)
+				s.writes.record(time.Now(), err)
 			}
 		} else if store.StorageFault(fnErr) {
 			// On Postgres a full disk fails the statement that needs a new page, inside fn; on
 			// SQLite a read-only database file fails the first statement that writes.
 			s.m.storeError("update", fnErr)
-			s.writes.record(fnErr)
+			s.writes.record(time.Now(), fnErr)
 		}
 		return err
 	}

@@ -16,7 +16,19 @@ import (
 // commit do not clear the count: most of a server's transactions (an idle claim poll, a retention
 // pass with nothing to delete) write nothing, and commit on a full disk too. Nor does time: a
 // server with little traffic writes seldom, and a wrong suspicion costs one small write.
+//
+// The probe's write is small, and can fit where an acceptance's does not (a full disk leaves room
+// in the WAL's last pages, or in a table's free ones): a write that fails within relapseWindow of
+// a probe that cleared the store makes it a suspect again at once, and then a probe clears it
+// only once no write has failed for settleTime. Otherwise readiness, probing each second, would
+// say ready between every three failures of a store that refuses every real write.
 const writeFailuresUnready = 3
+
+// relapseWindow and settleTime: see writeFailuresUnready.
+const (
+	relapseWindow = time.Minute
+	settleTime    = 5 * time.Second
+)
 
 // probeEvery bounds how often readiness tries its write while the store is a suspect: /readyz
 // needs no token, so its callers must not make a write each. probeTimeout bounds one try.
@@ -33,20 +45,30 @@ type writeHealth struct {
 	probing  bool  // a probe runs now
 	probedAt time.Time
 	probeErr error // the outcome of the last probe while a suspect (nil: none finished yet)
+	// clearedAt is when a probe last cleared the suspicion; failedAt, when a write last failed;
+	// relapsed, that a write failed within relapseWindow of clearedAt (see writeFailuresUnready).
+	clearedAt, failedAt time.Time
+	relapsed            bool
+	settling            bool // the last probe wrote, but a relapse's writes failed within settleTime
 }
 
-// record notes a write transaction that failed in the store.
-func (w *writeHealth) record(err error) {
+// record notes a write transaction that failed in the store at now.
+func (w *writeHealth) record(now time.Time, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last = err
+	w.last, w.failedAt = err, now
 	w.failed++
+	if !w.clearedAt.IsZero() && now.Sub(w.clearedAt) < relapseWindow {
+		w.relapsed = true
+		w.failed = max(w.failed, writeFailuresUnready)
+	}
 }
 
 // check returns nil while the store takes writes. Once it is a suspect, it runs probe (at most
 // once per probeEvery, and one at a time, outside the lock: failing writes and other readiness
 // checks do not wait for it); a probe that writes clears the suspicion, one that fails keeps
-// readiness off until one writes.
+// readiness off until one writes (and, after a relapse, until no write has failed for
+// settleTime).
 func (w *writeHealth) check(now time.Time, probe func() error) error {
 	w.mu.Lock()
 	if w.failed < writeFailuresUnready {
@@ -62,9 +84,14 @@ func (w *writeHealth) check(now time.Time, probe func() error) error {
 		err := probe()
 		w.mu.Lock()
 		w.probing = false
-		if err == nil {
+		w.settling = err == nil && w.relapsed && now.Sub(w.failedAt) < settleTime
+		switch {
+		case w.settling:
+			w.probeErr = nil
+		case err == nil:
 			w.failed, w.last, w.probeErr, w.probedAt = 0, nil, nil, time.Time{}
-		} else {
+			w.clearedAt, w.relapsed = now, false
+		default:
 			w.probeErr = err
 		}
 		w.mu.Unlock()
@@ -74,6 +101,9 @@ func (w *writeHealth) check(now time.Time, probe func() error) error {
 	switch {
 	case w.failed < writeFailuresUnready:
 		return nil
+	case w.settling:
+		return fmt.Errorf("%d write transactions failed (the last: %v); readiness's own write succeeds, but writes failed "+
+			"again after an earlier one did: ready once none has failed for %s", w.failed, w.last, settleTime)
 	case w.probeErr == nil: // another check's probe has not finished yet
 		return fmt.Errorf("%d write transactions failed (the last: %v); readiness's own write is under way", w.failed, w.last)
 	}

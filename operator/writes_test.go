@@ -16,13 +16,13 @@ func TestWriteHealthProbesOnceSuspectedAndNeverHoldsOthers(t *testing.T) {
 	failing := func() error { probes++; return full }
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for i := range 2 {
-		w.record(full)
+		w.record(now, full)
 		now = now.Add(10 * time.Minute) // far apart
 		if err := w.check(now, failing); err != nil || probes != 0 {
 			t.Fatalf("after %d failures: %v, %d probes", i+1, err, probes)
 		}
 	}
-	w.record(full)
+	w.record(now, full)
 	if err := w.check(now, failing); !errors.Is(err, full) || probes != 1 {
 		t.Fatalf("after 3 failures: %v, %d probes; want the probe's failure, 1 probe", err, probes)
 	}
@@ -38,7 +38,7 @@ func TestWriteHealthProbesOnceSuspectedAndNeverHoldsOthers(t *testing.T) {
 	}()
 	<-started
 	recorded := make(chan struct{})
-	go func() { w.record(full); close(recorded) }()
+	go func() { w.record(now, full); close(recorded) }()
 	select {
 	case <-recorded:
 	case <-time.After(5 * time.Second):
@@ -53,5 +53,44 @@ func TestWriteHealthProbesOnceSuspectedAndNeverHoldsOthers(t *testing.T) {
 	}
 	if err := w.check(now.Add(4*probeEvery), failing); err != nil || probes != 1 {
 		t.Fatalf("after a probe that wrote: %v, %d probes; want ready and no probe", err, probes)
+	}
+}
+
+// A store whose real writes fail while readiness's small write fits (a full disk with room left
+// in the WAL's last pages) is not called ready between every three failures: a write failing soon
+// after a probe cleared the store makes it unready again at once, and a probe clears it only once
+// no write has failed for settleTime.
+func TestAWriteFailingSoonAfterAProbeClearedTheStoreKeepsItUnready(t *testing.T) {
+	var w writeHealth
+	full := errors.New("disk full")
+	writes := func() error { return nil } // the probe's write fits
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for range writeFailuresUnready {
+		w.record(now, full)
+	}
+	if err := w.check(now, writes); err != nil {
+		t.Fatalf("a probe that wrote after the first failures: %v, want ready", err)
+	}
+	// Every second, a real write fails and readiness is asked a moment later.
+	for i := range 10 {
+		now = now.Add(time.Second)
+		w.record(now, full)
+		if err := w.check(now.Add(50*time.Millisecond), writes); err == nil {
+			t.Fatalf("round %d: ready while every real write fails", i)
+		}
+	}
+	// The writes stop failing (space came back): ready once none has failed for settleTime.
+	if err := w.check(now.Add(settleTime/2), writes); err == nil {
+		t.Fatal("ready before the writes settled")
+	}
+	now = now.Add(settleTime + time.Second)
+	if err := w.check(now, writes); err != nil {
+		t.Fatalf("no write failed for %s: %v, want ready", settleTime+time.Second, err)
+	}
+	// Long after that clearance a single failure is a blip again, not a relapse.
+	now = now.Add(relapseWindow + time.Second)
+	w.record(now, full)
+	if err := w.check(now, writes); err != nil {
+		t.Fatalf("one failure %s after the store was cleared: %v, want ready", relapseWindow, err)
 	}
 }
