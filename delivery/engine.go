@@ -78,8 +78,14 @@ type Option func(*Engine)
 // WithClock sets the clock (tests; lanes and retries are measured on it).
 func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = now } }
 
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+// WithLogger sets the logger (nil: slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(e *Engine) {
+		if l != nil {
+			e.log = l
+		}
+	}
+}
 
 // WithOwner names this engine in leases and evidence (default: a random id per engine). Two
 // engines must never share an owner name.

@@ -42,8 +42,14 @@ func WithObserver(fn func(Event, taskplane.Acceptance, error)) SinkOption {
 // WithClock sets the clock of evidence and count windows (tests).
 func WithClock(now func() time.Time) SinkOption { return func(s *Sink) { s.now = now } }
 
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) SinkOption { return func(s *Sink) { s.log = l } }
+// WithLogger sets the logger (nil: slog.Default()).
+func WithLogger(l *slog.Logger) SinkOption {
+	return func(s *Sink) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
 
 // ForPrincipal fixes the Sink to one principal: an event, evidence, a checkpoint (read or
 // resync) or a reply anchor of another is refused (Rejected counts under this one), so a source

@@ -27,6 +27,12 @@ import (
 // ErrTransport (the executor could not reach its agent) is retried TransportRetries times with
 // backoff first. Returning nil with the task still WORKING ends the turn unsettled: the task is
 // offered again, at most MaxReoffers times.
+//
+// ctx ends when the turn is stopped: the dispatcher shutting down, the turn's lease lost, or the
+// task canceled or finished from outside. Then return (ctx.Err() is the natural answer): a turn
+// stopped by a shutdown or a lost lease is not failed, whatever Execute returns, but goes back to
+// the queue and runs again from the task as stored; one whose task was finished from outside
+// ends with it.
 type Executor interface {
 	Execute(ctx context.Context, turn *Turn) error
 }
@@ -295,7 +301,8 @@ type Dispatcher struct {
 	// outside (default CancelTimeout).
 	CancelTimeout time.Duration
 
-	mu sync.Mutex
+	active atomic.Bool // Run is running
+	mu     sync.Mutex
 	// running: task id → its turns running in this process. Normally one; a turn that lost its
 	// authority (its lease ran out and the wake was offered again, here) runs on until it notices.
 	running map[string][]*liveTurn
@@ -329,9 +336,21 @@ func (d *Dispatcher) lease() time.Duration {
 	return d.Lease
 }
 
+// ErrDispatcherRunning is Run's error when the Dispatcher is already running.
+var ErrDispatcherRunning = errors.New("taskplane: dispatcher already running")
+
 // Run dispatches until ctx ends, then waits for running turns to return. Turns interrupted by the
-// shutdown go back to the queue.
+// shutdown (ctx's end cancels every running turn's context) go back to the queue and run again
+// from durable state. Plane and Executor must be set; a Dispatcher runs once at a time (a second
+// Run while one runs returns ErrDispatcherRunning), and several Dispatchers may share a Plane.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	if d.Plane == nil || d.Executor == nil {
+		return errors.New("taskplane: dispatcher needs a Plane and an Executor")
+	}
+	if !d.active.CompareAndSwap(false, true) {
+		return ErrDispatcherRunning
+	}
+	defer d.active.Store(false)
 	conc := d.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency

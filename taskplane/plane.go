@@ -45,11 +45,26 @@ func WithClock(now func() time.Time) Option { return func(p *Plane) { p.now = no
 // WithIDs sets the id generator for tasks, contexts and wakes (tests).
 func WithIDs(newID func() string) Option { return func(p *Plane) { p.newID = newID } }
 
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) Option { return func(p *Plane) { p.log = l } }
+// WithLogger sets the logger (nil: slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(p *Plane) {
+		if l != nil {
+			p.log = l
+		}
+	}
+}
 
-// WithRetention sets the retention window (default 30 days).
-func WithRetention(d time.Duration) Option { return func(p *Plane) { p.retention = d } }
+// WithRetention sets the retention window (default DefaultRetention; zero or less keeps the
+// default). It is used as given: a window shorter than the hours a provider redelivers an event
+// for (channels serve refuses less than a day) forgets claims a redelivery still needs, and the
+// redelivery becomes new work.
+func WithRetention(d time.Duration) Option {
+	return func(p *Plane) {
+		if d > 0 {
+			p.retention = d
+		}
+	}
+}
 
 // New returns a Plane over s. The caller keeps ownership of s.
 func New(s store.Store, opts ...Option) *Plane {

@@ -85,9 +85,15 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 	}
 }
 
-// RunRetention runs Prune every interval until ctx ends. Errors are logged, not fatal: the next
-// pass tries again.
+// DefaultRetentionInterval is how often RunRetention prunes when given no interval.
+const DefaultRetentionInterval = time.Hour
+
+// RunRetention runs Prune every interval (zero or less: DefaultRetentionInterval) until ctx
+// ends. Errors are logged, not fatal: the next pass tries again.
 func (p *Plane) RunRetention(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultRetentionInterval
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -93,10 +93,15 @@ func (p *Plane) timeOut(ctx context.Context, principal, id string, cutoff time.T
 	return out, held, nil
 }
 
-// RunTimeouts runs SweepTimeouts every interval until ctx ends; errors are logged.
+// RunTimeouts runs SweepTimeouts every interval (zero or less: a quarter of timeout, at most a
+// minute) until ctx ends; errors are logged. A timeout of zero or less times nothing out: it
+// returns at once.
 func (p *Plane) RunTimeouts(ctx context.Context, timeout, interval time.Duration) {
 	if timeout <= 0 {
 		return
+	}
+	if interval <= 0 {
+		interval = max(min(time.Minute, timeout/4), time.Millisecond)
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -95,3 +95,26 @@ func TestAStoreOutageIsAnswered503Unavailable(t *testing.T) {
 		t.Fatalf("the store is back: %d %s", code, body)
 	}
 }
+
+// A store closed under the server (a program embedding the bindings closed it before its HTTP
+// server, or while requests were in flight) is the store going away, not a failure of the
+// request: 503 UNAVAILABLE, not 500 INTERNAL, on a send and on a read.
+func TestAClosedStoreIsAnswered503Unavailable(t *testing.T) {
+	st := storetest.OpenSQLite(t)
+	e := newEnvOn(t, st, nil)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what, method, path string
+		body               []byte
+	}{
+		{"send", http.MethodPost, "/message:send", sendBody(t, wireMsg(uuid.NewString(), "hello"), nil)},
+		{"get task", http.MethodGet, "/tasks/" + uuid.NewString(), nil},
+	} {
+		code, _, body := e.raw(c.method, c.path, tokenAlice, c.body, nil)
+		if _, status, reason := restError(t, body); code != http.StatusServiceUnavailable || status != "UNAVAILABLE" || reason != "UNAVAILABLE" {
+			t.Errorf("%s: %d %s %s, want 503 UNAVAILABLE UNAVAILABLE: %s", c.what, code, status, reason, body)
+		}
+	}
+}

@@ -63,15 +63,16 @@ type retrier interface{ SafeToRetry() bool }
 // for a reason of its own, one that passes: a connection refused, reset or closed (the database
 // restarting, failing over, a network fault), a server shutting down or starting up (Postgres
 // SQLSTATE class 08, 57P01-57P03), an SQLite database locked for longer than the busy timeout
-// (BUSY, LOCKED: another process holds its write lock, e.g. a migration or a backup), or a
-// storage fault (StorageFault). The caller may try again
+// (BUSY, LOCKED: another process holds its write lock, e.g. a migration or a backup), a
+// storage fault (StorageFault), or a store closed under the caller (ErrClosed, and the closed
+// handles of database/sql and pgxpool under a read). The caller may try again
 // later; a client is told 503 rather than 500. Errors of the caller's own (not found, a
 // conflict, a constraint) and a cancelled context are not.
 func Unavailable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false // the caller's context ended (a deadline satisfies net.Error too)
 	}
-	if StorageFault(err) {
+	if StorageFault(err) || errors.Is(err, ErrClosed) || closedHandle(err) {
 		return true
 	}
 	var s sqlStater
@@ -90,4 +91,25 @@ func Unavailable(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, sql.ErrConnDone)
+}
+
+// closedHandle reports whether err is, or wraps, the error database/sql ("sql: database is
+// closed") or pgxpool (puddle's "closed pool") return for a read on a handle closed under it.
+// Neither exports it.
+func closedHandle(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		for _, u := range e.Unwrap() {
+			if closedHandle(u) {
+				return true
+			}
+		}
+		return false
+	}
+	if msg := err.Error(); msg == "sql: database is closed" || msg == "closed pool" {
+		return true
+	}
+	return closedHandle(errors.Unwrap(err))
 }

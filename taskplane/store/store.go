@@ -26,6 +26,9 @@ var (
 	ErrInUse = errors.New("store: in use by another process")
 	// ErrNotSupported is returned by optional operations a driver lacks (see Capabilities).
 	ErrNotSupported = errors.New("store: not supported by this driver")
+	// ErrClosed is returned by Update after Close, and by Updates Close interrupted. Unavailable
+	// reports it (and a read's failure on a closed store) as the store going away: 503, not 500.
+	ErrClosed = errors.New("store: closed")
 )
 
 // TouchGranularity is how stale a context's LastEventAt may be left by TouchContext. Retention

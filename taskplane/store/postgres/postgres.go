@@ -44,7 +44,7 @@ type features struct {
 var postgresFeatures = features{notify: true, advisoryLocks: true}
 
 // ErrClosed is returned by Update and Listen after Close, and by Updates that Close interrupted.
-var ErrClosed = errors.New("postgres store: closed")
+var ErrClosed = fmt.Errorf("postgres %w", store.ErrClosed)
 
 var errNoLockMechanism = errors.New("no lock mechanism for this engine")
 

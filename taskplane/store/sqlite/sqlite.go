@@ -45,7 +45,7 @@ func init() {
 }
 
 // ErrClosed is returned by Update after Close, and by Updates still queued when Close ran.
-var ErrClosed = errors.New("sqlite store: closed")
+var ErrClosed = fmt.Errorf("sqlite %w", store.ErrClosed)
 
 // busyTimeoutMS bounds how long a statement waits for a lock. The flock makes this process the
 // only writer, so waits are rare (a WAL checkpoint, a reader finishing); the timeout keeps them

@@ -15,7 +15,8 @@
 //   - TouchContext never moves LastEventAt backwards.
 //   - EvidenceFilter.Since is inclusive, like TaskFilter.StatusAfter.
 //   - Prune also bounds the claims and contexts it deletes per call by limit; callers loop.
-//   - Close may be called more than once; Update after Close fails.
+//   - Close may be called more than once; Update after Close fails with store.ErrClosed,
+//     reads with an error store.Unavailable reports.
 package storetest
 
 import (
@@ -137,7 +138,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		}},
 		{"Driver", []testCase{
 			{"ListenMatchesCapabilities", testListen},
-			{"UpdateAfterCloseFailsAndCloseTwiceIsHarmless", testClose},
+			{"UpdateAndReadsAfterCloseAreUnavailableAndCloseTwiceIsHarmless", testClose},
 		}},
 	}
 	for _, g := range groups {
@@ -2050,6 +2051,15 @@ func testClose(t *testing.T, s store.Store) {
 	}
 	if ran {
 		t.Error("fn ran after Close")
+	}
+	// A closed store is one going away: what asks it is told to try again (503), not that it
+	// failed (500). An embedding program may close it while requests are in flight.
+	if !errors.Is(err, store.ErrClosed) || !store.Unavailable(err) {
+		t.Errorf("Update after Close: %v (ErrClosed %v, Unavailable %v), want store.ErrClosed", err,
+			errors.Is(err, store.ErrClosed), store.Unavailable(err))
+	}
+	if _, err = s.GetTask(context.Background(), "alice", "t1"); !store.Unavailable(err) {
+		t.Errorf("GetTask after Close: %v, want an error Unavailable reports", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)

@@ -1,0 +1,74 @@
+package taskplane_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
+)
+
+// What a program embedding the task plane may naturally pass — a nil logger, no interval, no
+// executor, the same Dispatcher run twice — is taken or refused, never a panic or a race.
+func TestTheLibraryTakesZeroValuesWithoutAPanic(t *testing.T) {
+	st := storetest.OpenSQLite(t)
+	p := taskplane.New(st, taskplane.WithLogger(nil), taskplane.WithRetention(0))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	// Both loops run their first pass at once (logging through the default logger), then wait
+	// for their default interval until ctx ends.
+	p.RunRetention(ctx, 0)
+	p.RunTimeouts(ctx, time.Hour, 0)
+
+	if err := (&taskplane.Dispatcher{Plane: p}).Run(ctx); err == nil {
+		t.Error("a Dispatcher without an Executor ran")
+	}
+	if err := (&taskplane.Dispatcher{Executor: taskplane.ExecutorFunc(nil)}).Run(ctx); err == nil {
+		t.Error("a Dispatcher without a Plane ran")
+	}
+
+	// Two Runs of one Dispatcher at once: one runs, the other is refused at once. The one that
+	// runs works a task (logging through the default logger).
+	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
+		Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, stop := context.WithCancel(context.Background())
+	worked := make(chan struct{})
+	d := &taskplane.Dispatcher{Plane: p, Poll: 10 * time.Millisecond,
+		Executor: taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+			defer close(worked)
+			return turn.Complete(ctx, &taskplane.Message{Parts: []taskplane.Part{taskplane.TextPart("done")}})
+		})}
+	runs := make(chan error, 2)
+	for range 2 {
+		go func() { runs <- d.Run(run) }()
+	}
+	select {
+	case err := <-runs:
+		if !errors.Is(err, taskplane.ErrDispatcherRunning) {
+			t.Fatalf("a second Run of a running Dispatcher: %v, want ErrDispatcherRunning", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("two Runs of one Dispatcher both run")
+	}
+	select {
+	case <-worked:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("task %s was not worked", acc.Task.ID)
+	}
+	stop()
+	if err := <-runs; err != nil {
+		t.Fatalf("the Run that ran: %v", err)
+	}
+	// Once stopped, it may run again.
+	again, stopAgain := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer stopAgain()
+	if err := d.Run(again); err != nil {
+		t.Fatalf("Run after the first ended: %v", err)
+	}
+}
