@@ -1,9 +1,10 @@
 package operator
 
 import (
-	"net"
 	"net/http"
 	"strings"
+
+	"github.com/channels-dev/channels/internal/netguard"
 )
 
 // LoopbackHosts guards the trust a loopback listener gives requests without credentials
@@ -47,17 +48,4 @@ func exempt(mux *http.ServeMux, r *http.Request) bool {
 
 // LoopbackHost reports whether hostport (a Host header) names this machine's loopback interface
 // or, when public is not "", the public URL's host.
-func LoopbackHost(hostport, public string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return true
-	}
-	return public != "" && host == strings.ToLower(public)
-}
+func LoopbackHost(hostport, public string) bool { return netguard.LoopbackHost(hostport, public) }

@@ -25,10 +25,9 @@ import (
 const writeFailuresUnready = 3
 
 // relapseWindow and settleTime: see writeFailuresUnready.
-const (
-	relapseWindow = time.Minute
-	settleTime    = 5 * time.Second
-)
+const relapseWindow = time.Minute
+
+var settleTime = 5 * time.Second
 
 // probeEvery bounds how often readiness tries its write while the store is a suspect: /readyz
 // needs no token, so its callers must not make a write each. probeTimeout bounds one try.

@@ -1,9 +1,14 @@
 // Package netguard tells public addresses from the ones a server must not be made to reach
 // (SSRF): loopback, private, link-local, cloud metadata, reserved, and IPv6 forms that embed them.
-// The push notifier and the a2a executor check every address they dial against it.
+// The push notifier and the a2a executor check every address they dial against it. It also tells
+// a loopback Host header (LoopbackHost), for servers that trust loopback callers.
 package netguard
 
-import "net/netip"
+import (
+	"net"
+	"net/netip"
+	"strings"
+)
 
 // Unspecified is Classify's reason for 0.0.0.0 and [::]: dialled, they reach this host.
 const Unspecified = "unspecified"
@@ -84,4 +89,24 @@ func Classify(a netip.Addr) (reason string, privateOK bool) {
 		}
 	}
 	return "", false
+}
+
+// LoopbackHost reports whether hostport (a Host header) names this machine's loopback interface
+// (localhost, *.localhost, 127.0.0.0/8, [::1]) or, when public is not "", the host public (the
+// public URL's). A server that trusts loopback callers asks it against DNS rebinding: a web page
+// whose name the attacker re-points at 127.0.0.1 reaches a loopback listener from the browser,
+// but its requests carry the attacker's name in Host.
+func LoopbackHost(hostport, public string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return public != "" && host == strings.ToLower(public)
 }

@@ -411,11 +411,14 @@ func (e *env) raw(method, path, token string, body []byte, headers map[string]st
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for k, v := range headers {
-		if v == "" {
+		switch {
+		case k == "Host":
+			req.Host = v
+		case v == "":
 			req.Header.Del(k)
-			continue
+		default:
+			req.Header.Set(k, v)
 		}
-		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -487,16 +487,18 @@ func TestAuth(t *testing.T) {
 	}
 
 	t.Run("anonymous", func(t *testing.T) {
+		// foreign: an anonymous caller under another Host name (DNS rebinding: a web page whose
+		// name was re-pointed at 127.0.0.1) is trusted only where anonymous access was allowed
+		// outright, not where it comes from listening on loopback.
 		cases := []struct {
-			name  string
-			cfg   func(*a2aConfig)
-			anon  bool
-			alice bool
+			name                 string
+			cfg                  func(*a2aConfig)
+			anon, foreign, alice bool
 		}{
-			{"loopback without credentials", func(c *a2aConfig) { c.Credentials, c.Loopback = nil, true }, true, false},
-			{"not loopback without credentials", func(c *a2aConfig) { c.Credentials = nil }, false, false},
-			{"loopback with credentials", func(c *a2aConfig) { c.Loopback = true }, false, true},
-			{"allow_anonymous with credentials", func(c *a2aConfig) { c.AllowAnonymous = true }, true, true},
+			{"loopback without credentials", func(c *a2aConfig) { c.Credentials, c.Loopback = nil, true }, true, false, false},
+			{"not loopback without credentials", func(c *a2aConfig) { c.Credentials = nil }, false, false, false},
+			{"loopback with credentials", func(c *a2aConfig) { c.Loopback = true }, false, false, true},
+			{"allow_anonymous with credentials", func(c *a2aConfig) { c.AllowAnonymous = true }, true, true, true},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
@@ -504,6 +506,29 @@ func TestAuth(t *testing.T) {
 				status, _, _ := e.raw(http.MethodGet, "/tasks", "", nil, nil)
 				if (status == http.StatusOK) != tc.anon {
 					t.Fatalf("anonymous ListTasks: %d", status)
+				}
+				for _, host := range []string{"localhost:8788", "[::1]", "app.localhost"} {
+					if status, _, _ := e.raw(http.MethodGet, "/tasks", "", nil, map[string]string{"Host": host}); (status == http.StatusOK) != tc.anon {
+						t.Fatalf("anonymous ListTasks under Host %s: %d", host, status)
+					}
+				}
+				for _, path := range []string{"/tasks", "/jsonrpc"} {
+					var body []byte
+					method := http.MethodGet
+					if path == "/jsonrpc" {
+						method, body = http.MethodPost, []byte(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
+					}
+					status, h, b := e.raw(method, path, "", body, map[string]string{"Host": "rebound.example.com:8788"})
+					var r rpcResponse
+					if path == "/jsonrpc" && json.Unmarshal(b, &r) == nil && r.Error != nil {
+						status = http.StatusUnauthorized // JSON-RPC answers its error in the body
+					}
+					if (status == http.StatusOK) != tc.foreign {
+						t.Fatalf("anonymous %s under a foreign Host: %d %s", path, status, b)
+					}
+					if !tc.foreign && h.Get("WWW-Authenticate") == "" {
+						t.Fatalf("anonymous %s under a foreign Host: no challenge", path)
+					}
 				}
 				status, _, _ = e.raw(http.MethodGet, "/tasks", tokenAlice, nil, nil)
 				if (status == http.StatusOK) != tc.alice {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/channels-dev/channels/internal/netguard"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 )
 
@@ -42,18 +43,24 @@ var (
 	errMissingToken = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "a bearer token is required"}
 	errBadToken     = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "the bearer token is not valid"}
 	errCardAuth     = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "the extended agent card requires a bearer token"}
+	errForeignHost  = &a2awire.Error{Kind: a2awire.ErrUnauthenticated,
+		Message: "without a token this server answers only under its loopback names (localhost, 127.0.0.1, [::1]) and its public URL's host"}
 )
 
 // Authenticate returns the principal of r: the principal of its bearer token, or
-// AnonymousPrincipal when r has no Authorization header and anonymous access is allowed.
+// AnonymousPrincipal when r has no Authorization header and anonymous access is allowed (for
+// being on loopback: only under a loopback Host or the public URL's, see Config.Loopback).
 // Tokens are compared in constant time. On failure call SetChallenge before writing the 401.
 func (s *Service) Authenticate(r *http.Request) (string, *a2awire.Error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		if s.anonymous {
-			return AnonymousPrincipal, nil
+		switch {
+		case !s.anonymous:
+			return "", errMissingToken
+		case s.loopbackOnly && !netguard.LoopbackHost(r.Host, s.publicURL.Hostname()):
+			return "", errForeignHost
 		}
-		return "", errMissingToken
+		return AnonymousPrincipal, nil
 	}
 	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
 	tok = strings.TrimSpace(tok)

@@ -67,7 +67,11 @@ type Config struct {
 	// credentials are configured or the server listens beyond loopback.
 	AllowAnonymous bool
 	// Loopback says the server listens on loopback only; with no credentials configured
-	// (Credentials nil) it then accepts anonymous callers.
+	// (Credentials nil) it then accepts anonymous callers — under a loopback Host (localhost,
+	// *.localhost, 127.0.0.0/8, [::1]) or PublicURL's host only, against DNS rebinding: a web
+	// page whose name an attacker re-points at 127.0.0.1 reaches a loopback listener from a
+	// browser, with the attacker's name in Host. Set it only when the listener is on loopback:
+	// the server takes it as said.
 	Loopback bool
 
 	// FreshSends makes every SendMessage new work: the messageId is no idempotency key, and a
@@ -124,7 +128,10 @@ type Service struct {
 
 	creds     []credential
 	anonymous bool
-	publicURL *url.URL
+	// loopbackOnly: anonymous callers are trusted for being on loopback (Config.Loopback), so
+	// only under a loopback Host or the public URL's.
+	loopbackOnly bool
+	publicURL    *url.URL
 	// inputModes are the media types (and ranges) the card offers for a message's parts.
 	inputModes []string
 
@@ -212,6 +219,7 @@ func New(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec taskplan
 	}
 	// Whether credentials are configured, not how many: an empty non-nil list accepts nobody.
 	s.anonymous = cfg.AllowAnonymous || (cfg.Credentials == nil && cfg.Loopback)
+	s.loopbackOnly = s.anonymous && !cfg.AllowAnonymous
 	if len(s.creds) == 0 && !s.anonymous {
 		s.log.Warn("a2a: no credentials and no anonymous access: every request will be refused (configure credentials or allow_anonymous)")
 	}
