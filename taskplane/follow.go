@@ -214,6 +214,10 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, f
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.store.Done():
+			// Nothing more can be committed: a follower the store's owner did not stop first
+			// (a stream, a blocking send) ends instead of waiting for ever.
+			return fmt.Errorf("follow task %s: %w", taskID, store.ErrClosed)
 		case <-poke:
 		case <-recheck:
 		}
@@ -244,7 +248,7 @@ func (p *Plane) FollowedTask(ctx context.Context, principal, taskID string) (*Ta
 }
 
 // retryRead calls read until it succeeds, finds nothing (store.ErrNotFound), or ctx ends, or
-// until it has failed for p.followOutage; it returns read's last error. A store restart or
+// until it has failed for p.followOutage or the store is closed; it returns read's last error. A store restart or
 // failover fails a read or a few (a pooled connection that was cut): a follower carries on
 // through that, and gives up only when the store stays unreadable.
 func (p *Plane) retryRead(ctx context.Context, read func() error) error {
@@ -265,6 +269,9 @@ func (p *Plane) retryRead(ctx context.Context, read func() error) error {
 		case <-ctx.Done():
 			wait.Stop()
 			return ctx.Err()
+		case <-p.store.Done():
+			wait.Stop()
+			return err // closed: no retry can succeed
 		case <-wait.C:
 		}
 		retry = min(2*retry, followRetryMax)

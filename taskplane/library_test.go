@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
@@ -70,5 +71,42 @@ func TestTheLibraryTakesZeroValuesWithoutAPanic(t *testing.T) {
 	defer stopAgain()
 	if err := d.Run(again); err != nil {
 		t.Fatalf("Run after the first ended: %v", err)
+	}
+}
+
+// A follower (a client's stream, a blocking send's wait) of a task whose store closes under it —
+// a program that closed its store before its HTTP server — ends with store.ErrClosed instead of
+// waiting for ever for an event no one can commit: on SQLite nothing else would wake it.
+func TestAFollowerEndsWhenItsStoreCloses(t *testing.T) {
+	st := storetest.OpenSQLite(t)
+	p := taskplane.New(st)
+	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
+		Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- p.FollowStream(context.Background(), "me", acc.Task.ID, 0, func(taskplane.TaskEvent) error {
+			read <- struct{}{}
+			return nil
+		})
+	}()
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower read nothing")
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("the follower ended with %v, want store.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower still waits on a closed store")
 	}
 }

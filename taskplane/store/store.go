@@ -90,6 +90,10 @@ type Store interface {
 
 	// Close releases the store. Pending Updates fail.
 	Close() error
+
+	// Done is closed when Close is called, so that whatever waits on the store for a change (a
+	// follower of a task's events) stops instead of waiting for one that cannot come.
+	Done() <-chan struct{}
 }
 
 // Reader holds the read operations, available on the Store and inside a transaction.

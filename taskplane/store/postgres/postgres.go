@@ -158,6 +158,9 @@ func (s *Store) Capabilities() store.Capabilities {
 	return store.Capabilities{Name: "postgres", Listen: s.features.notify, MultiProcess: true}
 }
 
+// Done is closed when Close is called.
+func (s *Store) Done() <-chan struct{} { return s.closing.Done() }
+
 // Close cancels pending Updates and Listens, then closes the pool. It is safe to call twice.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {

@@ -65,6 +65,7 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	done      chan struct{} // closed by Close
 }
 
 var _ store.Store = (*Store)(nil)
@@ -167,6 +168,7 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 		lock:   lock,
 		wdb:    wdb,
 		rdb:    rdb,
+		done:   make(chan struct{}),
 	}
 	s.w.start(s, wdb)
 	return s, nil
@@ -240,10 +242,14 @@ func (s *Store) Listen(ctx context.Context, fn func(principal, taskID string), r
 	return store.ErrNotSupported
 }
 
+// Done is closed when Close is called.
+func (s *Store) Done() <-chan struct{} { return s.done }
+
 // Close stops the writer (Updates still queued fail with ErrClosed), closes the connections and
 // releases the process lock. Later calls return nil.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.done)
 		s.w.stop()
 		s.reader.db.c.close()
 		errs := []error{s.rdb.Close(), s.wdb.Close(), s.lock.unlock()}

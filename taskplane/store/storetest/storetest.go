@@ -15,7 +15,7 @@
 //   - TouchContext never moves LastEventAt backwards.
 //   - EvidenceFilter.Since is inclusive, like TaskFilter.StatusAfter.
 //   - Prune also bounds the claims and contexts it deletes per call by limit; callers loop.
-//   - Close may be called more than once; Update after Close fails with store.ErrClosed,
+//   - Close may be called more than once, and closes Done; Update after Close fails with store.ErrClosed,
 //     reads with an error store.Unavailable reports.
 package storetest
 
@@ -2038,8 +2038,18 @@ func testListen(t *testing.T, s store.Store) {
 }
 
 func testClose(t *testing.T, s store.Store) {
+	select {
+	case <-s.Done():
+		t.Fatal("Done is closed before Close")
+	default:
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Error("Done is open after Close")
 	}
 	ran := false
 	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
