@@ -29,7 +29,7 @@ const (
 // (a crash, a timeout, a reset connection after the request was written).
 type Recovery string
 
-// The recovery classes of DESIGN.md §3, declared per source in conformance-matrix/matrix.yaml.
+// The recovery classes of docs/delivery.md, declared per source in conformance-matrix/matrix.yaml.
 const (
 	// Idempotent: repeating the call is safe (the provider dedupes by the delivery ID).
 	Idempotent Recovery = "idempotent"

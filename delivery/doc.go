@@ -1,6 +1,6 @@
 // Package delivery sends a task's answers, questions and handled markers to the provider a task
 // came from, making one provider mutation per delivery ID even when processes crash and several
-// processes share one Postgres store (DESIGN.md §3 Delivery, §4 invariant 8).
+// processes share one Postgres store (docs/delivery.md; invariant 8 of docs/architecture.md).
 //
 // # Identity
 //

@@ -1,4 +1,4 @@
-// Package operator is the operator surface of a Channels server (DESIGN.md §5): Prometheus
+// Package operator is the operator surface of a Channels server (docs/operations.md): Prometheus
 // metrics, live source health behind /readyz, the per-source summary, the evidence API and the
 // /admin dashboard.
 //

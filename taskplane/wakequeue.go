@@ -11,7 +11,7 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// The wake queue (DESIGN.md §4 invariant 7). Accept enqueues one body-free wake per accepted or
+// The wake queue (invariant 7 of docs/architecture.md). Accept enqueues one body-free wake per accepted or
 // continued task, in its own transaction, so a wake exists only once its task is accepted. A
 // consumer (the Dispatcher for in-process and remote executors, the worker API for resident
 // agents) claims the oldest due wake with ClaimTurn: in one transaction the wake is leased, the

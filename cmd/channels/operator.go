@@ -18,7 +18,7 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// operatorSurface is what serve adds for operators (DESIGN.md §5): metrics on the store and the
+// operatorSurface is what serve adds for operators (docs/operations.md): metrics on the store and the
 // executor, the configured sources with their health, and /healthz, /readyz, /metrics and /admin.
 type operatorSurface struct {
 	cfg     config.Config

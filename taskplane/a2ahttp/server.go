@@ -9,6 +9,11 @@
 //	srv, err := a2ahttp.NewServer(plane, dispatcher, executor, a2ahttp.Config{PublicURL: u})
 //	hs := &http.Server{Addr: addr, Handler: srv}
 //	hs.RegisterOnShutdown(srv.Close)
+//
+// Shut down in this order: the HTTP server (hs.Shutdown, which calls srv.Close), then the
+// Dispatcher (cancel its Run's context: turns it interrupts go back to the queue), then the
+// store. A send accepted while no Dispatcher runs waits for its turn until BlockingTimeout; a
+// store closed first answers what is still in flight 503 and ends its streams.
 package a2ahttp
 
 import (
@@ -55,7 +60,8 @@ func NewServer(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec ta
 // Close ends open streams and blocking waits. Register it with http.Server.RegisterOnShutdown.
 func (s *Server) Close() { s.svc.Close() }
 
-// CloseStreams is Close, under the name cmd/channels' shutdown looks for.
+// CloseStreams is Close. Handlers that hold long requests (this Server, the worker API) share the
+// name, so a shutdown can end them all through one interface{ CloseStreams() }.
 func (s *Server) CloseStreams() { s.svc.Close() }
 
 // Service returns the shared service.

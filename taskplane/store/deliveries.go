@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Outbound deliveries (DESIGN.md §3 Delivery, §4 invariant 8). The delivery package owns the
+// Outbound deliveries (docs/delivery.md; invariant 8 of docs/architecture.md). The delivery package owns the
 // state machine; the store keeps its rows, hands out leases, and keeps the rate lanes. These
 // interfaces are embedded in Reader and Tx.
 

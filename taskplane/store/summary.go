@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Aggregate reads for operators (DESIGN.md §5): the per-source summary of `channels evidence`,
+// Aggregate reads for operators (docs/operations.md): the per-source summary of `channels evidence`,
 // /admin and /metrics. They count in the database instead of listing rows, so a summary costs the
 // same with a thousand or a million evidence rows. SummaryReader is embedded in Reader.
 

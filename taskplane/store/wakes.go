@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The wake queue (DESIGN.md §4 invariant 7). The task plane owns the rules (FIFO after acceptance,
+// The wake queue (invariant 7 of docs/architecture.md). The task plane owns the rules (FIFO after acceptance,
 // one turn per task, bounded admission, re-offer cap); the store keeps the rows, hands out leases
 // and skips rows other transactions hold. These interfaces are embedded in Reader and Tx.
 

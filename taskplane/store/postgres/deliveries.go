@@ -16,7 +16,7 @@ import (
 
 // Deliveries: rows, per-attempt evidence, leases and rate lanes (store.DeliveryReader,
 // store.DeliveryTx). Leases and lanes are plain rows updated under row locks, never advisory locks,
-// so a Postgres-wire engine without advisory locks runs the same SQL (DESIGN.md §6).
+// so a Postgres-wire engine without advisory locks runs the same SQL (docs/operations.md, "Postgres for several processes").
 
 const deliveryColumns = `principal, id, task_id, source, operation, recovery, lane, payload_digest, payload, state,
 	attempts, reconciles, next_attempt_at, lease_owner, lease_until, provider_id, last_error, created_at, updated_at`

@@ -1,5 +1,5 @@
 // Package postgres is the store.Store driver for PostgreSQL, on pgx v5. It is the store several
-// Channels processes share (DESIGN.md §6).
+// Channels processes share (docs/operations.md, "Postgres for several processes").
 //
 // Import it for its side effect to make "postgres://" and "postgresql://" URLs open with
 // store.Open, or call Open directly:

@@ -31,7 +31,7 @@ func init() {
 }
 
 // features are the Postgres mechanisms the driver uses beyond plain SQL. Each one sits behind a
-// flag so that a driver for a Postgres-wire engine lacking it (DESIGN.md §6) changes the flag and
+// flag so that a driver for a Postgres-wire engine lacking it (docs/operations.md, "Postgres for several processes") changes the flag and
 // the fallback, not the callers.
 type features struct {
 	// notify: pg_notify after an Update that appended task events, LISTEN in Listen

@@ -13,7 +13,7 @@ import (
 
 // The wake queue (store.WakeReader, store.WakeTx). Leases are plain columns updated under row
 // locks, never advisory locks, so a Postgres-wire engine without advisory locks runs the same SQL
-// (DESIGN.md §6). Claimers in several processes skip each other's rows (FOR UPDATE SKIP LOCKED).
+// (docs/operations.md, "Postgres for several processes"). Claimers in several processes skip each other's rows (FOR UPDATE SKIP LOCKED).
 
 const wakeColumns = `principal, id, task_id, activation, state, attempts, detail, lease_owner, lease_until, due_at,
 	created_at, updated_at`

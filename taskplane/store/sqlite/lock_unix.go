@@ -17,7 +17,7 @@ import (
 
 // fileLock is an exclusive flock on "<db>.lock". It keeps a second process (or a second Open in
 // this one: flock locks belong to the open file description, not the process) off the database,
-// because the group-commit writer assumes it is the only writer (DESIGN.md §4, invariant 10).
+// because the group-commit writer assumes it is the only writer (invariant 10 of docs/architecture.md).
 // The kernel releases the lock when the holder dies, so a crash never leaves a stale lock.
 type fileLock struct {
 	f  *os.File
