@@ -28,3 +28,13 @@ func SetWriterPragma(ctx context.Context, s *Store, pragma string) error {
 	_, err := s.wdb.ExecContext(ctx, "PRAGMA "+pragma)
 	return err
 }
+
+// WriterPragma reads "PRAGMA <name>" on the writer's connection.
+func WriterPragma(ctx context.Context, s *Store, name string) (string, error) {
+	var v string
+	err := s.wdb.QueryRowContext(ctx, "PRAGMA "+name).Scan(&v)
+	return v, err
+}
+
+// WALSizeLimit is walSizeLimit.
+const WALSizeLimit = walSizeLimit

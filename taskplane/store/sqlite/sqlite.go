@@ -111,6 +111,9 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 	return s, nil
 }
 
+// walSizeLimit is the size the WAL file is cut back to after a checkpoint that emptied it.
+const walSizeLimit = 64 << 20
+
 func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 	common := url.Values{}
 	common.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
@@ -123,6 +126,10 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 		wq[k] = v
 	}
 	wq.Set("_journal_mode", "WAL")
+	// A WAL that grew in a burst (or while a long read held checkpoints back) is cut back to this
+	// size once a checkpoint has copied it all, rather than keeping its largest size on disk until
+	// the store closes.
+	wq.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	// Writes take the database write lock at BEGIN, never half-way through a batch.
 	wq.Set("_txlock", "immediate")
 	wdb, err := sql.Open("sqlite", path+"?"+wq.Encode())

@@ -602,3 +602,23 @@ func TestDashboardLoadsShareOneCachedStatement(t *testing.T) {
 		t.Errorf("20 dashboard loads left %d statements in the cache, want 1", n)
 	}
 }
+
+// The writer's connection commits durably (synchronous=FULL) and has the WAL cut back to
+// WALSizeLimit after a checkpoint that emptied it, so a burst does not keep its disk space.
+func TestTheWriterIsDurableAndKeepsItsWALBounded(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, &url.URL{Scheme: "sqlite", Path: filepath.Join(t.TempDir(), "c.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct{ pragma, want string }{
+		{"synchronous", "2"}, // FULL
+		{"journal_mode", "wal"},
+		{"journal_size_limit", fmt.Sprint(sqlite.WALSizeLimit)},
+	} {
+		if got, err := sqlite.WriterPragma(ctx, s, c.pragma); err != nil || got != c.want {
+			t.Errorf("PRAGMA %s = %q (%v), want %q", c.pragma, got, err, c.want)
+		}
+	}
+}
