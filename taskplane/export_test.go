@@ -33,3 +33,10 @@ func (p *Plane) Subscribe(principal, taskID string) (<-chan struct{}, func()) {
 func (p *Plane) Watch(principal, taskID string) (<-chan struct{}, func()) {
 	return p.broker.watch(principal, taskID)
 }
+
+// ListenRestartAfter makes RunListener listen again d after a failure, for the rest of t.
+func ListenRestartAfter(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := listenRestart
+	listenRestart = d
+	t.Cleanup(func() { listenRestart = old })
+}

@@ -279,19 +279,36 @@ func (p *Plane) retryRead(ctx context.Context, read func() error) error {
 }
 
 // RunListener relays task-event notifications from other processes to this process's
-// subscribers until ctx ends; when its connection was lost and is back, it pokes every
-// subscriber, since notifications sent meanwhile are lost. On a store without the Listen
+// subscribers until ctx ends or the store closes; when its connection was lost and is back, it
+// pokes every subscriber, since notifications sent meanwhile are lost. A failure of the
+// listener is logged and it listens again a second later. On a store without the Listen
 // capability it returns nil at once (a single-process store has no other writers).
 func (p *Plane) RunListener(ctx context.Context) error {
 	if !p.store.Capabilities().Listen {
 		return nil
 	}
-	err := p.store.Listen(ctx, p.broker.publish, p.broker.publishAll)
-	if errors.Is(err, store.ErrNotSupported) || errors.Is(err, context.Canceled) {
-		return nil
+	for {
+		err := p.store.Listen(ctx, p.broker.publish, p.broker.publishAll)
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotSupported), ctx.Err() != nil:
+			return nil
+		case errors.Is(err, store.ErrClosed):
+			return err
+		}
+		p.log.Error("task event listener failed; restarting", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.store.Done():
+			return store.ErrClosed
+		case <-time.After(listenRestart):
+		}
+		p.broker.publishAll() // whatever was notified meanwhile is lost: re-read
 	}
-	return err
 }
+
+// listenRestart is how long RunListener waits before listening again after a failure.
+var listenRestart = time.Second
 
 func encodeToken(v any) string {
 	b, err := json.Marshal(v)

@@ -3,6 +3,8 @@ package taskplane_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,5 +110,47 @@ func TestAFollowerEndsWhenItsStoreCloses(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the follower still waits on a closed store")
+	}
+}
+
+// failingListen is a store that listens for other processes' events (as Postgres does) and
+// whose first Listen fails.
+type failingListen struct {
+	store.Store
+	calls atomic.Int32
+}
+
+func (f *failingListen) Capabilities() store.Capabilities {
+	c := f.Store.Capabilities()
+	c.Listen = true
+	return c
+}
+
+func (f *failingListen) Listen(ctx context.Context, fn func(principal, taskID string), reconnected func()) error {
+	if f.calls.Add(1) == 1 {
+		return errors.New("connection refused")
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// RunListener listens again after its listener fails, so that other processes' events keep
+// reaching this one's followers without the embedding program restarting it, and stops when its
+// context ends or its store closes.
+func TestTheListenerListensAgainAfterAFailure(t *testing.T) {
+	taskplane.ListenRestartAfter(t, 10*time.Millisecond)
+	st := &failingListen{Store: storetest.OpenSQLite(t)}
+	p := taskplane.New(st, taskplane.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.RunListener(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); st.calls.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Listen was called %d times: the failed listener was not restarted", st.calls.Load())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunListener after its context ended: %v", err)
 	}
 }

@@ -347,19 +347,11 @@ func shutdownHTTP(srv *http.Server, timeout time.Duration, cancelRequests contex
 	}
 }
 
-// runListener relays other processes' task events until ctx ends, restarting after a failure.
+// runListener relays other processes' task events until ctx ends (the plane restarts its
+// listener after a failure).
 func runListener(ctx context.Context, p *taskplane.Plane, log *slog.Logger) {
-	for {
-		err := p.RunListener(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		log.Error("task event listener failed; restarting", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
+	if err := p.RunListener(ctx); err != nil && ctx.Err() == nil {
+		log.Error("task event listener stopped", "err", err)
 	}
 }
 
