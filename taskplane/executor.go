@@ -300,6 +300,11 @@ type Dispatcher struct {
 	// CancelTimeout bounds the executor's Cancel when a running turn's task is stopped from
 	// outside (default CancelTimeout).
 	CancelTimeout time.Duration
+	// Drain is how long turns running when Run's context ends may go on to finish (their
+	// context stays alive, their leases renewed); Run claims nothing more meanwhile, and
+	// interrupts what is still running when Drain is over. 0 interrupts them at once. An
+	// interrupted turn goes back to the queue and runs again from the task as stored.
+	Drain time.Duration
 
 	active atomic.Bool // Run is running
 	mu     sync.Mutex
@@ -340,8 +345,8 @@ func (d *Dispatcher) lease() time.Duration {
 var ErrDispatcherRunning = errors.New("taskplane: dispatcher already running")
 
 // Run dispatches until ctx ends, then waits for running turns to return. Turns interrupted by the
-// shutdown (ctx's end cancels every running turn's context) go back to the queue and run again
-// from durable state. Plane and Executor must be set; a Dispatcher runs once at a time (a second
+// shutdown (ctx's end cancels every running turn's context, at once or after Drain) go back to
+// the queue and run again from durable state. Plane and Executor must be set; a Dispatcher runs once at a time (a second
 // Run while one runs returns ErrDispatcherRunning), and several Dispatchers may share a Plane.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.Plane == nil || d.Executor == nil {
@@ -372,9 +377,21 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// conc claimers, each running the turns it claims. They claim concurrently, so their claim
 	// transactions share commits (SQLite group commit) or run side by side (Postgres, SKIP
 	// LOCKED) instead of queuing one claim behind another.
+	// Turns run on turns, which ends with ctx, or Drain after it.
+	turns, interrupt := context.WithCancel(context.WithoutCancel(ctx))
+	defer interrupt()
+	stopDrain := context.AfterFunc(ctx, func() {
+		if d.Drain <= 0 {
+			interrupt()
+			return
+		}
+		t := time.AfterFunc(d.Drain, interrupt)
+		context.AfterFunc(turns, func() { t.Stop() })
+	})
+	defer stopDrain()
 	var wg sync.WaitGroup
 	for range conc {
-		wg.Go(func() { d.claimLoop(ctx, owner, hints, d.polls) })
+		wg.Go(func() { d.claimLoop(ctx, turns, owner, hints, d.polls) })
 	}
 	wg.Go(func() { d.pollLoop(ctx, poll) })
 	wg.Wait()
@@ -388,7 +405,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // re-offers coming due, hints dropped). A claim that found work nobody hinted at (at start, or by
 // polling) is followed at once by another, and passes the poll on to one more claimer, to drain
 // a backlog; a hinted one is not, since its hint was for one wake.
-func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <-chan struct{}) {
+//
+// Each turn runs on a child of turns (ctx, or ctx with Drain after it).
+func (d *Dispatcher) claimLoop(ctx, turns context.Context, owner string, hints, polls <-chan struct{}) {
 	claimNow := true // wakes left by a previous run
 	for ctx.Err() == nil {
 		var g *Grant
@@ -416,7 +435,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <
 			}
 			return
 		}
-		turnCtx, cancel := context.WithCancel(ctx)
+		turnCtx, cancel := context.WithCancel(turns)
 		lt := &liveTurn{cancel: cancel}
 		d.mu.Lock()
 		d.running[g.TaskID] = append(d.running[g.TaskID], lt)
@@ -427,7 +446,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, owner string, hints, polls <
 			cancel()
 		}
 		d.mu.Unlock()
-		d.runTurn(ctx, turnCtx, g, lt)
+		d.runTurn(turns, turnCtx, g, lt)
 		d.finish(g.TaskID, lt)
 	}
 }

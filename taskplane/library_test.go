@@ -154,3 +154,69 @@ func TestTheListenerListensAgainAfterAFailure(t *testing.T) {
 		t.Fatalf("RunListener after its context ended: %v", err)
 	}
 }
+
+// With Drain, a turn running when the dispatcher stops goes on to finish (its context alive)
+// while nothing more is claimed; one still running when Drain is over is interrupted and goes
+// back to the queue.
+func TestADrainingDispatcherLetsRunningTurnsFinish(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		finish bool // the turn finishes within the drain
+	}{{"finishes within the drain", true}, {"outlasts the drain", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := taskplane.New(storetest.OpenSQLite(t))
+			started, release := make(chan struct{}), make(chan struct{})
+			var interrupted atomic.Bool
+			d := &taskplane.Dispatcher{Plane: p, Poll: 10 * time.Millisecond, Drain: 300 * time.Millisecond,
+				Executor: taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+					close(started)
+					select {
+					case <-release:
+						return turn.Complete(ctx, &taskplane.Message{Parts: []taskplane.Part{taskplane.TextPart("done")}})
+					case <-ctx.Done():
+						interrupted.Store(true)
+						return ctx.Err()
+					}
+				})}
+			run, stop := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- d.Run(run) }()
+			acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
+				Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the turn did not start")
+			}
+			stop()
+			time.Sleep(100 * time.Millisecond) // within the drain
+			if interrupted.Load() {
+				t.Fatal("the turn was interrupted as soon as the dispatcher stopped")
+			}
+			if c.finish {
+				close(release)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run did not return after the drain")
+			}
+			task, err := p.GetTask(context.Background(), "me", acc.Task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.finish && (task.Status.State != taskplane.StateCompleted || interrupted.Load()) {
+				t.Fatalf("a turn finishing within the drain: %s, interrupted %v", task.Status.State, interrupted.Load())
+			}
+			if !c.finish && (!interrupted.Load() || task.Status.State.Terminal()) {
+				t.Fatalf("a turn outlasting the drain: %s, interrupted %v; want interrupted, not finished", task.Status.State, interrupted.Load())
+			}
+		})
+	}
+}

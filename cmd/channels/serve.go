@@ -227,7 +227,8 @@ func (a *app) serve(ctx context.Context) error {
 		delivery.WithAnchorRecorder(sources.RecordAnchorTx))
 	var disp *taskplane.Dispatcher
 	if exec != nil {
-		disp = &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency, Lease: cfg.TurnLease}
+		disp = &taskplane.Dispatcher{Plane: plane, Executor: exec, Concurrency: cfg.Concurrency, Lease: cfg.TurnLease,
+			Drain: cfg.TurnDrain}
 	}
 	workerAPI, err := newWorkerAPI(cfg, parts, plane, ops.metrics, log)
 	if err != nil {

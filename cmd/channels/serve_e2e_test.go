@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -188,5 +189,29 @@ func TestServeOnPostgres(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d; stderr:\n%s", code, c.stderr.String())
+	}
+}
+
+// With turn_drain_timeout, a turn running when serve is told to stop finishes before the process
+// exits, instead of being interrupted and run again after the restart.
+func TestAShutdownLetsARunningTurnFinishWithinTheDrain(t *testing.T) {
+	c := newCLI(t, nil)
+	base, stop := startServe(t, c, "--executor", "conformance", "--shutdown-timeout", "20s", "--turn-drain-timeout", "10s")
+	b, _ := json.Marshal(map[string]any{"message": map[string]any{"messageId": "tck-delayed-complete-drain-1", "role": "ROLE_USER",
+		"parts": []any{map[string]any{"text": "hold"}}}, "configuration": map[string]any{"returnImmediately": true}})
+	code, resp := post(t, base+"/message:send", "", string(b))
+	id, _ := dig(resp, "task", "id").(string)
+	if code != 200 || id == "" {
+		t.Fatalf("send: %d %v", code, resp)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d; stderr:\n%s", code, c.stderr.String())
+	}
+	before := len(c.stdout.String())
+	if code := c.run(context.Background(), "tasks", "get", id, "--principal", "anonymous", "--json"); code != 0 {
+		t.Fatalf("tasks get: %d %s", code, c.stderr.String())
+	}
+	if out := c.stdout.String()[before:]; !strings.Contains(out, "TASK_STATE_COMPLETED") && !strings.Contains(out, `"completed"`) {
+		t.Fatalf("the turn running at the shutdown did not finish within the drain:\n%s", out)
 	}
 }

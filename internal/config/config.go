@@ -66,6 +66,7 @@ type Config struct {
 	Concurrency     int           `yaml:"concurrency" usage:"executor turns run at once"`
 	TurnLease       time.Duration `yaml:"turn_lease" usage:"how long an executor turn lasts without a renewal (renewed every third of it): a stopped or killed process's turns are offered again after it"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" usage:"longest a graceful shutdown waits for in-flight requests"`
+	TurnDrain       time.Duration `yaml:"turn_drain_timeout" usage:"how long executor turns running at a shutdown may go on to finish (within shutdown_timeout) before they are interrupted and left to run again after the restart; 0 interrupts them at once"`
 	LogLevel        string        `yaml:"log_level" usage:"debug, info, warn or error"`
 
 	AgentName        string        `yaml:"agent_name" usage:"name on the agent card"`
@@ -786,6 +787,10 @@ func (c *Config) Validate() error {
 	// and a shutdown cannot give back a turn whose executor takes its 2 s to wind down.
 	if c.TurnLease < 5*time.Second {
 		errs = append(errs, fmt.Errorf("turn_lease must be at least 5s, got %s", c.TurnLease))
+	}
+	// The process exits at shutdown_timeout whatever still runs: a longer drain would be cut.
+	if c.TurnDrain < 0 || c.TurnDrain >= c.ShutdownTimeout {
+		errs = append(errs, fmt.Errorf("turn_drain_timeout must be at least 0 and less than shutdown_timeout (%s), got %s", c.ShutdownTimeout, c.TurnDrain))
 	}
 	for _, n := range []struct {
 		key string

@@ -150,7 +150,9 @@ func TestBadValuesAreRejected(t *testing.T) {
 		"spin1ms":  "keep_alive: 1ms\n", // a comment every millisecond on every stream
 		"prune":    "retention_interval: 1ms\n",
 		"health":   "health_interval: 1ms\n",
-		"worker":   "worker_lease: 1ms\n", // every worker turn lost at once
+		"worker":   "worker_lease: 1ms\n",       // every worker turn lost at once
+		"drain":    "turn_drain_timeout: 30s\n", // the shutdown deadline (30s) would cut it
+		"drainneg": "turn_drain_timeout: -1s\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			getenv, environ := envOf(nil)
