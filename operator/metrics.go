@@ -235,6 +235,9 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 		return err
 	}
 	s.m.observeCommitted(seen, claimed, time.Since(start))
+	if len(seen) > 0 || claimed {
+		s.writes.wrote() // rows of real traffic committed: the store takes writes
+	}
 	return nil
 }
 

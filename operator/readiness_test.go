@@ -51,10 +51,10 @@ func (f *fullDisk) Update(ctx context.Context, fn func(ctx context.Context, tx s
 
 // TestReadinessFailsWhileStoreWritesFail: /readyz turns 503 ("store not taking writes") once a
 // few write transactions in a row fail in the store, though its reads still answer. Errors of the
-// caller's own fn and cancelled calls do not count. It turns ready again as soon as the small
-// write readiness itself tries only while writes are failing (and which leaves nothing behind)
-// succeeds — with or without traffic —, unless writes failed again soon after such a write cleared
-// the store: then once no write has failed for the settle time.
+// caller's own fn and cancelled calls do not count. It turns ready again as soon as a write of
+// traffic commits, or the small write readiness itself tries only while writes are failing (and
+// which leaves nothing behind) succeeds — unless writes failed again soon after such a write
+// cleared the store: then once no write has failed for the settle time.
 func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 	operator.ProbeAlways(t)
 	const settle = 50 * time.Millisecond
@@ -130,16 +130,31 @@ func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 		if err := write(nil); err != nil {
 			t.Fatal(err)
 		}
-		// Full again soon after readiness's own write cleared it: that write is not trusted alone
-		// (a small write can fit where real ones do not) until no write has failed for a while.
-		want("a write of traffic succeeded, soon after the store relapsed", 503)
-		time.Sleep(settle)
+		// Full again soon after readiness's own write cleared it, then a write of traffic (with
+		// evidence) commits: the store takes real writes, ready without a probe of its own.
 		asked = disk.updates.Load()
-		want("no write failed since", 200)
+		want("a write of traffic succeeded", 200)
 		want("and again", 200)
-		if n := disk.updates.Load(); n != asked+1 {
-			t.Fatalf("readiness wrote %d times once the store took writes again, want once (its own write, which cleared it)", n-asked)
+		if n := disk.updates.Load(); n != asked {
+			t.Fatalf("readiness wrote %d times once traffic's writes committed, want none", n-asked)
 		}
+
+		// Full again, and freed with no traffic: the probe writes, but after a relapse it clears
+		// the store only once no write has failed for the settle time.
+		disk.full.Store(true)
+		for range 3 {
+			_ = write(nil)
+		}
+		want("full again, no traffic", 503)
+		disk.full.Store(false)
+		want("disk freed, no traffic", 200) // the first clearance after traffic is no relapse
+		disk.full.Store(true)
+		_ = write(nil)
+		want("a write fails soon after readiness's own write cleared it", 503)
+		disk.full.Store(false)
+		want("disk freed again at once", 503)
+		time.Sleep(settle)
+		want("no write failed for the settle time", 200)
 	})
 }
 

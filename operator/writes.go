@@ -12,20 +12,27 @@ import (
 // writeFailuresUnready failed write transactions make the store a suspect: from then on readiness
 // asks it with a small write of its own (CheckWrites) until that write succeeds, which clears the
 // count. One failure can be a blip; a few are a store that answers reads but takes no writes (a
-// full disk, a database turned read-only), which a read-only ping cannot see. Transactions that
-// commit do not clear the count: most of a server's transactions (an idle claim poll, a retention
-// pass with nothing to delete) write nothing, and commit on a full disk too. Nor does time: a
-// server with little traffic writes seldom, and a wrong suspicion costs one small write.
+// full disk, a database turned read-only), which a read-only ping cannot see. Nor does time clear
+// it: a server with little traffic writes seldom, and a wrong suspicion costs one small write.
 //
-// The probe's write is small, and can fit where an acceptance's does not (a full disk leaves room
-// in the WAL's last pages, or in a table's free ones): a write that fails within relapseWindow of
-// a probe that cleared the store makes it a suspect again at once, and then a probe clears it
-// only once no write has failed for settleTime. Otherwise readiness, probing each second, would
-// say ready between every three failures of a store that refuses every real write.
+// A transaction that commits clears it only when it wrote rows readiness can see (evidence, an
+// acceptance's claim: real traffic's writes). Most of a server's transactions (an idle claim
+// poll, a retention pass with nothing to delete) write nothing, and commit on a full disk too.
+//
+// The probe's write is small, and can fit where real ones do not (a full disk leaves room in the
+// WAL's last pages, or in a table's free ones). So a write that fails within relapseWindow of a
+// probe's clearance — a relapse — makes the store a suspect again at once, and after a relapse a
+// probe clears it only once no write has failed for the settle time, which doubles with each
+// relapse in a row (settleTime, at most maxSettle). Otherwise readiness, probing each second,
+// would say ready between the failures of a store that refuses every real write. A real write
+// that commits ends the series.
 const writeFailuresUnready = 3
 
-// relapseWindow and settleTime: see writeFailuresUnready.
-const relapseWindow = time.Minute
+// relapseWindow, settleTime and maxSettle: see writeFailuresUnready.
+const (
+	relapseWindow = 10 * time.Minute
+	maxSettle     = 5 * time.Minute
+)
 
 var settleTime = 5 * time.Second
 
@@ -39,16 +46,27 @@ const probeTimeout = 5 * time.Second
 // outcome of readiness's own write.
 type writeHealth struct {
 	mu       sync.Mutex
-	failed   int   // write transactions failed since the last write readiness saw succeed
+	failed   int   // write transactions failed since the store was last seen taking writes
 	last     error // the last failure
 	probing  bool  // a probe runs now
 	probedAt time.Time
 	probeErr error // the outcome of the last probe while a suspect (nil: none finished yet)
-	// clearedAt is when a probe last cleared the suspicion; failedAt, when a write last failed;
-	// relapsed, that a write failed within relapseWindow of clearedAt (see writeFailuresUnready).
+	// clearedAt is when a probe last cleared the suspicion (zero: none since real writes
+	// committed); failedAt, when a write last failed; relapses, how many relapses in a row
+	// (see writeFailuresUnready), and relapsed, whether the suspicion now is one.
 	clearedAt, failedAt time.Time
+	relapses            int
 	relapsed            bool
-	settling            bool // the last probe wrote, but a relapse's writes failed within settleTime
+	settling            bool // the last probe wrote, but writes failed within the settle time
+}
+
+// settle is how long no write may have failed before a probe clears a relapsed store.
+func (w *writeHealth) settle() time.Duration {
+	d := settleTime
+	for i := 1; i < w.relapses && d < maxSettle; i++ {
+		d *= 2
+	}
+	return min(d, maxSettle)
 }
 
 // record notes a write transaction that failed in the store at now.
@@ -57,17 +75,34 @@ func (w *writeHealth) record(now time.Time, err error) {
 	defer w.mu.Unlock()
 	w.last, w.failedAt = err, now
 	w.failed++
-	if !w.clearedAt.IsZero() && now.Sub(w.clearedAt) < relapseWindow {
+	switch {
+	case w.relapsed, w.clearedAt.IsZero():
+		// In a relapse already (it lasts until a probe or a real write clears it), or no probe
+		// cleared the store since real writes last committed.
+	case now.Sub(w.clearedAt) >= relapseWindow:
+		w.clearedAt, w.relapses = time.Time{}, 0 // long after the clearance: a blip, not a relapse
+	default:
 		w.relapsed = true
+		w.relapses++
 		w.failed = max(w.failed, writeFailuresUnready)
 	}
 }
 
+// wrote notes a write transaction that committed rows of real traffic: the store takes writes.
+func (w *writeHealth) wrote() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == 0 && w.clearedAt.IsZero() {
+		return
+	}
+	w.failed, w.last, w.probeErr, w.probedAt = 0, nil, nil, time.Time{}
+	w.clearedAt, w.relapses, w.relapsed, w.settling = time.Time{}, 0, false, false
+}
+
 // check returns nil while the store takes writes. Once it is a suspect, it runs probe (at most
 // once per probeEvery, and one at a time, outside the lock: failing writes and other readiness
-// checks do not wait for it); a probe that writes clears the suspicion, one that fails keeps
-// readiness off until one writes (and, after a relapse, until no write has failed for
-// settleTime).
+// checks do not wait for it); a probe that writes clears the suspicion (after a relapse, once no
+// write has failed for the settle time), one that fails keeps readiness off until one writes.
 func (w *writeHealth) check(now time.Time, probe func() error) error {
 	w.mu.Lock()
 	if w.failed < writeFailuresUnready {
@@ -83,8 +118,10 @@ func (w *writeHealth) check(now time.Time, probe func() error) error {
 		err := probe()
 		w.mu.Lock()
 		w.probing = false
-		w.settling = err == nil && w.relapsed && now.Sub(w.failedAt) < settleTime
+		w.settling = err == nil && w.relapsed && now.Sub(w.failedAt) < w.settle()
 		switch {
+		case w.failed < writeFailuresUnready:
+			// Real writes committed while the probe ran: cleared already.
 		case w.settling:
 			w.probeErr = nil
 		case err == nil:
@@ -102,7 +139,7 @@ func (w *writeHealth) check(now time.Time, probe func() error) error {
 		return nil
 	case w.settling:
 		return fmt.Errorf("%d write transactions failed (the last: %v); readiness's own write succeeds, but writes failed "+
-			"again after an earlier one did: ready once none has failed for %s", w.failed, w.last, settleTime)
+			"again soon after an earlier one did: ready once none has failed for %s", w.failed, w.last, w.settle())
 	case w.probeErr == nil: // another check's probe has not finished yet
 		return fmt.Errorf("%d write transactions failed (the last: %v); readiness's own write is under way", w.failed, w.last)
 	}

@@ -94,3 +94,54 @@ func TestAWriteFailingSoonAfterAProbeClearedTheStoreKeepsItUnready(t *testing.T)
 		t.Fatalf("one failure %s after the store was cleared: %v, want ready", relapseWindow, err)
 	}
 }
+
+// Readiness asked every second for half an hour of writes failing every n seconds, the probe's
+// small write always fitting: a store that refuses every real write reads unready (all of the
+// last ten minutes, whatever the pace of its traffic up to every two minutes), while a busy store
+// whose real writes commit between its occasional failures reads ready throughout; and once the
+// failures stop, readiness returns within the longest settle time.
+func TestReadinessTellsAStoreRefusingEveryWriteFromABusyOneWithBlips(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	fits := func() error { return nil }
+	full := errors.New("disk full")
+	const span = 30 * 60 // seconds
+	for _, n := range []int{1, 3, 10, 30, 120} {
+		var w writeHealth
+		lateReady := 0
+		for s := 0; s < span; s++ {
+			now := start.Add(time.Duration(s) * time.Second)
+			if s%n == 0 {
+				w.record(now, full)
+			}
+			if w.check(now.Add(500*time.Millisecond), fits) == nil && s >= span-600 {
+				lateReady++
+			}
+		}
+		if lateReady > 0 {
+			t.Errorf("every real write failing, one each %ds: ready at %d of the last 600 checks", n, lateReady)
+		}
+		// The failures stop (space came back, no traffic): ready within the longest settle.
+		end := start.Add(span * time.Second)
+		for s := 0; ; s++ {
+			if w.check(end.Add(time.Duration(s)*time.Second), fits) == nil {
+				break
+			}
+			if time.Duration(s)*time.Second > maxSettle+2*probeEvery {
+				t.Fatalf("one failure each %ds, then none: still unready %ds later", n, s)
+			}
+		}
+	}
+
+	var w writeHealth
+	for s := 0; s < span; s++ {
+		now := start.Add(time.Duration(s) * time.Second)
+		if s%3 == 0 {
+			w.record(now, full)
+		} else {
+			w.wrote() // traffic's writes commit between the blips
+		}
+		if err := w.check(now.Add(500*time.Millisecond), fits); err != nil {
+			t.Fatalf("a busy store with a failed write every 3s: unready at %ds: %v", s, err)
+		}
+	}
+}

@@ -271,7 +271,7 @@ func (p *Plane) retryRead(ctx context.Context, read func() error) error {
 			return ctx.Err()
 		case <-p.store.Done():
 			wait.Stop()
-			return err // closed: no retry can succeed
+			return fmt.Errorf("%w: %w", store.ErrClosed, err) // no retry can succeed
 		case <-wait.C:
 		}
 		retry = min(2*retry, followRetryMax)

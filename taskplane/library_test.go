@@ -220,3 +220,44 @@ func TestADrainingDispatcherLetsRunningTurnsFinish(t *testing.T) {
 		})
 	}
 }
+
+// A stream opened on a store already closed ends at once with store.ErrClosed, rather than
+// retrying its read for the follow outage (30 s).
+func TestAFollowerOfAClosedStoreEndsAtOnce(t *testing.T) {
+	st := storetest.OpenSQLite(t)
+	p := taskplane.New(st)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	err := p.FollowStream(context.Background(), "me", "t1", 0, func(taskplane.TaskEvent) error { return nil })
+	if !errors.Is(err, store.ErrClosed) || time.Since(began) > 5*time.Second {
+		t.Fatalf("FollowStream on a closed store: %v after %s, want store.ErrClosed at once", err, time.Since(began))
+	}
+}
+
+// WithRetention(0) keeps the default window: a finished task an hour old is not pruned.
+func TestAZeroRetentionKeepsTheDefaultWindow(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	p := taskplane.New(storetest.OpenSQLite(t), taskplane.WithClock(clock), taskplane.WithRetention(0))
+	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
+		Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Cancel(context.Background(), "me", acc.Task.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A claim retires the finished task's wake (retention keeps a task with a pending wake).
+	if g, err := p.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: "t", Lease: time.Minute}); err != nil || g != nil {
+		t.Fatalf("claim: %v %v", g, err)
+	}
+	now = now.Add(time.Hour)
+	if _, err := p.Prune(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.GetTask(context.Background(), "me", acc.Task.ID); err != nil {
+		t.Fatalf("a task finished an hour ago, with WithRetention(0): %v", err)
+	}
+}

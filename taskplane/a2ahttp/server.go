@@ -12,8 +12,9 @@
 //
 // Shut down in this order: the HTTP server (hs.Shutdown, which calls srv.Close), then the
 // Dispatcher (cancel its Run's context: turns it interrupts go back to the queue), then the
-// store. A send accepted while no Dispatcher runs waits for its turn until BlockingTimeout; a
-// store closed first answers what is still in flight 503 and ends its streams.
+// store. A send accepted while no Dispatcher runs waits for its turn until BlockingTimeout. A
+// store closed first ends the streams and blocking waits in flight (a blocking send answers the
+// task as it was accepted) and answers new requests 503.
 package a2ahttp
 
 import (

@@ -534,6 +534,17 @@ func TestAuth(t *testing.T) {
 				if (status == http.StatusOK) != tc.alice {
 					t.Fatalf("alice ListTasks: %d", status)
 				}
+				// The public URL's host passes as a loopback name does (a proxy on this machine
+				// forwarding it): the env's public URL is 127.0.0.1, so serve under another one.
+				if tc.anon && !tc.foreign {
+					e := newEnv(t, tc.cfg, func(c *a2aConfig) { c.PublicURL = "https://agents.example.com/" })
+					if status, _, b := e.raw(http.MethodGet, "/tasks", "", nil, map[string]string{"Host": "agents.example.com"}); status != http.StatusOK {
+						t.Fatalf("anonymous ListTasks under the public URL's host: %d %s", status, b)
+					}
+					if status, _, _ := e.raw(http.MethodGet, "/tasks", "", nil, map[string]string{"Host": "other.example.com"}); status == http.StatusOK {
+						t.Fatal("anonymous ListTasks under a foreign host, public URL set: 200")
+					}
+				}
 			})
 		}
 	})

@@ -94,8 +94,9 @@ func Unavailable(err error) bool {
 }
 
 // closedHandle reports whether err is, or wraps, the error database/sql ("sql: database is
-// closed") or pgxpool (puddle's "closed pool") return for a read on a handle closed under it.
-// Neither exports it.
+// closed", "sql: statement is closed": neither exported) or pgxpool (puddle's ErrClosedPool,
+// "closed pool", matched here by its text so that this package needs no driver) return for a
+// read on a handle closed under it.
 func closedHandle(err error) bool {
 	switch e := err.(type) {
 	case nil:
@@ -108,7 +109,7 @@ func closedHandle(err error) bool {
 		}
 		return false
 	}
-	if msg := err.Error(); msg == "sql: database is closed" || msg == "closed pool" {
+	if msg := err.Error(); msg == "sql: database is closed" || msg == "sql: statement is closed" || msg == "closed pool" {
 		return true
 	}
 	return closedHandle(errors.Unwrap(err))

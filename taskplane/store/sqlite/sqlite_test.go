@@ -607,7 +607,8 @@ func TestDashboardLoadsShareOneCachedStatement(t *testing.T) {
 // WALSizeLimit after a checkpoint that emptied it, so a burst does not keep its disk space.
 func TestTheWriterIsDurableAndKeepsItsWALBounded(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, &url.URL{Scheme: "sqlite", Path: filepath.Join(t.TempDir(), "c.db")})
+	path := filepath.Join(t.TempDir(), "c.db")
+	s, err := sqlite.Open(ctx, &url.URL{Scheme: "sqlite", Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,5 +621,37 @@ func TestTheWriterIsDurableAndKeepsItsWALBounded(t *testing.T) {
 		if got, err := sqlite.WriterPragma(ctx, s, c.pragma); err != nil || got != c.want {
 			t.Errorf("PRAGMA %s = %q (%v), want %q", c.pragma, got, err, c.want)
 		}
+	}
+	// The mechanism, at a smaller limit: a WAL grown to several MiB by one burst is cut back to
+	// the limit by the write after the checkpoint that emptied it.
+	const limit = 1 << 20
+	if err := sqlite.SetWriterPragma(ctx, s, fmt.Sprintf("journal_size_limit=%d", limit)); err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 100<<10)
+	burst := func(n int) {
+		t.Helper()
+		if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			for range n {
+				if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "accepted",
+					Detail: []byte(`{"pad":"` + pad + `"}`), CreatedAt: time.Now()}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wal := path + "-wal"
+	burst(60) // ~6 MiB
+	grown, err := os.Stat(wal)
+	if err != nil || grown.Size() < 4*limit {
+		t.Fatalf("the burst's WAL: %v %v", grown, err)
+	}
+	burst(1)
+	burst(1)
+	if after, err := os.Stat(wal); err != nil || after.Size() > limit+64<<10 {
+		t.Fatalf("the WAL after the burst: %d bytes (%v), want at most about %d", after.Size(), err, limit)
 	}
 }
