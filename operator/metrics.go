@@ -346,6 +346,16 @@ func (m *Metrics) WatchPlane(p *taskplane.Plane) {
 	}, func() float64 { return float64(p.Subscribers()) }))
 }
 
+// WatchStreams registers the gauge of the A2A streams holding a slot (a2aservice's OpenStreams):
+// unlike channels_sse_subscribers it counts a stream from its admission, also one stalled on its
+// first write or answering a direct Message.
+func (m *Metrics) WatchStreams(open func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "channels_a2a_streams_open",
+		Help: "A2A streams holding one of max_streams' slots in this process, from their admission to their end.",
+	}, func() float64 { return float64(open()) }))
+}
+
 // WatchHealth registers channels_source_up (1 healthy, 0 not) per configured instance.
 func (m *Metrics) WatchHealth(h *Health) {
 	m.reg.MustRegister(&healthCollector{h: h})

@@ -211,6 +211,10 @@ sources:
 			break
 		}
 	}
+	// A stream holds its slot from its admission, so it is counted already.
+	if got := metricSum(scrape(), "channels_a2a_streams_open"); got != 1 {
+		t.Errorf("channels_a2a_streams_open with one stream open = %v, want 1", got)
+	}
 	if got := metricSum(scrape(), "channels_sse_subscribers"); got != 1 {
 		// The first event is written before Follow subscribes: a short window reads 0.
 		t.Logf("channels_sse_subscribers right after the stream's first event = %v (want 1)", got)
@@ -223,6 +227,7 @@ sources:
 	_, _ = io.Copy(io.Discard, br)
 	resp.Body.Close()
 	waitFor(t, "the stream's subscription to close", func() bool { return metricSum(scrape(), "channels_sse_subscribers") == 0 })
+	waitFor(t, "the stream's slot to come back", func() bool { return metricSum(scrape(), "channels_a2a_streams_open") == 0 })
 
 	// A settlement of the finished a1 through A2A: one more A2A event taken in.
 	settle := map[string]any{"https://channels.dev/a2a/ext/outfitter-task/v1": map[string]any{"outcome": "accepted"}}

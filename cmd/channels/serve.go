@@ -203,7 +203,7 @@ func (a *app) serve(ctx context.Context) error {
 		}
 	}()
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listenTCP(ctx, cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
@@ -241,6 +241,9 @@ func (a *app) serve(ctx context.Context) error {
 	a2a, err := a2aHandler(plane, disp, exec, cfg, parts.credentials, log, withPush(notifier))
 	if err != nil {
 		return err
+	}
+	if srv, ok := a2a.(*a2ahttp.Server); ok {
+		ops.metrics.WatchStreams(srv.Service().OpenStreams)
 	}
 
 	// Background workers run on their own context, stopped in order after HTTP has drained.

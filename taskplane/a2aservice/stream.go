@@ -206,6 +206,14 @@ func (s *Service) withSlot(principal string, open func() (*Stream, error)) (*Str
 	return st, nil
 }
 
+// OpenStreams reports how many streams hold a slot now (SendStreamingMessage, SubscribeToTask,
+// over both bindings): from the moment one is admitted, before its first write, until it ends.
+func (s *Service) OpenStreams() int {
+	s.streams.mu.Lock()
+	defer s.streams.mu.Unlock()
+	return s.streams.total
+}
+
 // streamSlots counts the open streams, in total and per principal, against the limits.
 type streamSlots struct {
 	mu    sync.Mutex
