@@ -57,7 +57,7 @@ func (f *fullDisk) Update(ctx context.Context, fn func(ctx context.Context, tx s
 // cleared the store: then once no write has failed for the settle time.
 func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 	operator.ProbeAlways(t)
-	const settle = 50 * time.Millisecond
+	const settle = time.Second // longer than a loaded machine stalls between two checks
 	operator.SettleAfter(t, settle)
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		ctx := context.Background()
