@@ -55,7 +55,20 @@ func TestASourceOutsideTheModuleDeclaresItsOwnRow(t *testing.T) {
 	if _, err := sources.New(name, sources.Config{Instance: "one", Principal: "alice"}); err != nil {
 		t.Fatalf("New of a declared source: %v", err)
 	}
-	if _, err := sources.NewSink(taskplane.New(storetest.OpenSQLite(t)), name); err != nil {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	if _, err := sources.NewSink(plane, name); err != nil {
 		t.Fatalf("a sink of a declared source: %v", err)
+	}
+	// Its row declares reply-anchor continuation (webhook's): an executor may ask its people a
+	// question, as for an embedded source of that row.
+	if err := plane.QuestionAllowed(name); err != nil {
+		t.Fatalf("a question on a declared reply-anchor source: %v", err)
+	}
+	listed := false
+	for _, in := range sources.List(m, nil) {
+		listed = listed || (in.Name == name && in.Row != nil && in.Row.Source == name && in.Registered)
+	}
+	if !listed {
+		t.Fatal("the declared source is not listed with its row")
 	}
 }

@@ -32,6 +32,9 @@ func List(m *matrix.Matrix, configured map[string][]string) []Info {
 	for i := range m.Sources {
 		info(m.Sources[i].Source).Row = &m.Sources[i]
 	}
+	for _, r := range matrix.Declared() {
+		info(r.Source).Row = &r
+	}
 	for name, inst := range configured {
 		in := info(name)
 		in.Instances = append([]string(nil), inst...)

@@ -14,34 +14,7 @@ type Factory func(cfg Config) (Source, error)
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]Factory{}
-	// declared holds the rows of sources kept outside this module (Declare).
-	declared = map[string]matrix.Row{}
 )
-
-// Declare gives a source kept outside this module its declaration: the matrix row the embedded
-// conformance-matrix/matrix.yaml holds for the sources built here (parse it with matrix.Parse, or
-// build it). Call it, like Register, from the source's init; Declaration, New, sinks and reply
-// anchors then read the row as they read the embedded ones. A row that is not valid, names a
-// source the embedded matrix declares, or was declared before is refused.
-func Declare(row matrix.Row) error {
-	if err := row.Validate(); err != nil {
-		return fmt.Errorf("declare source %q: %w", row.Source, err)
-	}
-	m, err := matrix.Default()
-	if err != nil {
-		return err
-	}
-	if _, ok := m.Row(row.Source); ok {
-		return fmt.Errorf("declare source %q: the embedded matrix declares it", row.Source)
-	}
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if _, dup := declared[row.Source]; dup {
-		return fmt.Errorf("declare source %q: declared twice", row.Source)
-	}
-	declared[row.Source] = row
-	return nil
-}
 
 // Register makes a source available under name. It panics if name is registered twice or f is
 // nil, like database/sql.Register; sources call it from init.
@@ -59,6 +32,14 @@ func Register(name string, f Factory) {
 	}
 	registry[name] = f
 }
+
+// Declare gives a source kept outside this module its declaration (matrix.Declare): the matrix
+// row the embedded conformance-matrix/matrix.yaml holds for the sources built here (parse it
+// with matrix.Parse, or build it). Call it, like Register, from the source's init; Declaration,
+// New, sinks, reply anchors and the executors' question policy then read the row as they read
+// the embedded ones. A row that is not valid, names a source the embedded matrix declares, or
+// was declared before is refused.
+func Declare(row matrix.Row) error { return matrix.Declare(row) }
 
 // Names lists the registered sources, sorted.
 func Names() []string {
@@ -99,17 +80,11 @@ func New(name string, cfg Config) (Source, error) {
 // Declaration returns the matrix row of the named source: the only place a source's declaration
 // lives (the embedded matrix, or Declare for a source kept outside this module).
 func Declaration(name string) (matrix.Row, error) {
-	m, err := matrix.Default()
-	if err != nil {
+	r, ok, err := matrix.Find(name)
+	switch {
+	case err != nil:
 		return matrix.Row{}, err
-	}
-	if r, ok := m.Row(name); ok {
-		return r, nil
-	}
-	registryMu.RLock()
-	r, ok := declared[name]
-	registryMu.RUnlock()
-	if !ok {
+	case !ok:
 		return matrix.Row{}, fmt.Errorf("source %q has no row in conformance-matrix/matrix.yaml and was not declared (sources.Declare)", name)
 	}
 	return r, nil

@@ -156,11 +156,10 @@ func matrixQuestionPolicy(source string) error {
 	if source == SourceA2A {
 		return nil // explicit-task-id: the caller continues with the taskId
 	}
-	m, err := matrix.Default()
+	row, ok, err := matrix.Find(source)
 	if err != nil {
 		return fmt.Errorf("conformance matrix: %w", err)
 	}
-	row, ok := m.Row(source)
 	if !ok {
 		return fmt.Errorf("source %q has no row in the conformance matrix: %w", source, ErrContinuationNotAllowed)
 	}
