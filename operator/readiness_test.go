@@ -31,7 +31,13 @@ type fullDisk struct {
 	updates atomic.Int64 // write transactions asked for
 }
 
-var errDiskFull = errors.New("sqlite store: commit: database or disk is full")
+// errDiskFull is the error SQLite's driver gives a commit on a full disk: result code FULL (13).
+var errDiskFull error = sqliteFull{}
+
+type sqliteFull struct{}
+
+func (sqliteFull) Error() string { return "sqlite store: commit: database or disk is full (13)" }
+func (sqliteFull) Code() int     { return 13 }
 
 func (f *fullDisk) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
 	f.updates.Add(1)
@@ -69,10 +75,18 @@ func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 			Log: slog.New(slog.DiscardHandler)}
 		mux := http.NewServeMux()
 		srv.Mount(mux)
+		// write is an acceptance of traffic: a new claim and its evidence.
+		events := 0
 		write := func(fnErr error) error {
+			events++
 			return st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+				now := time.Now()
+				if _, _, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "webhook", Identity: fmt.Sprint("e", events),
+					State: store.ClaimDone, CreatedAt: now, UpdatedAt: now}); err != nil {
+					return err
+				}
 				if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "accepted",
-					Detail: []byte(`{}`), CreatedAt: time.Now()}); err != nil {
+					Detail: []byte(`{}`), CreatedAt: now}); err != nil {
 					return err
 				}
 				return fnErr
@@ -126,12 +140,23 @@ func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 			_ = write(nil)
 		}
 		want("full again", 503)
+		// A small write of traffic that fits (a duplicate's evidence, no new claim) proves
+		// nothing: the disk refuses real writes still.
+		disk.full.Store(false)
+		if err := st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "duplicate",
+				Detail: []byte(`{}`), CreatedAt: time.Now()})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		disk.full.Store(true)
+		want("a duplicate's evidence fitted", 503)
 		disk.full.Store(false)
 		if err := write(nil); err != nil {
 			t.Fatal(err)
 		}
-		// Full again soon after readiness's own write cleared it, then a write of traffic (with
-		// evidence) commits: the store takes real writes, ready without a probe of its own.
+		// Full again soon after readiness's own write cleared it, then an acceptance of traffic
+		// commits: the store takes real writes, ready without a probe of its own.
 		asked = disk.updates.Load()
 		want("a write of traffic succeeded", 200)
 		want("and again", 200)

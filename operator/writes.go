@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -15,13 +16,16 @@ import (
 // full disk, a database turned read-only), which a read-only ping cannot see. Nor does time clear
 // it: a server with little traffic writes seldom, and a wrong suspicion costs one small write.
 //
-// A transaction that commits clears it only when it wrote rows readiness can see (evidence, an
-// acceptance's claim: real traffic's writes). Most of a server's transactions (an idle claim
-// poll, a retention pass with nothing to delete) write nothing, and commit on a full disk too.
+// A transaction that commits clears it only when it is an acceptance of new work (it inserted a
+// claim, with its task, context, events, evidence and wake: real traffic's writes). Most of a
+// server's transactions (an idle claim poll, a retention pass with nothing to delete) write
+// nothing, and commit on a full disk too; others write a row or two (a duplicate's evidence),
+// which can fit where real writes do not.
 //
 // The probe's write is small, and can fit where real ones do not (a full disk leaves room in the
 // WAL's last pages, or in a table's free ones). So a write that fails within relapseWindow of a
-// probe's clearance — a relapse — makes the store a suspect again at once, and after a relapse a
+// probe's clearance with a storage fault (store.StorageFault: full, read-only, I/O) — a relapse —
+// makes the store a suspect again at once, and after a relapse a
 // probe clears it only once no write has failed for the settle time, which doubles with each
 // relapse in a row (settleTime, at most maxSettle). Otherwise readiness, probing each second,
 // would say ready between the failures of a store that refuses every real write. A real write
@@ -58,6 +62,9 @@ type writeHealth struct {
 	relapses            int
 	relapsed            bool
 	settling            bool // the last probe wrote, but writes failed within the settle time
+	// suspect is set while failed > 0 or clearedAt is set: wrote, on every acceptance, reads it
+	// without the lock.
+	suspect atomic.Bool
 }
 
 // settle is how long no write may have failed before a probe clears a relapsed store.
@@ -75,7 +82,11 @@ func (w *writeHealth) record(now time.Time, err error) {
 	defer w.mu.Unlock()
 	w.last, w.failedAt = err, now
 	w.failed++
+	w.suspect.Store(true)
 	switch {
+	case !store.StorageFault(err):
+		// A lost connection or a restarting database is no sign of a small write fitting where
+		// real ones do not: it counts as a failure, not as a relapse.
 	case w.relapsed, w.clearedAt.IsZero():
 		// In a relapse already (it lasts until a probe or a real write clears it), or no probe
 		// cleared the store since real writes last committed.
@@ -90,13 +101,14 @@ func (w *writeHealth) record(now time.Time, err error) {
 
 // wrote notes a write transaction that committed rows of real traffic: the store takes writes.
 func (w *writeHealth) wrote() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.failed == 0 && w.clearedAt.IsZero() {
+	if !w.suspect.Load() {
 		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.failed, w.last, w.probeErr, w.probedAt = 0, nil, nil, time.Time{}
 	w.clearedAt, w.relapses, w.relapsed, w.settling = time.Time{}, 0, false, false
+	w.suspect.Store(false)
 }
 
 // check returns nil while the store takes writes. Once it is a suspect, it runs probe (at most
@@ -126,7 +138,7 @@ func (w *writeHealth) check(now time.Time, probe func() error) error {
 			w.probeErr = nil
 		case err == nil:
 			w.failed, w.last, w.probeErr, w.probedAt = 0, nil, nil, time.Time{}
-			w.clearedAt, w.relapsed = now, false
+			w.clearedAt, w.relapsed = now, false // suspect stays set: a relapse is watched for
 		default:
 			w.probeErr = err
 		}

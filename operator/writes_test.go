@@ -11,7 +11,7 @@ import (
 // and another check never wait for a probe in flight; a probe that writes clears it.
 func TestWriteHealthProbesOnceSuspectedAndNeverHoldsOthers(t *testing.T) {
 	var w writeHealth
-	full := errors.New("disk full")
+	full := error(diskFull{})
 	probes := 0
 	failing := func() error { probes++; return full }
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -62,7 +62,7 @@ func TestWriteHealthProbesOnceSuspectedAndNeverHoldsOthers(t *testing.T) {
 // no write has failed for settleTime.
 func TestAWriteFailingSoonAfterAProbeClearedTheStoreKeepsItUnready(t *testing.T) {
 	var w writeHealth
-	full := errors.New("disk full")
+	full := error(diskFull{})
 	writes := func() error { return nil } // the probe's write fits
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for range writeFailuresUnready {
@@ -103,7 +103,7 @@ func TestAWriteFailingSoonAfterAProbeClearedTheStoreKeepsItUnready(t *testing.T)
 func TestReadinessTellsAStoreRefusingEveryWriteFromABusyOneWithBlips(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	fits := func() error { return nil }
-	full := errors.New("disk full")
+	full := error(diskFull{})
 	const span = 30 * 60 // seconds
 	for _, n := range []int{1, 3, 10, 30, 120} {
 		var w writeHealth
@@ -143,5 +143,33 @@ func TestReadinessTellsAStoreRefusingEveryWriteFromABusyOneWithBlips(t *testing.
 		if err := w.check(now.Add(500*time.Millisecond), fits); err != nil {
 			t.Fatalf("a busy store with a failed write every 3s: unready at %ds: %v", s, err)
 		}
+	}
+}
+
+// diskFull is Postgres's disk-full error (SQLSTATE 53100): a storage fault.
+type diskFull struct{}
+
+func (diskFull) Error() string    { return "could not extend file: No space left on device" }
+func (diskFull) SQLState() string { return "53100" }
+
+// A quiet server whose writes fail now and then for a lost connection (a failover cut a pooled
+// one), not a storage fault, while readiness's write succeeds: no relapse, so it is not left
+// unready for the settle times a store refusing its writes earns.
+func TestLostConnectionsAreNoRelapse(t *testing.T) {
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cut := errors.New("conn closed")
+	var w writeHealth
+	unready := 0
+	for s := 0; s < 3600; s++ {
+		now := start.Add(time.Duration(s) * time.Second)
+		if s%120 == 0 {
+			w.record(now, cut)
+		}
+		if w.check(now.Add(500*time.Millisecond), func() error { return nil }) != nil {
+			unready++
+		}
+	}
+	if unready > 0 {
+		t.Fatalf("unready at %d of 3600 checks", unready)
 	}
 }

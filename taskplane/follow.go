@@ -281,13 +281,16 @@ func (p *Plane) retryRead(ctx context.Context, read func() error) error {
 // RunListener relays task-event notifications from other processes to this process's
 // subscribers until ctx ends or the store closes; when its connection was lost and is back, it
 // pokes every subscriber, since notifications sent meanwhile are lost. A failure of the
-// listener is logged and it listens again a second later. On a store without the Listen
+// listener is logged and it listens again a second later, doubling the wait up to 30 s while
+// it keeps failing. On a store without the Listen
 // capability it returns nil at once (a single-process store has no other writers).
 func (p *Plane) RunListener(ctx context.Context) error {
 	if !p.store.Capabilities().Listen {
 		return nil
 	}
+	wait := listenRestart
 	for {
+		began := time.Now()
 		err := p.store.Listen(ctx, p.broker.publish, p.broker.publishAll)
 		switch {
 		case err == nil, errors.Is(err, store.ErrNotSupported), ctx.Err() != nil:
@@ -295,20 +298,27 @@ func (p *Plane) RunListener(ctx context.Context) error {
 		case errors.Is(err, store.ErrClosed):
 			return err
 		}
-		p.log.Error("task event listener failed; restarting", "err", err)
+		if time.Since(began) > listenRestartMax {
+			wait = listenRestart // it listened a while: a new failure, not the same one
+		}
+		p.log.Error("task event listener failed; restarting", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.store.Done():
 			return store.ErrClosed
-		case <-time.After(listenRestart):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, listenRestartMax)
 		p.broker.publishAll() // whatever was notified meanwhile is lost: re-read
 	}
 }
 
-// listenRestart is how long RunListener waits before listening again after a failure.
+// listenRestart is how long RunListener waits before listening again after a failure; it
+// doubles while the listener keeps failing, up to listenRestartMax.
 var listenRestart = time.Second
+
+const listenRestartMax = 30 * time.Second
 
 func encodeToken(v any) string {
 	b, err := json.Marshal(v)

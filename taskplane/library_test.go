@@ -156,16 +156,21 @@ func TestTheListenerListensAgainAfterAFailure(t *testing.T) {
 }
 
 // With Drain, a turn running when the dispatcher stops goes on to finish (its context alive)
-// while nothing more is claimed; one still running when Drain is over is interrupted and goes
-// back to the queue.
+// while nothing more is claimed, and what it returns counts as at any other time (an error fails
+// its task); one still running when Drain is over is interrupted and goes back to the queue.
 func TestADrainingDispatcherLetsRunningTurnsFinish(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		finish bool // the turn finishes within the drain
-		drain  time.Duration
-	}{{"finishes within the drain", true, 10 * time.Second}, {"outlasts the drain", false, 300 * time.Millisecond}} {
+		name  string
+		end   string // what the turn does once released: complete, fail, or nothing (outlasts the drain)
+		drain time.Duration
+		want  taskplane.State
+	}{
+		{"finishes within the drain", "complete", 10 * time.Second, taskplane.StateCompleted},
+		{"fails within the drain", "fail", 10 * time.Second, taskplane.StateFailed},
+		{"outlasts the drain", "", 300 * time.Millisecond, taskplane.StateWorking},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := taskplane.New(storetest.OpenSQLite(t))
+			p := taskplane.New(storetest.OpenSQLite(t), taskplane.WithLogger(slog.New(slog.DiscardHandler)))
 			started, release := make(chan struct{}), make(chan struct{})
 			var interrupted atomic.Bool
 			d := &taskplane.Dispatcher{Plane: p, Poll: 10 * time.Millisecond, Drain: c.drain,
@@ -173,6 +178,9 @@ func TestADrainingDispatcherLetsRunningTurnsFinish(t *testing.T) {
 					close(started)
 					select {
 					case <-release:
+						if c.end == "fail" {
+							return errors.New("the agent broke")
+						}
 						return turn.Complete(ctx, &taskplane.Message{Parts: []taskplane.Part{taskplane.TextPart("done")}})
 					case <-ctx.Done():
 						interrupted.Store(true)
@@ -193,11 +201,11 @@ func TestADrainingDispatcherLetsRunningTurnsFinish(t *testing.T) {
 				t.Fatal("the turn did not start")
 			}
 			stop()
-			time.Sleep(100 * time.Millisecond) // well within the long drain
-			if c.finish && interrupted.Load() {
-				t.Fatal("the turn was interrupted as soon as the dispatcher stopped")
-			}
-			if c.finish {
+			time.Sleep(100 * time.Millisecond) // well within the long drains
+			if c.end != "" {
+				if interrupted.Load() {
+					t.Fatal("the turn was interrupted as soon as the dispatcher stopped")
+				}
 				close(release)
 			}
 			select {
@@ -212,11 +220,8 @@ func TestADrainingDispatcherLetsRunningTurnsFinish(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.finish && (task.Status.State != taskplane.StateCompleted || interrupted.Load()) {
-				t.Fatalf("a turn finishing within the drain: %s, interrupted %v", task.Status.State, interrupted.Load())
-			}
-			if !c.finish && (!interrupted.Load() || task.Status.State.Terminal()) {
-				t.Fatalf("a turn outlasting the drain: %s, interrupted %v; want interrupted, not finished", task.Status.State, interrupted.Load())
+			if task.Status.State != c.want || interrupted.Load() != (c.end == "") {
+				t.Fatalf("task %s, interrupted %v; want %s, interrupted %v", task.Status.State, interrupted.Load(), c.want, c.end == "")
 			}
 		})
 	}

@@ -250,9 +250,13 @@ func (a *app) serve(ctx context.Context) error {
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	var workers sync.WaitGroup
+	// The dispatcher stops claiming as soon as the shutdown begins, so that the turns it is
+	// running drain (turn_drain_timeout) beside the HTTP requests, within shutdown_timeout.
+	dispCtx, stopDispatcher := context.WithCancel(bg)
+	defer stopDispatcher()
 	if disp != nil {
 		workers.Go(func() {
-			if err := disp.Run(bg); err != nil {
+			if err := disp.Run(dispCtx); err != nil {
 				log.Error("dispatcher stopped", "err", err)
 			}
 		})
@@ -298,6 +302,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	ready.Store(false)
 	deadline := time.Now().Add(cfg.ShutdownTimeout)
+	stopDispatcher()
 	closers := []http.Handler{a2a}
 	if workerAPI != nil {
 		closers = append(closers, workerAPI)

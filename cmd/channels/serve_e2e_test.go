@@ -204,6 +204,15 @@ func TestAShutdownLetsARunningTurnFinishWithinTheDrain(t *testing.T) {
 	if code != 200 || id == "" {
 		t.Fatalf("send: %d %v", code, resp)
 	}
+	// Stop once the turn runs (a turn not yet claimed is not the drain's).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, task := get(t, base+"/tasks/"+id); dig(task, "status", "state") == "TASK_STATE_WORKING" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the turn did not start")
+		}
+	}
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d; stderr:\n%s", code, c.stderr.String())
 	}
