@@ -187,6 +187,15 @@ type evidenceTx struct {
 	store.Tx
 	seen    *[]store.Evidence
 	claimed *bool
+	tasked  *bool // a task was inserted: an acceptance of new work, not a direct reply
+}
+
+func (t evidenceTx) InsertTask(ctx context.Context, task store.Task) error {
+	err := t.Tx.InsertTask(ctx, task)
+	if err == nil {
+		*t.tasked = true
+	}
+	return err
 }
 
 func (t evidenceTx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool, error) {
@@ -209,13 +218,14 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 	var (
 		seen    []store.Evidence
 		claimed bool
+		tasked  bool
 		fnErr   error
 	)
 	start := time.Now()
 	err := s.Store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 		// fn may run more than once (a retried transaction): only the last run commits.
-		seen, claimed = seen[:0], false
-		fnErr = fn(ctx, evidenceTx{Tx: tx, seen: &seen, claimed: &claimed})
+		seen, claimed, tasked = seen[:0], false, false
+		fnErr = fn(ctx, evidenceTx{Tx: tx, seen: &seen, claimed: &claimed, tasked: &tasked})
 		return fnErr
 	})
 	if err != nil {
@@ -235,8 +245,8 @@ func (s *instrumentedStore) Update(ctx context.Context, fn func(ctx context.Cont
 		return err
 	}
 	s.m.observeCommitted(seen, claimed, time.Since(start))
-	if claimed {
-		s.writes.wrote() // an acceptance's rows committed: the store takes real writes
+	if claimed && tasked {
+		s.writes.wrote() // an acceptance of new work committed: the store takes real writes
 	}
 	return nil
 }

@@ -75,14 +75,19 @@ func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 			Log: slog.New(slog.DiscardHandler)}
 		mux := http.NewServeMux()
 		srv.Mount(mux)
-		// write is an acceptance of traffic: a new claim and its evidence.
+		// write is an acceptance of new work: a new claim, its task and its evidence.
 		events := 0
 		write := func(fnErr error) error {
 			events++
 			return st.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 				now := time.Now()
-				if _, _, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "webhook", Identity: fmt.Sprint("e", events),
-					State: store.ClaimDone, CreatedAt: now, UpdatedAt: now}); err != nil {
+				id := fmt.Sprint("e", events)
+				if _, _, err := tx.InsertClaim(ctx, store.Claim{Principal: "alice", Source: "webhook", Identity: id,
+					State: store.ClaimDone, TaskID: id, CreatedAt: now, UpdatedAt: now}); err != nil {
+					return err
+				}
+				if err := tx.InsertTask(ctx, store.Task{Principal: "alice", ID: id, ContextID: "c", Source: "webhook",
+					State: "submitted", StatusTime: now, Version: 1, Body: []byte(`{}`), CreatedAt: now, UpdatedAt: now}); err != nil {
 					return err
 				}
 				if err := tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Source: "webhook", Kind: "accepted",

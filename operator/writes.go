@@ -17,7 +17,8 @@ import (
 // it: a server with little traffic writes seldom, and a wrong suspicion costs one small write.
 //
 // A transaction that commits clears it only when it is an acceptance of new work (it inserted a
-// claim, with its task, context, events, evidence and wake: real traffic's writes). Most of a
+// claim and a task, with the task's events, evidence and wake: real traffic's writes; a direct
+// reply's acceptance writes no task). Most of a
 // server's transactions (an idle claim poll, a retention pass with nothing to delete) write
 // nothing, and commit on a full disk too; others write a row or two (a duplicate's evidence),
 // which can fit where real writes do not.
@@ -27,7 +28,7 @@ import (
 // probe's clearance with a storage fault (store.StorageFault: full, read-only, I/O) — a relapse —
 // makes the store a suspect again at once, and after a relapse a
 // probe clears it only once no write has failed for the settle time, which doubles with each
-// relapse in a row (settleTime, at most maxSettle). Otherwise readiness, probing each second,
+// relapse in a row (settleTime, at most maxSettle); only storage faults count there too. Otherwise readiness, probing each second,
 // would say ready between the failures of a store that refuses every real write. A real write
 // that commits ends the series.
 const writeFailuresUnready = 3
@@ -56,9 +57,10 @@ type writeHealth struct {
 	probedAt time.Time
 	probeErr error // the outcome of the last probe while a suspect (nil: none finished yet)
 	// clearedAt is when a probe last cleared the suspicion (zero: none since real writes
-	// committed); failedAt, when a write last failed; relapses, how many relapses in a row
-	// (see writeFailuresUnready), and relapsed, whether the suspicion now is one.
-	clearedAt, failedAt time.Time
+	// committed); faultAt, when a write last failed with a storage fault; relapses, how many
+	// relapses in a row (see writeFailuresUnready), and relapsed, whether the suspicion now is
+	// one.
+	clearedAt, faultAt time.Time
 	relapses            int
 	relapsed            bool
 	settling            bool // the last probe wrote, but writes failed within the settle time
@@ -80,11 +82,15 @@ func (w *writeHealth) settle() time.Duration {
 func (w *writeHealth) record(now time.Time, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last, w.failedAt = err, now
+	w.last = err
 	w.failed++
 	w.suspect.Store(true)
+	fault := store.StorageFault(err)
+	if fault {
+		w.faultAt = now
+	}
 	switch {
-	case !store.StorageFault(err):
+	case !fault:
 		// A lost connection or a restarting database is no sign of a small write fitting where
 		// real ones do not: it counts as a failure, not as a relapse.
 	case w.relapsed, w.clearedAt.IsZero():
@@ -130,7 +136,7 @@ func (w *writeHealth) check(now time.Time, probe func() error) error {
 		err := probe()
 		w.mu.Lock()
 		w.probing = false
-		w.settling = err == nil && w.relapsed && now.Sub(w.failedAt) < w.settle()
+		w.settling = err == nil && w.relapsed && now.Sub(w.faultAt) < w.settle()
 		switch {
 		case w.failed < writeFailuresUnready:
 			// Real writes committed while the probe ran: cleared already.

@@ -173,3 +173,31 @@ func TestLostConnectionsAreNoRelapse(t *testing.T) {
 		t.Fatalf("unready at %d of 3600 checks", unready)
 	}
 }
+
+// After a relapse, lost connections (not storage faults) do not restart the settle time: a store
+// whose pooled connections are cut now and then reads ready once its storage has settled.
+func TestLostConnectionsDoNotProlongASettle(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	full, cut := error(diskFull{}), errors.New("conn closed")
+	fits := func() error { return nil }
+	var w writeHealth
+	for range writeFailuresUnready {
+		w.record(now, full)
+	}
+	if err := w.check(now, fits); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	w.record(now, full) // a relapse
+	ready := false
+	for s := 0; s < 600 && !ready; s++ {
+		now = now.Add(time.Second)
+		if s%4 == 0 {
+			w.record(now, cut)
+		}
+		ready = w.check(now, fits) == nil
+	}
+	if !ready {
+		t.Fatal("unready for 10 minutes after a relapse, lost connections restarting its settle time")
+	}
+}

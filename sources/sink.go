@@ -29,9 +29,11 @@ type Sink struct {
 // SinkOption configures a Sink.
 type SinkOption func(*Sink)
 
-// WithDeclaration gives the Sink a declaration instead of the embedded matrix row: for a
-// source kept outside this module (with its own matrix row, parsed by matrix.Parse) and for tests
-// of rows the matrix does not have. The row must be valid and name the Sink's source.
+// WithDeclaration gives the Sink a declaration instead of the matrix row: for tests of rows the
+// matrix does not have (sourcetest.RunWithDeclaration). It reaches this Sink alone; a source kept
+// outside this module declares its row with Declare instead, so that the executors' question
+// policy, deliveries and reply anchors read it too. The row must be valid and name the Sink's
+// source.
 func WithDeclaration(row matrix.Row) SinkOption { return func(s *Sink) { s.row = row } }
 
 // WithObserver calls fn after every Accept with the event and its result (tests, metrics).

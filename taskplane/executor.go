@@ -428,8 +428,10 @@ func (d *Dispatcher) claimLoop(ctx, turns context.Context, owner string, hints, 
 		if g == nil {
 			continue
 		}
-		if ctx.Err() != nil {
-			// Handed a turn while stopping: give it back to the queue at once.
+		if ctx.Err() != nil && (d.Drain <= 0 || turns.Err() != nil) {
+			// Handed a turn while stopping, with no drain to run it in: give it back to the
+			// queue at once. (Within a drain it runs like the turns already running: it was
+			// granted before the stop.)
 			if err := d.Plane.EndTurn(context.WithoutCancel(ctx), g, TurnEnd{Shutdown: true}); err != nil && !errors.Is(err, ErrNoTurn) {
 				d.Plane.log.Error("end turn handed over at shutdown", "task", g.TaskID, "err", err)
 			}

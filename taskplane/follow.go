@@ -298,8 +298,8 @@ func (p *Plane) RunListener(ctx context.Context) error {
 		case errors.Is(err, store.ErrClosed):
 			return err
 		}
-		if time.Since(began) > listenRestartMax {
-			wait = listenRestart // it listened a while: a new failure, not the same one
+		if time.Since(began) > wait {
+			wait = listenRestart // it listened longer than it waited: a new failure, not the same one
 		}
 		p.log.Error("task event listener failed; restarting", "err", err, "in", wait)
 		select {

@@ -201,7 +201,6 @@ func checkStoreReachable(ctx context.Context, rawURL string, r *configReport) {
 // report the same problem again.
 func checkSources(list []config.SourceConfig, reported []string, warnings *[]string) []string {
 	var errs []string
-	m, merr := matrix.Default()
 	registered := sources.Names()
 	for i, s := range list {
 		where := fmt.Sprintf("%s[%d] (%s)", config.SourcesKey, i, s.Label())
@@ -217,10 +216,8 @@ func checkSources(list []config.SourceConfig, reported []string, warnings *[]str
 				errs = append(errs, fmt.Sprintf("%s: %s", where, line))
 			}
 		}
-		if merr == nil {
-			if row, ok := m.Row(s.Type); ok && row.Status != matrix.Built {
-				*warnings = append(*warnings, fmt.Sprintf("%s: the conformance matrix lists %s as %s", where, s.Type, row.Status))
-			}
+		if row, ok, err := matrix.Find(s.Type); err == nil && ok && row.Status != matrix.Built {
+			*warnings = append(*warnings, fmt.Sprintf("%s: the conformance matrix lists %s as %s", where, s.Type, row.Status))
 		}
 	}
 	return errs
