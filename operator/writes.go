@@ -61,9 +61,9 @@ type writeHealth struct {
 	// relapses in a row (see writeFailuresUnready), and relapsed, whether the suspicion now is
 	// one.
 	clearedAt, faultAt time.Time
-	relapses            int
-	relapsed            bool
-	settling            bool // the last probe wrote, but writes failed within the settle time
+	relapses           int
+	relapsed           bool
+	settling           bool // the last probe wrote, but writes failed within the settle time
 	// suspect is set while failed > 0 or clearedAt is set: wrote, on every acceptance, reads it
 	// without the lock.
 	suspect atomic.Bool
