@@ -63,13 +63,14 @@ type writeHealth struct {
 	clearedAt, faultAt time.Time
 	relapses           int
 	relapsed           bool
-	settling           bool // the last probe wrote, but writes failed within the settle time
+	settling           bool // the last probe wrote, but a storage fault came within the settle time
 	// suspect is set while failed > 0 or clearedAt is set: wrote, on every acceptance, reads it
 	// without the lock.
 	suspect atomic.Bool
 }
 
-// settle is how long no write may have failed before a probe clears a relapsed store.
+// settle is how long no write may have failed with a storage fault before a probe clears a
+// relapsed store.
 func (w *writeHealth) settle() time.Duration {
 	d := settleTime
 	for i := 1; i < w.relapses && d < maxSettle; i++ {
@@ -105,7 +106,7 @@ func (w *writeHealth) record(now time.Time, err error) {
 	}
 }
 
-// wrote notes a write transaction that committed rows of real traffic: the store takes writes.
+// wrote notes that an acceptance of new work committed: the store takes real writes.
 func (w *writeHealth) wrote() {
 	if !w.suspect.Load() {
 		return
