@@ -99,9 +99,21 @@ func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFil
 		w.args = append(w.args, f.CursorTime, f.CursorID)
 		w.conds = append(w.conds, fmt.Sprintf("(status_time, id) < ($%d, $%d)", len(w.args)-1, len(w.args)))
 	}
-	query := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + w.sql() + ` ORDER BY status_time DESC, id DESC`
+	const order = ` ORDER BY status_time DESC, id DESC`
+	limit := ""
 	if f.Limit > 0 {
-		query += ` LIMIT ` + strconv.Itoa(f.Limit)
+		limit = ` LIMIT ` + strconv.Itoa(f.Limit)
+	}
+	query := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + w.sql() + order + limit
+	if f.MaxBytes > 0 {
+		// The database leaves out the rows past the one whose body passes MaxBytes (as
+		// ReadTasks would stop there), so it neither reads their stored bodies (octet_length of
+		// a bytea does not detoast it) nor sends them.
+		w.args = append(w.args, f.MaxBytes)
+		query = `SELECT ` + taskColumns + ` FROM (SELECT ` + taskColumns + `, row_number() OVER w AS n,
+			sum(coalesce(octet_length(body), 0)) OVER w AS upto FROM tasks WHERE ` + w.sql() + `
+			WINDOW w AS (ORDER BY status_time DESC, id DESC ROWS UNBOUNDED PRECEDING)` + order + limit + `) page
+			WHERE n <= 2 OR upto - coalesce(octet_length(body), 0) <= $` + strconv.Itoa(len(w.args)) + order
 	}
 	rows, _ := r.q.Query(ctx, query, w.args...)
 	tasks, err := store.ReadTasks(f, rows.Next, func() (store.Task, error) { return scanTask(rows) })

@@ -1008,7 +1008,7 @@ func testListCursor(t *testing.T, s store.Store) {
 // testListMaxBytes: a listing bounded by MaxBytes stops at the first row past the first whose
 // bodies together pass it, so a page bounded by size never reads its whole Limit of large rows.
 func testListMaxBytes(t *testing.T, s store.Store) {
-	listFixture(t, s) // d, c, b, a, e, each body 12 bytes
+	m := listFixture(t, s) // d, c, b, a, e, each body 12 bytes
 	for _, c := range []struct {
 		max  int
 		want []string
@@ -1022,6 +1022,23 @@ func testListMaxBytes(t *testing.T, s store.Store) {
 			t.Errorf("MaxBytes %d: total = %d, want 5 regardless of the bound", c.max, total)
 		}
 		diff(t, fmt.Sprintf("MaxBytes %d", c.max), c.want, ids(got))
+	}
+	// With a cursor, a filter and a limit: the bound counts from the page's first row.
+	for _, c := range []struct {
+		name string
+		f    store.TaskFilter
+		want []string
+	}{
+		{"after d", store.TaskFilter{CursorTime: m["d"].StatusTime, CursorID: "d", MaxBytes: 20, Limit: 10}, []string{"c", "b"}},
+		{"after d, more room", store.TaskFilter{CursorTime: m["d"].StatusTime, CursorID: "d", MaxBytes: 24, Limit: 10}, []string{"c", "b", "a"}},
+		{"working", store.TaskFilter{State: "working", MaxBytes: 1, Limit: 10}, []string{"c", "a"}},
+		{"limit first", store.TaskFilter{MaxBytes: 1000, Limit: 2}, []string{"d", "c"}},
+	} {
+		got, _, err := s.ListTasks(context.Background(), "alice", c.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, c.name, c.want, ids(got))
 	}
 }
 
