@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -316,8 +317,26 @@ func TestMigrateReportsJSON(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, c.stderr.String())
 	}
 	var r migrateReport
-	if err := json.Unmarshal([]byte(c.stdout.String()), &r); err != nil || r.Driver != "sqlite" || r.Store != url {
-		t.Fatalf("report %q: %+v %v", c.stdout.String(), r, err)
+	if err := json.Unmarshal([]byte(c.stdout.String()), &r); err != nil || r.Driver != "sqlite" || r.Store != url ||
+		r.FromVersion != 0 || r.SchemaVersion < 1 {
+		t.Fatalf("report of a new store %q: %+v %v", c.stdout.String(), r, err)
+	}
+	// Again: nothing to apply, and the report says so.
+	before := len(c.stdout.String())
+	if code := c.run(context.Background(), "migrate", "--store", url, "--json"); code != 0 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	var again migrateReport
+	if err := json.Unmarshal([]byte(c.stdout.String()[before:]), &again); err != nil || again.FromVersion != r.SchemaVersion ||
+		again.SchemaVersion != r.SchemaVersion {
+		t.Fatalf("report of a current store %q: %+v %v", c.stdout.String()[before:], again, err)
+	}
+	before = len(c.stdout.String())
+	if code := c.run(context.Background(), "migrate", "--store", url); code != 0 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	if out := c.stdout.String()[before:]; !strings.Contains(out, "already at version "+strconv.Itoa(r.SchemaVersion)) {
+		t.Fatalf("text report of a current store: %q", out)
 	}
 }
 

@@ -12,16 +12,13 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// schemaVersioner is implemented by drivers that can report their applied schema version.
-type schemaVersioner interface {
-	SchemaVersion(ctx context.Context) (int, error)
-}
-
-// migrateReport is what migrate prints.
+// migrateReport is what migrate prints: the schema version the store had before (0: a new
+// store) and has now.
 type migrateReport struct {
 	Store         string  `json:"store"`
 	Driver        string  `json:"driver"`
-	SchemaVersion int     `json:"schema_version,omitempty"`
+	FromVersion   int     `json:"from_version"`
+	SchemaVersion int     `json:"schema_version"`
 	Seconds       float64 `json:"seconds"`
 }
 
@@ -43,27 +40,31 @@ serialize on a lock; the SQLite store refuses a second process.`,
 				return fmt.Errorf("migrate: %w", config.ErrNoStore)
 			}
 			a.progressf("opening %s and applying migrations…\n", redactedStore(a.cfg.Store))
+			before, err := store.Inspect(ctx, a.cfg.Store)
+			if err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
 			st, err := store.Open(ctx, a.cfg.Store)
 			if err != nil {
 				return fmt.Errorf("migrate: %w", err)
 			}
-			r := migrateReport{Store: redactedStore(a.cfg.Store), Driver: st.Capabilities().Name}
-			if sv, ok := st.(schemaVersioner); ok {
-				if r.SchemaVersion, err = sv.SchemaVersion(ctx); err != nil {
-					_ = st.Close()
-					return fmt.Errorf("migrate: read schema version: %w", err)
-				}
-			}
+			r := migrateReport{Store: redactedStore(a.cfg.Store), Driver: st.Capabilities().Name, FromVersion: before.Version}
 			if err := st.Close(); err != nil {
 				return fmt.Errorf("migrate: close store: %w", err)
 			}
+			// Read once the store is closed: the SQLite store holds its file while open.
+			after, err := store.Inspect(ctx, a.cfg.Store)
+			if err != nil {
+				return fmt.Errorf("migrate: read the schema version: %w", err)
+			}
+			r.SchemaVersion = after.Version
 			r.Seconds = float64(time.Since(start).Milliseconds()) / 1000
 			if asJSON {
 				return json.NewEncoder(a.stdout).Encode(r)
 			}
-			msg := fmt.Sprintf("store %s (%s): migrations applied, schema is current", r.Store, r.Driver)
-			if r.SchemaVersion > 0 {
-				msg += fmt.Sprintf(" at version %d", r.SchemaVersion)
+			msg := fmt.Sprintf("store %s (%s): schema migrated from version %d to %d", r.Store, r.Driver, r.FromVersion, r.SchemaVersion)
+			if r.FromVersion == r.SchemaVersion {
+				msg = fmt.Sprintf("store %s (%s): schema already at version %d, nothing to apply", r.Store, r.Driver, r.SchemaVersion)
 			}
 			_, err = fmt.Fprintln(a.stdout, msg)
 			return err
