@@ -170,7 +170,13 @@ func runKill9(t *testing.T, storeURL string) {
 				resend = append(resend, strconv.Itoa(rng.IntN(maxIndex+1)))
 			}
 		}
-		lines := runKill9Child(t, storeURL, start, resend, workers, time.Duration(20+rng.IntN(400))*time.Millisecond)
+		alive := time.Duration(20+rng.IntN(400)) * time.Millisecond
+		if round >= kill9Rounds {
+			// Short of events after the first rounds: a slow machine spends most of a short
+			// life opening the store. Later children live longer (still killed at random).
+			alive = time.Duration(300+rng.IntN(1200)) * time.Millisecond
+		}
+		lines := runKill9Child(t, storeURL, start, resend, workers, alive)
 		kills++
 		for _, r := range lines {
 			if prev, ok := reported[r.index]; ok {
