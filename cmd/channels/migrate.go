@@ -48,16 +48,12 @@ serialize on a lock; the SQLite store refuses a second process.`,
 			if err != nil {
 				return fmt.Errorf("migrate: %w", err)
 			}
-			r := migrateReport{Store: redactedStore(a.cfg.Store), Driver: st.Capabilities().Name, FromVersion: before.Version}
+			// Open migrated the store to this binary's latest schema (it refuses a newer one).
+			r := migrateReport{Store: redactedStore(a.cfg.Store), Driver: st.Capabilities().Name,
+				FromVersion: before.Version, SchemaVersion: before.Latest}
 			if err := st.Close(); err != nil {
 				return fmt.Errorf("migrate: close store: %w", err)
 			}
-			// Read once the store is closed: the SQLite store holds its file while open.
-			after, err := store.Inspect(ctx, a.cfg.Store)
-			if err != nil {
-				return fmt.Errorf("migrate: read the schema version: %w", err)
-			}
-			r.SchemaVersion = after.Version
 			r.Seconds = float64(time.Since(start).Milliseconds()) / 1000
 			if asJSON {
 				return json.NewEncoder(a.stdout).Encode(r)

@@ -105,10 +105,11 @@ func (r reader) ListTasks(ctx context.Context, principal string, f store.TaskFil
 		limit = ` LIMIT ` + strconv.Itoa(f.Limit)
 	}
 	query := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + w.sql() + order + limit
-	if f.MaxBytes > 0 {
+	if f.MaxBytes > 0 && f.Limit > 0 {
 		// The database leaves out the rows past the one whose body passes MaxBytes (as
 		// ReadTasks would stop there), so it neither reads their stored bodies (octet_length of
-		// a bytea does not detoast it) nor sends them.
+		// a bytea does not detoast it) nor sends them. Only under a limit: without one the filter
+		// would have the database scan every matching row, where a stream can be stopped.
 		w.args = append(w.args, f.MaxBytes)
 		query = `SELECT ` + taskColumns + ` FROM (SELECT ` + taskColumns + `, row_number() OVER w AS n,
 			sum(coalesce(octet_length(body), 0)) OVER w AS upto FROM tasks WHERE ` + w.sql() + `
