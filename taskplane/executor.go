@@ -346,8 +346,9 @@ var ErrDispatcherRunning = errors.New("taskplane: dispatcher already running")
 
 // Run dispatches until ctx ends, then waits for running turns to return. Turns interrupted by the
 // shutdown (ctx's end cancels every running turn's context, at once or after Drain) go back to
-// the queue and run again from durable state. Plane and Executor must be set; a Dispatcher runs once at a time (a second
-// Run while one runs returns ErrDispatcherRunning), and several Dispatchers may share a Plane.
+// the queue and run again from durable state. Plane and Executor must be set; a Dispatcher runs
+// once at a time (a second Run while one runs returns ErrDispatcherRunning), and several
+// Dispatchers may share a Plane.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.Plane == nil || d.Executor == nil {
 		return errors.New("taskplane: dispatcher needs a Plane and an Executor")
@@ -385,8 +386,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			interrupt()
 			return
 		}
-		t := time.AfterFunc(d.Drain, interrupt)
-		context.AfterFunc(turns, func() { t.Stop() })
+		time.AfterFunc(d.Drain, interrupt) // a no-op if Run returned first (deferred interrupt)
 	})
 	defer stopDrain()
 	var wg sync.WaitGroup

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/channels-dev/channels/internal/outage"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -281,14 +282,15 @@ func (p *Plane) retryRead(ctx context.Context, read func() error) error {
 // RunListener relays task-event notifications from other processes to this process's
 // subscribers until ctx ends or the store closes; when its connection was lost and is back, it
 // pokes every subscriber, since notifications sent meanwhile are lost. A failure of the
-// listener is logged and it listens again a second later, doubling the wait up to 30 s while
-// it keeps failing. On a store without the Listen
+// listener is logged (then now and then while it keeps failing: internal/outage) and it listens
+// again a second later, doubling the wait up to 30 s while it keeps failing. On a store without the Listen
 // capability it returns nil at once (a single-process store has no other writers).
 func (p *Plane) RunListener(ctx context.Context) error {
 	if !p.store.Capabilities().Listen {
 		return nil
 	}
-	wait := listenRestart
+	failures := outage.Tracker{Name: "task event listener", Log: p.log,
+		FirstWait: listenRestart, MaxWait: listenRestartMax}
 	for {
 		began := time.Now()
 		err := p.store.Listen(ctx, p.broker.publish, p.broker.publishAll)
@@ -298,18 +300,16 @@ func (p *Plane) RunListener(ctx context.Context) error {
 		case errors.Is(err, store.ErrClosed):
 			return err
 		}
-		if time.Since(began) > wait {
-			wait = listenRestart // it listened longer than it waited: a new failure, not the same one
+		if time.Since(began) > listenRestartMax {
+			failures.Succeeded() // it listened a while: a new failure, not the same one
 		}
-		p.log.Error("task event listener failed; restarting", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.store.Done():
 			return store.ErrClosed
-		case <-time.After(wait):
+		case <-time.After(failures.FailedSince(began, err)):
 		}
-		wait = min(2*wait, listenRestartMax)
 		p.broker.publishAll() // whatever was notified meanwhile is lost: re-read
 	}
 }

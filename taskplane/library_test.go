@@ -35,11 +35,7 @@ func TestTheLibraryTakesZeroValuesWithoutAPanic(t *testing.T) {
 
 	// Two Runs of one Dispatcher at once: one runs, the other is refused at once. The one that
 	// runs works a task (logging through the default logger).
-	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
-		Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acc := acceptHi(t, p)
 	run, stop := context.WithCancel(context.Background())
 	worked := make(chan struct{})
 	d := &taskplane.Dispatcher{Plane: p, Poll: 10 * time.Millisecond,
@@ -82,11 +78,7 @@ func TestTheLibraryTakesZeroValuesWithoutAPanic(t *testing.T) {
 func TestAFollowerEndsWhenItsStoreCloses(t *testing.T) {
 	st := storetest.OpenSQLite(t)
 	p := taskplane.New(st)
-	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
-		Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acc := acceptHi(t, p)
 	read := make(chan struct{}, 16)
 	done := make(chan error, 1)
 	go func() {
@@ -190,11 +182,7 @@ func TestADrainingDispatcherLetsRunningTurnsFinish(t *testing.T) {
 			run, stop := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- d.Run(run) }()
-			acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
-				Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			acc := acceptHi(t, p)
 			select {
 			case <-started:
 			case <-time.After(10 * time.Second):
@@ -247,11 +235,7 @@ func TestAZeroRetentionKeepsTheDefaultWindow(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	p := taskplane.New(storetest.OpenSQLite(t), taskplane.WithClock(clock), taskplane.WithRetention(0))
-	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
-		Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	acc := acceptHi(t, p)
 	if _, _, err := p.Cancel(context.Background(), "me", acc.Task.ID, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -266,4 +250,15 @@ func TestAZeroRetentionKeepsTheDefaultWindow(t *testing.T) {
 	if _, err := p.GetTask(context.Background(), "me", acc.Task.ID); err != nil {
 		t.Fatalf("a task finished an hour ago, with WithRetention(0): %v", err)
 	}
+}
+
+// acceptHi accepts the message "hi" (messageId m1) of principal "me" as new work.
+func acceptHi(t *testing.T, p *taskplane.Plane) taskplane.Acceptance {
+	t.Helper()
+	acc, err := p.Accept(context.Background(), taskplane.Event{Principal: "me", Source: taskplane.SourceA2A, Identity: "m1",
+		Message: taskplane.Message{ID: "m1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hi")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc
 }

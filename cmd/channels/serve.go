@@ -261,7 +261,7 @@ func (a *app) serve(ctx context.Context) error {
 			}
 		})
 	}
-	workers.Go(func() { plane.RunTimeouts(bg, cfg.TaskTimeout, min(time.Minute, cfg.TaskTimeout/4)) })
+	workers.Go(func() { plane.RunTimeouts(bg, cfg.TaskTimeout, 0) }) // swept every quarter of it, at most a minute
 	workers.Go(func() {
 		if err := home.Engine.Run(bg); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, delivery.ErrClosed) {
 			log.Error("delivery engine stopped", "err", err)
