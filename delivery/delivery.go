@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -204,7 +205,7 @@ func deliveryID(r Request, digest string) string {
 // payloadOf reads a stored row's payload.
 func payloadOf(row store.Delivery) (payload, error) {
 	var p payload
-	if err := json.Unmarshal(row.Payload, &p); err != nil {
+	if err := exactjson.Unmarshal(row.Payload, &p); err != nil {
 		return payload{}, fmt.Errorf("decode delivery %s payload: %w", row.ID, err)
 	}
 	return p, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/internal/outage"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
@@ -290,7 +291,7 @@ func (n *Notifier) next(ctx context.Context, c store.PushConfig) (next store.Pus
 	next = c
 	if len(c.Snapshot) > 0 {
 		var t taskplane.Task
-		if err := json.Unmarshal(c.Snapshot, &t); err != nil {
+		if err := exactjson.Unmarshal(c.Snapshot, &t); err != nil {
 			return next, nil, false, fmt.Errorf("push: decode snapshot of config %s: %w", c.ID, err)
 		}
 		body, err := json.Marshal(a2awire.StreamResponse{Task: a2awire.FromTask(&t, n.view)})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -345,7 +346,7 @@ func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg 
 	*acc = Acceptance{Outcome: Duplicate, ContextID: claim.ContextID, Task: prior}
 	if claim.OutcomeKind == "message" {
 		var m Message
-		if err := json.Unmarshal(claim.Message, &m); err != nil {
+		if err := exactjson.Unmarshal(claim.Message, &m); err != nil {
 			return fmt.Errorf("decode prior message: %w", err)
 		}
 		acc.Message = &m

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -93,7 +94,7 @@ func (p *Plane) clock() time.Time { return p.now().UTC().Truncate(time.Microseco
 // decodeTask turns a store row into a Task.
 func decodeTask(r store.Task) (*Task, error) {
 	var b taskBody
-	if err := json.Unmarshal(r.Body, &b); err != nil {
+	if err := exactjson.Unmarshal(r.Body, &b); err != nil {
 		return nil, fmt.Errorf("decode task %s: %w", r.ID, err)
 	}
 	return &Task{

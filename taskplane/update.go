@@ -2,12 +2,12 @@ package taskplane
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -413,7 +413,7 @@ func decodeEvent(r store.TaskEvent, contextID string) (TaskEvent, error) {
 	default:
 		return ev, fmt.Errorf("task %s event %d: unknown kind %q", r.TaskID, r.Seq, r.Kind)
 	}
-	if err := json.Unmarshal(r.Payload, dst); err != nil {
+	if err := exactjson.Unmarshal(r.Payload, dst); err != nil {
 		return ev, fmt.Errorf("task %s event %d: %w", r.TaskID, r.Seq, err)
 	}
 	return ev, nil

@@ -1302,7 +1302,7 @@ func TestTurnUpdatesStoreWhatWasPassedNotWhatTheExecutorChangedLater(t *testing.
 		if got := st.Artifacts[0].Parts[0].Text; got != "chunk-1" {
 			t.Fatalf("stored artifact text %q, want chunk-1 (what was passed)", got)
 		}
-		if got := st.Metadata["k"].(map[string]any)["n"]; got != float64(1) {
+		if got := st.Metadata["k"].(map[string]any)["n"]; got != json.Number("1") {
 			t.Fatalf("stored metadata n = %v, want 1 (what was passed)", got)
 		}
 		if len(st.History) == 0 {

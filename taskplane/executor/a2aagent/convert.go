@@ -7,6 +7,7 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane"
 )
 
@@ -18,7 +19,7 @@ func toPart(p taskplane.Part) *a2a.Part {
 	switch {
 	case p.Data != nil:
 		var v any
-		if err := json.Unmarshal(p.Data, &v); err != nil {
+		if err := exactjson.Unmarshal(p.Data, &v); err != nil {
 			v = string(p.Data)
 		}
 		out = a2a.NewDataPart(v)

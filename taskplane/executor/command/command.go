@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane"
 )
 
@@ -114,7 +115,7 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	type plain Response
-	return json.Unmarshal(b, (*plain)(r))
+	return exactjson.Unmarshal(b, (*plain)(r))
 }
 
 // environ is the part of this process's environment the command receives: BaseEnv and Env.
@@ -182,6 +183,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	var res Result
 	dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
 	dec.DisallowUnknownFields()
+	dec.UseNumber()
 	if err := dec.Decode(&res); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadOutput, err)
 	}

@@ -1,6 +1,7 @@
 package command_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,5 +140,20 @@ func TestExecBadOutput(t *testing.T) {
 				t.Fatalf("task %s %q, want FAILED with %q", task.Status.State, statusText(task), c.want)
 			}
 		})
+	}
+}
+
+// A number in the command's output, such as an id past 2^53 in a part's metadata, is recorded as
+// the command wrote it.
+func TestExecOutputNumbersAreRecordedExactly(t *testing.T) {
+	e, _ := shell(t, `cat > /dev/null
+printf '%s' '{"result":"complete","response":{"parts":[{"text":"done","metadata":{"id":9007199254740993,"price":1.10}}]}}'`, 10*time.Second)
+	task := run(t, e)
+	if task.Status.State != taskplane.StateCompleted || task.Status.Message == nil {
+		t.Fatalf("task %s %+v", task.Status.State, task.Status.Message)
+	}
+	md := task.Status.Message.Parts[0].Metadata
+	if fmt.Sprint(md["id"]) != "9007199254740993" || fmt.Sprint(md["price"]) != "1.10" {
+		t.Fatalf("metadata recorded as %v", md)
 	}
 }

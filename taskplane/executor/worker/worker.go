@@ -43,6 +43,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/channels-dev/channels/internal/boundedwrite"
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane"
 )
 
@@ -456,7 +457,7 @@ func (r *Response) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	type plain Response
-	return json.Unmarshal(b, (*plain)(r))
+	return exactjson.Unmarshal(b, (*plain)(r))
 }
 
 // Message returns the response as an agent message (nil when empty).
@@ -609,7 +610,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	if json.Unmarshal(body, v) != nil {
+	if exactjson.Unmarshal(body, v) != nil {
 		writeError(w, http.StatusBadRequest, "invalid", "the body must be a JSON object of the documented shape")
 		return false
 	}

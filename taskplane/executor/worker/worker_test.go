@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -525,6 +526,26 @@ func TestABodyOnACallThatTakesNoneIsReadWithinTheLimit(t *testing.T) {
 		}
 		if code, got := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/release", tokenAll, l, map[string]any{}); code != http.StatusOK {
 			t.Fatalf("release with {}: %d %v", code, got)
+		}
+	})
+}
+
+// A number a worker sends, such as an id past 2^53 in a part's metadata, is recorded as written.
+func TestWorkerNumbersAreRecordedExactly(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		e.accept(t, "bob", taskplane.SourceA2A, "m-1")
+		id, l := e.claim(t, tokenBob)
+		body := json.RawMessage(`{"response":{"parts":[{"text":"ok","metadata":{"id":9007199254740993,"price":1.10}}]}}`)
+		if code, out := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenBob, l, body); code != http.StatusOK {
+			t.Fatalf("complete: %d %v", code, out)
+		}
+		task, err := e.plane.GetTask(context.Background(), "bob", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := task.Status.Message.Parts[0].Metadata
+		if fmt.Sprint(md["id"]) != "9007199254740993" || fmt.Sprint(md["price"]) != "1.10" {
+			t.Fatalf("metadata recorded as %v", md)
 		}
 	})
 }

@@ -1,0 +1,33 @@
+package exactjson
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestUnmarshalKeepsNumbersAsWritten(t *testing.T) {
+	var v map[string]any
+	if err := Unmarshal([]byte(`{"big":9007199254740993,"price":1.10,"list":[1e400]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	if want := `{"big":9007199254740993,"list":[1e400],"price":1.10}`; string(b) != want {
+		t.Fatalf("re-encoded %s, want %s", b, want)
+	}
+}
+
+func TestUnmarshalRefusesWhatJSONUnmarshalRefuses(t *testing.T) {
+	for _, in := range []string{``, ` `, `{`, `{} {}`, `{}x`, `[1,]`} {
+		var v any
+		if err := Unmarshal([]byte(in), &v); err == nil {
+			t.Errorf("Unmarshal(%q) = nil error", in)
+		}
+		if err := json.Unmarshal([]byte(in), &v); err == nil {
+			t.Errorf("json.Unmarshal(%q) = nil error: the cases are wrong", in)
+		}
+	}
+	var v any
+	if err := Unmarshal([]byte(" {\"a\":1} \n"), &v); err != nil {
+		t.Errorf("white space around the value: %v", err)
+	}
+}
