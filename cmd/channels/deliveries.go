@@ -116,10 +116,10 @@ provider by hand:
                            the provider has sends it twice)
   --abandon                do not send it: it becomes failed
 
-The resolution, the operator (--by, default $USER) and --note are kept as evidence on the
-delivery and in "channels evidence". The same resolution given again (abandoned again, delivered
-again under the same provider ID, retried again before any attempt) changes nothing and records
-nothing: it prints "already <state>" and exits 0. A delivery in sending under a live lease (an
+The resolution, the operator (--by, default $USER, else "operator") and --note are kept as
+evidence on the delivery and in "channels evidence". The same resolution given again (abandoned
+again, delivered again under the same provider ID, retried again before any attempt) changes
+nothing and records nothing: it prints "already <state>" and exits 0. A delivery in sending under a live lease (an
 engine is sending it), and one in any other state, is refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -171,7 +171,7 @@ engine is sending it), and one in any other state, is refused.`,
 	cmd.Flags().BoolVar(&abandon, "abandon", false, "do not send it; mark it failed")
 	cmd.Flags().StringVar(&principal, "principal", "", "the delivery's principal (needed only if the ID exists under several)")
 	cmd.Flags().StringVar(&note, "note", "", "why, for the evidence")
-	cmd.Flags().StringVar(&by, "by", "", "who resolves it, for the evidence (default $USER)")
+	cmd.Flags().StringVar(&by, "by", "", "who resolves it, for the evidence (default $USER, else operator)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the resolved delivery as JSON")
 	return cmd
 }
