@@ -22,7 +22,8 @@ const pruneBatch = 500
 // anchors, wakes, push configs and claims) of conversations whose last event is older than the
 // retention window, and the contexts and claims left behind. It never drops a non-terminal task,
 // a context one references, or a pending claim. Once a task and its claim are gone, the same
-// identity is accepted as new work. Settled deliveries and evidence older than the window go too.
+// identity is accepted as new work. Settled deliveries older than the window whose task is gone,
+// and evidence older than the window, go too.
 // Every transaction that deletes anything writes a retention evidence record counting what it
 // deleted.
 func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {

@@ -313,8 +313,11 @@ func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (
 	// (an operator's retry made it prepared again) is read again and kept. Its attempts go in a
 	// statement of their own, whose snapshot sees every attempt committed before the rows were
 	// locked (in one statement, one recorded in between was left behind for good).
+	// A settled delivery of a task still stored stays: it is what finds the same delivery asked
+	// for again (a long wait for an answer) instead of sending it a second time.
 	rows, _ := t.q.Query(ctx, `DELETE FROM deliveries WHERE (principal, id) IN (
-			SELECT principal, id FROM deliveries WHERE state IN ('delivered', 'failed') AND updated_at < $1
+			SELECT principal, id FROM deliveries d WHERE state IN ('delivered', 'failed') AND updated_at < $1
+			AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id)
 			ORDER BY updated_at LIMIT $2)
 		AND state IN ('delivered', 'failed') AND updated_at < $1
 		RETURNING principal, id`, cutoff, lim)

@@ -39,6 +39,7 @@ func deliveryCases() []testCase {
 		{"NextDueCountsLeaseAndLane", testDeliveryNextDue},
 		{"PruneDeliveriesKeepsPendingSendingAndAmbiguous", testDeliveryPrune},
 		{"TaskPruneNeverTouchesDeliveries", testTaskPruneLeavesDeliveries},
+		{"PruneDeliveriesKeepsThoseOfATaskStillStored", testDeliveryPruneKeepsALiveTasks},
 	}
 }
 
@@ -689,5 +690,49 @@ func testTaskPruneLeavesDeliveries(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetTask(context.Background(), "alice", "t-done"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetTask after prune: %v", err)
+	}
+}
+
+// A settled delivery is the record that it was sent: while its task is stored (a task waiting on
+// an answer for longer than the window), the same delivery asked for again must find it, not be
+// sent a second time. Once the task is gone, so may the delivery be.
+func testDeliveryPruneKeepsALiveTasks(t *testing.T, s store.Store) {
+	old := at(-48 * time.Hour)
+	insertContexts(t, s, newContext("alice", "c-1", old))
+	insertTasks(t, s, newTask("alice", "t-live", "c-1", "input-required", old))
+	live := newDelivery("alice", "d-live", store.DeliveryDelivered, old)
+	live.TaskID = "t-live"
+	orphan := newDelivery("alice", "d-orphan", store.DeliveryFailed, old) // its task is gone
+	other := newDelivery("bob", "d-bob", store.DeliveryDelivered, old)     // bob has no t-live
+	other.TaskID = "t-live"
+	insertDeliveries(t, s, live, orphan, other)
+	var n int
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = tx.PruneDeliveries(ctx, t0, 0)
+		return err
+	})
+	if n != 2 {
+		t.Errorf("PruneDeliveries deleted %d, want the 2 whose task is not stored", n)
+	}
+	if _, err := s.GetDelivery(context.Background(), "alice", "d-live"); err != nil {
+		t.Errorf("the delivery of a stored task was pruned: %v", err)
+	}
+	for _, k := range [][2]string{{"alice", "d-orphan"}, {"bob", "d-bob"}} {
+		if _, err := s.GetDelivery(context.Background(), k[0], k[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("delivery %s of %s after prune: %v", k[1], k[0], err)
+		}
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.Prune(ctx, t0, []string{"input-required"}, 0)
+		return err
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = tx.PruneDeliveries(ctx, t0, 0)
+		return err
+	})
+	if n != 1 {
+		t.Errorf("PruneDeliveries after the task went deleted %d, want 1", n)
 	}
 }
