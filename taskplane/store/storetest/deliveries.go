@@ -703,7 +703,7 @@ func testDeliveryPruneKeepsALiveTasks(t *testing.T, s store.Store) {
 	live := newDelivery("alice", "d-live", store.DeliveryDelivered, old)
 	live.TaskID = "t-live"
 	orphan := newDelivery("alice", "d-orphan", store.DeliveryFailed, old) // its task is gone
-	other := newDelivery("bob", "d-bob", store.DeliveryDelivered, old)     // bob has no t-live
+	other := newDelivery("bob", "d-bob", store.DeliveryDelivered, old)    // bob has no t-live
 	other.TaskID = "t-live"
 	insertDeliveries(t, s, live, orphan, other)
 	var n int
