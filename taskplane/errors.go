@@ -37,6 +37,11 @@ var (
 	// commit that failed), not the turn's agent: the turn is offered again rather than its task
 	// failed. Turn operations wrap such failures in it.
 	ErrStore = errors.New("store failure")
+	// ErrUnseenMessage: a turn's update would settle its task (complete, reject, or ask for
+	// input) while a message accepted during the turn waits for it, one the turn has not read
+	// (Turn.Refresh reads it). The update is refused; the task is offered again, uncounted, and
+	// the next turn sees every message. A Dispatcher ends a turn that returns it so.
+	ErrUnseenMessage = errors.New("a message arrived during the turn that the turn has not read")
 )
 
 // StoreUnavailable reports whether err is the store's failure to do the work rather than an

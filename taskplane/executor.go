@@ -23,10 +23,13 @@ import (
 // produces through the Turn. Channels does no inference itself.
 //
 // Execute should leave the task terminal or interrupted (INPUT_REQUIRED, AUTH_REQUIRED) through
-// the Turn. Returning an error fails the task with the error's text; an error wrapping
-// ErrTransport (the executor could not reach its agent) is retried TransportRetries times with
-// backoff first. Returning nil with the task still WORKING ends the turn unsettled: the task is
-// offered again, at most MaxReoffers times.
+// the Turn. A message accepted for the task while the turn runs waits for the next turn: an
+// update that would complete, reject or ask for input without the turn having read it (see
+// Turn.Refresh) fails with ErrUnseenMessage, and returning that error (or any error wrapping it)
+// offers the task again at once, uncounted. Returning another error fails the task with the
+// error's text; an error wrapping ErrTransport (the executor could not reach its agent) is
+// retried TransportRetries times with backoff first. Returning nil with the task still WORKING
+// ends the turn unsettled: the task is offered again, at most MaxReoffers times.
 //
 // ctx ends when the turn is stopped: the dispatcher shutting down, the turn's lease lost, or the
 // task canceled or finished from outside. Then return (ctx.Err() is the natural answer): a turn
@@ -101,6 +104,14 @@ type Turn struct {
 	// finishing: the turn has sent an update that finishes its task. Its commit notifies the
 	// task's watchers, the turn's own heartbeat among them, which then has nothing to read.
 	finishing atomic.Bool
+	// seen is the task's last event sequence the turn has read: its grant's activation, or a
+	// Refresh. A message accepted after it (its wake's activation is later) is unseen.
+	seen int64
+	// changed: the task changed under the turn since it was granted (an update found a version it
+	// had not prepared on, or the turn was resumed from a lease): a settling update looks for a
+	// message the turn has not seen. Without it, every message since the grant would have been
+	// in a version the turn prepared on, so there is none.
+	changed bool
 }
 
 // NewTurn returns the Turn of a grant from ClaimTurn (for consumers other than the Dispatcher,
@@ -109,7 +120,7 @@ func (p *Plane) NewTurn(g *Grant) *Turn { return newTurn(p, g, g.Task) }
 
 // newTurn is the turn of g on t, t as the plane has just read or written it.
 func newTurn(p *Plane, g *Grant, t *Task) *Turn {
-	turn := &Turn{plane: p, grant: g, Task: t}
+	turn := &Turn{plane: p, grant: g, Task: t, seen: g.Activation}
 	turn.base, _ = encodeTask(t) // an encoding failure leaves base empty: updates then read the task
 	return turn
 }
@@ -136,7 +147,9 @@ func (p *Plane) ResumeTurn(ctx context.Context, g *Grant) (*Turn, error) {
 	if t.Status.State.Terminal() {
 		return nil, fmt.Errorf("resume turn of task %s: %w", g.TaskID, ErrTaskTerminal)
 	}
-	return newTurn(p, g, t), nil
+	turn := newTurn(p, g, t)
+	turn.changed = true // t is the task as stored now, not as the turn's grant gave it
+	return turn, nil
 }
 
 // Principal returns the owner of the turn's task.
@@ -176,9 +189,13 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 	// applies them to the task as stored, as it always may.
 	var prep *preparedUpdate
 	stale := t.base.Body == nil
+	settles := false
 	for _, c := range changes {
-		if st, ok := c.(SetStatus); ok && st.State.Terminal() {
-			t.finishing.Store(true)
+		if st, ok := c.(SetStatus); ok {
+			settles = settles || settlesAnswering(st.State)
+			if st.State.Terminal() {
+				t.finishing.Store(true)
+			}
 		}
 	}
 	err := p.retryConcurrent(ctx, true, func() error {
@@ -206,6 +223,14 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 			} else if nt, err = applyTx(ctx, tx, principal, taskID, AnyVersion, now, changes...); err != nil {
 				return err
 			}
+			if settles && (stale || t.changed) {
+				// Written, but not to be kept if a message came that the turn has not read (the
+				// transaction rolls back). Checked after the write, so a finished task's refusal
+				// stays ErrTaskTerminal.
+				if err := unseenMessage(ctx, tx, g, t.seen); err != nil {
+					return err
+				}
+			}
 			if also != nil {
 				if err := also(ctx, tx, nt, now); err != nil {
 					return err
@@ -221,7 +246,11 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 			return nil
 		})
 	})
+	t.changed = t.changed || stale
 	if err != nil {
+		if errors.Is(err, ErrUnseenMessage) {
+			t.finishing.Store(false) // refused: the task goes on
+		}
 		return nil, fmt.Errorf("update task %s: %w", taskID, storeFault(err))
 	}
 	if ended {
@@ -252,7 +281,8 @@ func (t *Turn) prepare(changes []Change) *preparedUpdate {
 	return u
 }
 
-// Refresh re-reads the turn's task.
+// Refresh re-reads the turn's task. The messages it holds count as read: an update after it may
+// settle the task (see ErrUnseenMessage).
 func (t *Turn) Refresh(ctx context.Context) error {
 	nt, err := t.plane.GetTask(ctx, t.Principal(), t.Task.ID)
 	if err != nil {
@@ -260,6 +290,28 @@ func (t *Turn) Refresh(ctx context.Context) error {
 	}
 	t.Task = nt
 	t.base, _ = encodeTask(nt)
+	t.seen = max(t.seen, nt.LastSeq)
+	return nil
+}
+
+// settlesAnswering reports whether a turn's move to s answers the task's messages: completed,
+// rejected, or a question back. (A failure or a cancel ends the task whatever it was told.)
+func settlesAnswering(s State) bool {
+	return s == StateCompleted || s == StateRejected || s == StateInputRequired || s == StateAuthRequired
+}
+
+// unseenMessage returns ErrUnseenMessage if a wake of the task other than g's waits for a message
+// accepted after seen: a continuation held back by g's turn.
+func unseenMessage(ctx context.Context, tx store.Tx, g *Grant, seen int64) error {
+	ws, err := tx.ListTaskWakes(ctx, g.Principal, g.TaskID)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.ID != g.WakeID && w.State == store.WakePending && w.Activation > seen {
+			return ErrUnseenMessage
+		}
+	}
 	return nil
 }
 
@@ -646,6 +698,15 @@ func (d *Dispatcher) runTurn(run, ctx context.Context, g *Grant, lt *liveTurn) {
 		// offered again when its lease runs out.
 		if eerr := d.Plane.EndTurn(bg, g, TurnEnd{Shutdown: true}); eerr != nil && !errors.Is(eerr, ErrNoTurn) {
 			log.Error("end interrupted turn", "err", eerr)
+		}
+		return
+	}
+	if errors.Is(err, ErrUnseenMessage) && !turn.ended.Load() {
+		// A message came during the turn and the turn would have settled the task without it:
+		// the task goes back to the queue at once, uncounted, and its next turn reads everything.
+		log.Info("a message arrived during the turn; the task is offered again", "err", err)
+		if err := d.endTurn(run, g, TurnEnd{Unseen: true}); err != nil && !errors.Is(err, ErrNoTurn) {
+			log.Error("end turn", "err", err)
 		}
 		return
 	}

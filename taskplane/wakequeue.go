@@ -660,6 +660,10 @@ type TurnEnd struct {
 	// count against MaxReoffers: a task is not failed for the restarts of a healthy executor. A
 	// holder that dies without ending its turn still spends the offer (the lease runs out).
 	Shutdown bool
+	// Unseen: the turn's settling update was refused with ErrUnseenMessage. The wake goes back
+	// to the queue at once and the offer does not count against MaxReoffers: the next turn
+	// answers the new message with the rest.
+	Unseen bool
 }
 
 // EndTurn clears the grant's authority. A settled task's wake is done (a native task's result
@@ -727,6 +731,9 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 	case end.Shutdown && !settledState(cur):
 		w.DueAt, w.Attempts = now, max(w.Attempts-1, 0)
 		return retire(ctx, tx, w, store.WakePending, "turn interrupted by shutdown", now)
+	case end.Unseen && !settledState(cur):
+		w.DueAt, w.Attempts = now, max(w.Attempts-1, 0)
+		return retire(ctx, tx, w, store.WakePending, "a message arrived during the turn; offered again", now)
 	case settledState(cur) && handedOff:
 		return retire(ctx, tx, w, store.WakeDone, "settled: "+string(cur.Status.State), now)
 	case settledState(cur):

@@ -5,6 +5,9 @@
 // wake and receives the task and a turn lease; every later call names the task and presents the
 // lease (header Channels-Lease), and is allowed only while that lease is the task's active turn:
 // another task's ID, a finished task and a stale lease are refused with 409 and code "no-turn".
+// A settling call (complete, reject, require-input) made after a message was accepted for the task
+// during the turn is refused with 409 and code "unseen-message": the turn is over, uncounted, and
+// the next claim of the task carries the message.
 //
 //	POST /worker/v1/claim?wait=25s            → 200 {taskId, principal, lease, leaseUntil, leaseMs, offer, task} | 204
 //	GET  /worker/v1/tasks/{id}                → the task (history in untrusted-content markers)
@@ -526,6 +529,18 @@ const maxTimedTurn = 24 * time.Hour
 
 // finish ends the turn after a settling call (or a release) and answers with the task's state.
 func (a *API) finish(w http.ResponseWriter, r *http.Request, turn *taskplane.Turn, err error) {
+	if errors.Is(err, taskplane.ErrUnseenMessage) {
+		// A message came during the turn: the turn is over, uncounted, and the next claim of the
+		// task reads it with the rest.
+		if err := a.plane.EndTurn(r.Context(), turn.Grant(), taskplane.TurnEnd{Unseen: true}); err != nil &&
+			!errors.Is(err, taskplane.ErrNoTurn) {
+			a.fail(w, err)
+			return
+		}
+		writeError(w, http.StatusConflict, "unseen-message",
+			"a message arrived during this turn; the turn is over and the task is offered again with it")
+		return
+	}
 	if err != nil {
 		a.fail(w, err)
 		return

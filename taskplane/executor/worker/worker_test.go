@@ -549,3 +549,31 @@ func TestWorkerNumbersAreRecordedExactly(t *testing.T) {
 		}
 	})
 }
+
+// A follow-up accepted during a worker's turn: the worker's completion is refused with
+// "unseen-message", the turn is over, and the next claim carries the follow-up.
+func TestWorkerCompletionAfterAFollowUpIsRefusedAndTheTaskOfferedAgain(t *testing.T) {
+	eachDriver(t, func(t *testing.T, e *env) {
+		task := e.accept(t, "bob", taskplane.SourceA2A, "m-1")
+		id, l := e.claim(t, tokenBob)
+		more := taskplane.Event{Principal: "bob", Source: taskplane.SourceA2A, Identity: "m-2", TaskID: task.ID,
+			Message: taskplane.Message{ID: "m-2", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("also this")}}}
+		if _, err := e.plane.Accept(context.Background(), more); err != nil {
+			t.Fatal(err)
+		}
+		code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/complete", tokenBob, l, map[string]any{"response": "ok"})
+		if code != http.StatusConflict || errCode(body) != "unseen-message" {
+			t.Fatalf("complete after a follow-up: %d %v", code, body)
+		}
+		if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/heartbeat", tokenBob, l, nil); code != http.StatusConflict || errCode(body) != "no-turn" {
+			t.Fatalf("the refused turn still holds the task: %d %v", code, body)
+		}
+		code, body = e.call(t, http.MethodPost, "/worker/v1/claim?wait=1s", tokenBob, "", nil)
+		if code != http.StatusOK || body["taskId"] != id || body["offer"] != float64(1) {
+			t.Fatalf("claim again: %d %v", code, body)
+		}
+		if !strings.Contains(fmt.Sprint(body["task"]), "also this") {
+			t.Fatalf("the next claim does not carry the follow-up: %v", body["task"])
+		}
+	})
+}
