@@ -310,6 +310,42 @@ func TestArgumentMistakesAreUsageErrors(t *testing.T) {
 	}
 }
 
+// Several migrations of one new Postgres schema at once: they serialize on the migration lock,
+// and each reports the version it found under it, so only the one that applied anything reports
+// a migration from 0 (the version read before the lock said 0 to all of them).
+func TestConcurrentMigrationsReportWhatEachApplied(t *testing.T) {
+	url := storetest.PostgresURL(t)
+	const n = 3
+	reports := make([]migrateReport, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c := newCLI(t, nil)
+			if code := c.run(context.Background(), "migrate", "--store", url, "--json"); code != 0 {
+				t.Errorf("migrate %d: exit %d: %s", i, code, c.stderr.String())
+				return
+			}
+			if err := json.Unmarshal([]byte(c.stdout.String()), &reports[i]); err != nil {
+				t.Errorf("migrate %d: %q: %v", i, c.stdout.String(), err)
+			}
+		})
+	}
+	wg.Wait()
+	fromZero := 0
+	for _, r := range reports {
+		switch r.FromVersion {
+		case 0:
+			fromZero++
+		case r.SchemaVersion:
+		default:
+			t.Errorf("a report from version %d to %d", r.FromVersion, r.SchemaVersion)
+		}
+	}
+	if fromZero != 1 {
+		t.Fatalf("%d of %d concurrent migrations report migrating from 0, want 1: %+v", fromZero, n, reports)
+	}
+}
+
 func TestMigrateReportsJSON(t *testing.T) {
 	c := newCLI(t, nil)
 	url := "sqlite://" + filepath.Join(t.TempDir(), "m.db")

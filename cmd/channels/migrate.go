@@ -48,9 +48,14 @@ serialize on a lock; the SQLite store refuses a second process.`,
 			if err != nil {
 				return fmt.Errorf("migrate: %w", err)
 			}
-			// Open migrated the store to this binary's latest schema (it refuses a newer one).
+			// Open migrated the store to this binary's latest schema (it refuses a newer one). The
+			// version it found under its migration lock is the one to report: another process
+			// (a second migrate, a starting serve) may have migrated since Inspect read it.
 			r := migrateReport{Store: redactedStore(a.cfg.Store), Driver: st.Capabilities().Name,
 				FromVersion: before.Version, SchemaVersion: before.Latest}
+			if m, ok := st.(store.Migrated); ok {
+				r.FromVersion = m.MigratedFrom()
+			}
 			if err := st.Close(); err != nil {
 				return fmt.Errorf("migrate: close store: %w", err)
 			}

@@ -46,6 +46,13 @@ type Capabilities struct {
 	MultiProcess bool
 }
 
+// Migrated is implemented by stores that report the schema version they found when Open
+// migrated them, read under the migration lock: 0 for a new store; equal to the binary's latest
+// when Open applied nothing (another process migrated first, or no migration was due).
+type Migrated interface {
+	MigratedFrom() int
+}
+
 // Clock is implemented by stores that several processes share. Now is the store's time as this
 // process best knows it (its own clock moved onto the database's): a lease, a due time or a lane
 // slot written by one process and compared by another then means the same instant to both,

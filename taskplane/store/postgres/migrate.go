@@ -24,7 +24,8 @@ const migrateLockClass = 0x4348_4e4c // "CHNL"
 // migrate applies the embedded migrations that the current schema lacks, all in one transaction.
 // Postgres DDL is transactional, so a failure leaves the schema as it was. Several processes
 // starting at once serialize on a per-schema lock and only the first one applies anything. It
-// returns the schema the store lives in.
+// returns the schema the store lives in, and records the version it found under the lock in
+// s.migratedFrom.
 func (s *Store) migrate(ctx context.Context) (schema string, err error) {
 	ms, err := migrations()
 	if err != nil {
@@ -78,6 +79,7 @@ func (s *Store) migrate(ctx context.Context) (schema string, err error) {
 		applied[int(v)] = true
 		latest = max(latest, int(v))
 	}
+	s.migratedFrom = latest
 	if known := ms[len(ms)-1].Version; latest > known {
 		return "", fmt.Errorf("schema %q is at version %d, newer than this binary knows (%d)", schema, latest, known)
 	}

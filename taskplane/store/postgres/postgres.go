@@ -60,6 +60,8 @@ type Store struct {
 	pool     *pgxpool.Pool
 	features features
 	channel  string // LISTEN/NOTIFY channel of this schema's task events
+	// migratedFrom is the schema version Open found under the migration lock (store.Migrated).
+	migratedFrom int
 
 	closeOnce sync.Once
 	closing   context.Context // canceled by Close; ends pending Updates and Listens
@@ -152,6 +154,9 @@ func open(ctx context.Context, u *url.URL, local func() time.Time, clock func() 
 	s.startCommitters(committers(cfg.MaxConns))
 	return s, nil
 }
+
+// MigratedFrom returns the schema version Open found under the migration lock.
+func (s *Store) MigratedFrom() int { return s.migratedFrom }
 
 // Capabilities reports a shared, multi-process store with cross-process notifications.
 func (s *Store) Capabilities() store.Capabilities {

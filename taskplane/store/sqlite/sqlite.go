@@ -63,6 +63,8 @@ type Store struct {
 
 	w writer
 
+	migratedFrom int // the schema version Open found (store.Migrated)
+
 	closeOnce sync.Once
 	closeErr  error
 	done      chan struct{} // closed by Close
@@ -151,7 +153,8 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open database: journal_mode is %q, want wal", mode)
 	}
-	if err := migrate(ctx, wdb); err != nil {
+	from, err := migrate(ctx, wdb)
+	if err != nil {
 		wdb.Close()
 		return nil, err
 	}
@@ -173,9 +176,11 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 		reader: reader{db: cachedDB{db: rdb, c: newStmtCache(rdb)}},
 		path:   path,
 		lock:   lock,
-		wdb:    wdb,
-		rdb:    rdb,
-		done:   make(chan struct{}),
+
+		migratedFrom: from,
+		wdb:          wdb,
+		rdb:          rdb,
+		done:         make(chan struct{}),
 	}
 	s.w.start(s, wdb)
 	return s, nil
@@ -237,6 +242,9 @@ func dbPath(u *url.URL) (string, error) {
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
+
+// MigratedFrom returns the schema version Open found before migrating.
+func (s *Store) MigratedFrom() int { return s.migratedFrom }
 
 // Capabilities reports a single-process store without cross-process notifications.
 func (s *Store) Capabilities() store.Capabilities {
