@@ -234,7 +234,8 @@ func (s *Service) ListTasks(ctx context.Context, call Call, req *a2awire.ListTas
 }
 
 // CancelTask cancels a task of the caller: the plane records CANCELED, the dispatcher stops a
-// running turn, and an executor that implements taskplane.Canceler is told, once.
+// running turn, and an executor that implements taskplane.Canceler is told, once by this process
+// (a turn running in another process sharing the store tells it too; see docs/executors.md).
 func (s *Service) CancelTask(ctx context.Context, call Call, req *a2awire.CancelTaskRequest) (*a2awire.Task, error) {
 	t, canceled, err := s.plane.Cancel(ctx, call.Principal, req.ID, req.Metadata)
 	if err != nil {
