@@ -55,7 +55,7 @@ func StoreUnavailable(err error) bool { return errors.Is(err, ErrStore) || store
 func storeFault(err error) error {
 	for _, known := range []error{ErrNoTurn, ErrTaskNotFound, ErrTaskTerminal, ErrTaskNotCancelable, ErrIllegalTransition,
 		ErrConcurrentModification, ErrInvalid, ErrContinuationNotAllowed, ErrDuplicateConflict, ErrClaimPending,
-		ErrContextMismatch, ErrPushConfigLimit, store.ErrPushConfigLimit, ErrStore, context.Canceled, context.DeadlineExceeded} {
+		ErrContextMismatch, ErrPushConfigLimit, store.ErrPushConfigLimit, ErrStore, ErrUnseenMessage, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, known) {
 			return err
 		}

@@ -202,6 +202,7 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 		prep = nil
 		if !stale {
 			prep = t.prepare(changes)
+			stale = prep == nil // applied to the task as stored, which may hold a follow-up
 		}
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			now := p.clock()
@@ -870,7 +871,10 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 				return
 			case <-pokes:
 				if turn.finishing.Load() {
-					pokes = nil // the turn's own update finishes the task: nothing from outside to see
+					// The turn's own update finishes the task: nothing from outside to see, unless
+					// that update is refused (ErrUnseenMessage) and the turn goes on: look again
+					// a little later.
+					pokes, rested = nil, time.After(turnWatchSpacing)
 					continue
 				}
 				switch task := d.stoppedTask(ctx, g); {

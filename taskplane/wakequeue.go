@@ -662,7 +662,8 @@ type TurnEnd struct {
 	Shutdown bool
 	// Unseen: the turn's settling update was refused with ErrUnseenMessage. The wake goes back
 	// to the queue at once and the offer does not count against MaxReoffers: the next turn
-	// answers the new message with the rest.
+	// answers the new message with the rest. Unless a message did come after the turn's wake
+	// (an executor returning ErrUnseenMessage of its own), the end is an ordinary unsettled one.
 	Unseen bool
 }
 
@@ -723,6 +724,10 @@ func (p *Plane) EndTurn(ctx context.Context, g *Grant, end TurnEnd) error {
 func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wake, end TurnEnd, handedOff bool,
 	now time.Time, failed **Task, held *store.Wake) error {
 	cur, err := getTask(ctx, tx, g.Principal, g.TaskID)
+	newer := false // an Unseen end is uncounted only if a message did come after the turn's wake
+	if err == nil && end.Unseen {
+		newer, err = newerWake(ctx, tx, w)
+	}
 	switch {
 	case errors.Is(err, ErrTaskNotFound):
 		return retire(ctx, tx, w, store.WakeDone, "task gone", now)
@@ -731,7 +736,7 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 	case end.Shutdown && !settledState(cur):
 		w.DueAt, w.Attempts = now, max(w.Attempts-1, 0)
 		return retire(ctx, tx, w, store.WakePending, "turn interrupted by shutdown", now)
-	case end.Unseen && !settledState(cur):
+	case end.Unseen && !settledState(cur) && newer:
 		w.DueAt, w.Attempts = now, max(w.Attempts-1, 0)
 		return retire(ctx, tx, w, store.WakePending, "a message arrived during the turn; offered again", now)
 	case settledState(cur) && handedOff:
@@ -746,6 +751,21 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 		w.DueAt = now.Add(p.queue.delay(w.Attempts))
 		return retire(ctx, tx, w, store.WakePending, fmt.Sprintf("unsettled after offer %d; re-offered", w.Attempts), now)
 	}
+}
+
+// newerWake reports whether a wake of w's task other than w waits for a message accepted after
+// w's activation: what makes an Unseen end (the executor's word) true.
+func newerWake(ctx context.Context, tx store.Tx, w store.Wake) (bool, error) {
+	ws, err := tx.ListTaskWakes(ctx, w.Principal, w.TaskID)
+	if err != nil {
+		return false, err
+	}
+	for _, o := range ws {
+		if o.ID != w.ID && o.State == store.WakePending && o.Activation > w.Activation {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // settledState reports whether a task needs no turn now: terminal, or waiting for an answer.

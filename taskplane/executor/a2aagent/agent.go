@@ -201,12 +201,20 @@ func (e *Executor) linkValue(l *link) map[string]any {
 	return map[string]any{"agentUrl": e.name, "taskId": l.TaskID, "contextId": l.ContextID, "sent": l.Sent}
 }
 
-// pending returns our user messages the agent has not received yet (after link.Sent).
+// pending returns our user messages the agent has not received yet: after link.Sent, or, with
+// no downstream task, after the agent's last direct answer kept in history (see keep).
 func pending(t *taskplane.Task, l *link) []taskplane.Message {
 	start := 0
 	if l != nil && l.Sent != "" {
 		for i, m := range t.History {
 			if m.ID == l.Sent {
+				start = i + 1
+			}
+		}
+	}
+	if l == nil {
+		for i, m := range t.History {
+			if _, ok := m.Metadata[MetaRemote]; ok && m.Role == taskplane.RoleAgent {
 				start = i + 1
 			}
 		}
@@ -432,7 +440,8 @@ func (st *turnState) apply(ctx context.Context, ev a2a.Event) error {
 	case *a2a.Message:
 		// A direct answer, no downstream task: it completes ours.
 		st.settled = true
-		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: fromMessage(ev, st.remote())})
+		msg := fromMessage(ev, st.remote())
+		return st.keep(ctx, msg, st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: msg}))
 	case *a2a.Task:
 		if err := st.see(ctx, ev.TaskInfo()); err != nil {
 			return err
@@ -495,10 +504,10 @@ func (st *turnState) status(ctx context.Context, s a2a.TaskStatus, snapshot bool
 				Parts:    []taskplane.Part{taskplane.TextPart("the agent asked a question, but this conversation cannot carry an answer back")},
 				Metadata: map[string]any{taskplane.MetaReason: "question-not-deliverable"}}})
 		}
-		return err
+		return st.keep(ctx, msg, err)
 	case a2a.TaskStateCompleted:
 		st.settled = true
-		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: msg})
+		return st.keep(ctx, msg, st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: msg}))
 	case a2a.TaskStateFailed:
 		st.settled = true
 		if msg == nil {
@@ -509,7 +518,7 @@ func (st *turnState) status(ctx context.Context, s a2a.TaskStatus, snapshot bool
 		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateFailed, Message: msg})
 	case a2a.TaskStateRejected:
 		st.settled = true
-		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateRejected, Message: msg})
+		return st.keep(ctx, msg, st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateRejected, Message: msg}))
 	case a2a.TaskStateCanceled:
 		st.settled = true
 		if cur.State == taskplane.StateCanceled {
@@ -518,6 +527,20 @@ func (st *turnState) status(ctx context.Context, s a2a.TaskStatus, snapshot bool
 		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCanceled, Message: msg})
 	}
 	return nil
+}
+
+// keep records msg, the agent's answer or question, in our task's history when the update
+// settling our task with it was refused for a message that came during the turn (err): the
+// agent did answer, and the caller should see it; the next turn sends the agent only what came
+// after (pending).
+func (st *turnState) keep(ctx context.Context, msg *taskplane.Message, err error) error {
+	if msg == nil || !errors.Is(err, taskplane.ErrUnseenMessage) {
+		return err
+	}
+	if aerr := st.turn.Update(ctx, taskplane.AddMessage{Message: *msg}); aerr != nil {
+		return aerr
+	}
+	return err
 }
 
 func withReason(md map[string]any, reason string) map[string]any {
