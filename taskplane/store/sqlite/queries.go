@@ -548,8 +548,11 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 			args = append(args, s)
 		}
 		args = append(args, lim)
-		rows, err := q.QueryContext(ctx, `SELECT t.principal, t.id FROM tasks t
-			JOIN contexts c ON c.principal = t.principal AND c.id = t.context_id
+		// Contexts first, by age, then their tasks: SQLite's own choice (tasks by state, all the
+		// finished ones, then a sort) took 10 s per batch on a store of 200,000 tasks, inside the
+		// writer's transaction; this order takes milliseconds, and nothing when nothing is old.
+		rows, err := q.QueryContext(ctx, `SELECT t.principal, t.id FROM contexts c
+			CROSS JOIN tasks t INDEXED BY tasks_context ON c.principal = t.principal AND c.id = t.context_id
 			WHERE c.last_event_at < ?1 AND t.updated_at < ?1 AND t.state IN (`+placeholders(len(terminal))+`)
 			AND NOT EXISTS (SELECT 1 FROM wakes w WHERE w.principal = t.principal AND w.task_id = t.id
 				AND w.state IN ('pending', 'active'))
@@ -578,6 +581,7 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 			}{
 				{`DELETE FROM task_events WHERE principal = ? AND task_id = ?`, &res.Events},
 				{`DELETE FROM anchors WHERE principal = ? AND task_id = ?`, &res.Anchors},
+				{`DELETE FROM claims WHERE principal = ? AND task_id = ? AND state = 'done' AND task_id != ''`, &res.Claims},
 				{`DELETE FROM wakes WHERE principal = ? AND task_id = ?`, &res.Wakes},
 				{`DELETE FROM push_configs WHERE principal = ? AND task_id = ?`, &res.PushConfigs},
 				{`DELETE FROM tasks WHERE principal = ? AND id = ?`, &res.Tasks},
@@ -595,13 +599,12 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 		}
 	}
 
-	// A done claim goes once it is older than the cutoff, unless its task still exists (a
-	// redelivered event must find the prior result for as long as the task lives) or its
-	// context is still recent.
+	// A done claim lives as long as its task (a redelivered event must find the prior result for
+	// as long as the task lives): it went with the task above. A claim of no task (a direct
+	// Message) goes once it is older than the cutoff, unless its context is still recent.
 	r, err := q.ExecContext(ctx, `DELETE FROM claims WHERE (principal, source, identity) IN (
-		SELECT q.principal, q.source, q.identity FROM claims q
-		WHERE q.state = 'done' AND q.updated_at < ?
-			AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = q.principal AND t.id = q.task_id)
+		SELECT q.principal, q.source, q.identity FROM claims q INDEXED BY claims_done_untasked
+		WHERE q.state = 'done' AND q.task_id = '' AND q.updated_at < ?
 			AND NOT EXISTS (SELECT 1 FROM contexts c
 				WHERE c.principal = q.principal AND c.id = q.context_id AND c.last_event_at >= ?)
 		LIMIT ?)`, c, c, lim)
@@ -612,7 +615,7 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 	if err != nil {
 		return res, fmt.Errorf("prune claims: %w", err)
 	}
-	res.Claims = int(n)
+	res.Claims += int(n)
 
 	r, err = q.ExecContext(ctx, `DELETE FROM contexts WHERE (principal, id) IN (
 		SELECT c.principal, c.id FROM contexts c
