@@ -272,14 +272,18 @@ func delayLane(ctx context.Context, q querier, principal, lane string, until tim
 	return nil
 }
 
+// settledDeliveriesSQL selects up to ?2 delivered and failed deliveries settled before ?1, by their
+// partial index (SQLite's own choice sorted every settled row, twice per batch). A settled
+// delivery of a task still stored stays: it is what finds the same delivery asked for again (a
+// long wait for an answer) instead of sending it a second time.
+const settledDeliveriesSQL = `SELECT principal, id FROM deliveries d INDEXED BY deliveries_settled
+	WHERE state IN ('delivered', 'failed') AND updated_at < ?1
+	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id)
+	ORDER BY updated_at LIMIT ?2`
+
 func pruneDeliveries(ctx context.Context, q querier, cutoff time.Time, limit int) (int, error) {
 	c := micros(cutoff)
-	// A settled delivery of a task still stored stays: it is what finds the same delivery asked
-	// for again (a long wait for an answer) instead of sending it a second time.
-	victims := `SELECT principal, id FROM deliveries d INDEXED BY deliveries_settled
-		WHERE state IN ('delivered', 'failed') AND updated_at < ?1
-		AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id)
-		ORDER BY updated_at LIMIT ?2`
+	victims := settledDeliveriesSQL
 	if _, err := q.ExecContext(ctx, `DELETE FROM delivery_attempts WHERE (principal, delivery_id) IN (`+victims+`)`,
 		c, limitArg(limit)); err != nil {
 		return 0, fmt.Errorf("prune delivery attempts: %w", err)

@@ -93,7 +93,9 @@ func getTask(ctx context.Context, q querier, principal, id string) (store.Task, 
 	return t, nil
 }
 
-func listTasks(ctx context.Context, q querier, principal string, f store.TaskFilter) ([]store.Task, int, error) {
+// taskFilter is the WHERE clause, and its arguments, of a listing of principal's tasks by f (without
+// its cursor).
+func taskFilter(principal string, f store.TaskFilter) (string, []any) {
 	where := "principal = ?"
 	args := []any{principal}
 	if f.ContextID != "" {
@@ -112,6 +114,11 @@ func listTasks(ctx context.Context, q querier, principal string, f store.TaskFil
 		where += " AND status_time >= ?"
 		args = append(args, micros(f.StatusAfter))
 	}
+	return where, args
+}
+
+func listTasks(ctx context.Context, q querier, principal string, f store.TaskFilter) ([]store.Task, int, error) {
+	where, args := taskFilter(principal, f)
 	var total int
 	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE `+where, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count tasks: %w", err)
@@ -537,6 +544,34 @@ func listWakes(ctx context.Context, q querier, state store.WakeState, limit int)
 
 // ---- retention ----
 
+// pruneTasksSQL selects up to ?(n+2) terminal tasks (states ?2..?(n+1)) unchanged since before ?1
+// in contexts idle since before ?1, none with a wake still pending or active. Contexts first, by
+// age, then their tasks: SQLite's own choice (tasks by state, all the finished ones, then a sort)
+// took 10 s per batch on a store of 200,000 tasks, inside the writer's transaction; this order
+// takes milliseconds, and nothing when nothing is old (TestRetentionAndListingQueriesUseTheirIndexes).
+func pruneTasksSQL(n int) string {
+	return `SELECT t.principal, t.id FROM contexts c
+		CROSS JOIN tasks t INDEXED BY tasks_context ON c.principal = t.principal AND c.id = t.context_id
+		WHERE c.last_event_at < ?1 AND t.updated_at < ?1 AND t.state IN (` + placeholders(n) + `)
+		AND NOT EXISTS (SELECT 1 FROM wakes w WHERE w.principal = t.principal AND w.task_id = t.id
+			AND w.state IN ('pending', 'active'))
+		ORDER BY c.last_event_at, t.principal, t.id LIMIT ?`
+}
+
+// pruneTaskClaimsSQL deletes the done claims of one task (?1 principal, ?2 task) by their partial
+// index (SQLite's own choice read every claim of the principal).
+const pruneTaskClaimsSQL = `DELETE FROM claims INDEXED BY claims_done_task
+	WHERE principal = ? AND task_id = ? AND state = 'done' AND task_id != ''`
+
+// pruneUntaskedClaimsSQL deletes up to ?3 done claims of no task (direct Messages) older than ?1
+// whose context is not recent (?2, the same cutoff). A task's claims go with the task.
+const pruneUntaskedClaimsSQL = `DELETE FROM claims WHERE (principal, source, identity) IN (
+	SELECT q.principal, q.source, q.identity FROM claims q INDEXED BY claims_done_untasked
+	WHERE q.state = 'done' AND q.task_id = '' AND q.updated_at < ?
+		AND NOT EXISTS (SELECT 1 FROM contexts c
+			WHERE c.principal = q.principal AND c.id = q.context_id AND c.last_event_at >= ?)
+	LIMIT ?)`
+
 func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
 	var res store.PruneResult
 	c := micros(cutoff)
@@ -548,15 +583,7 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 			args = append(args, s)
 		}
 		args = append(args, lim)
-		// Contexts first, by age, then their tasks: SQLite's own choice (tasks by state, all the
-		// finished ones, then a sort) took 10 s per batch on a store of 200,000 tasks, inside the
-		// writer's transaction; this order takes milliseconds, and nothing when nothing is old.
-		rows, err := q.QueryContext(ctx, `SELECT t.principal, t.id FROM contexts c
-			CROSS JOIN tasks t INDEXED BY tasks_context ON c.principal = t.principal AND c.id = t.context_id
-			WHERE c.last_event_at < ?1 AND t.updated_at < ?1 AND t.state IN (`+placeholders(len(terminal))+`)
-			AND NOT EXISTS (SELECT 1 FROM wakes w WHERE w.principal = t.principal AND w.task_id = t.id
-				AND w.state IN ('pending', 'active'))
-			ORDER BY c.last_event_at, t.principal, t.id LIMIT ?`, args...)
+		rows, err := q.QueryContext(ctx, pruneTasksSQL(len(terminal)), args...)
 		if err != nil {
 			return res, fmt.Errorf("prune: select tasks: %w", err)
 		}
@@ -581,7 +608,7 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 			}{
 				{`DELETE FROM task_events WHERE principal = ? AND task_id = ?`, &res.Events},
 				{`DELETE FROM anchors WHERE principal = ? AND task_id = ?`, &res.Anchors},
-				{`DELETE FROM claims WHERE principal = ? AND task_id = ? AND state = 'done' AND task_id != ''`, &res.Claims},
+				{pruneTaskClaimsSQL, &res.Claims},
 				{`DELETE FROM wakes WHERE principal = ? AND task_id = ?`, &res.Wakes},
 				{`DELETE FROM push_configs WHERE principal = ? AND task_id = ?`, &res.PushConfigs},
 				{`DELETE FROM tasks WHERE principal = ? AND id = ?`, &res.Tasks},
@@ -602,12 +629,7 @@ func prune(ctx context.Context, q querier, cutoff time.Time, terminal []string, 
 	// A done claim lives as long as its task (a redelivered event must find the prior result for
 	// as long as the task lives): it went with the task above. A claim of no task (a direct
 	// Message) goes once it is older than the cutoff, unless its context is still recent.
-	r, err := q.ExecContext(ctx, `DELETE FROM claims WHERE (principal, source, identity) IN (
-		SELECT q.principal, q.source, q.identity FROM claims q INDEXED BY claims_done_untasked
-		WHERE q.state = 'done' AND q.task_id = '' AND q.updated_at < ?
-			AND NOT EXISTS (SELECT 1 FROM contexts c
-				WHERE c.principal = q.principal AND c.id = q.context_id AND c.last_event_at >= ?)
-		LIMIT ?)`, c, c, lim)
+	r, err := q.ExecContext(ctx, pruneUntaskedClaimsSQL, c, c, lim)
 	if err != nil {
 		return res, fmt.Errorf("prune claims: %w", err)
 	}
