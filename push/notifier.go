@@ -299,6 +299,7 @@ func (n *Notifier) next(ctx context.Context, c store.PushConfig) (next store.Pus
 			return next, nil, false, err
 		}
 		next.Snapshot = nil
+		next.Finished = t.Status.State.Terminal() // a snapshot of a finished task is its last word
 		// And a digest of the body: a change that adds no event (a settlement, metadata) changes
 		// the snapshot, and one id must carry one body.
 		sum := sha256.Sum256(body)
@@ -315,6 +316,8 @@ func (n *Notifier) next(ctx context.Context, c store.PushConfig) (next store.Pus
 	}
 	ev := evs[0]
 	next.Cursor = ev.Seq
+	// A terminal status is the last event a task has: the config has nothing more to send.
+	next.Finished = ev.Kind == taskplane.EventStatus && ev.Status != nil && ev.Status.Status.State.Terminal()
 	resp := a2awire.FromEvent(ev, n.view)
 	if resp == nil {
 		return next, nil, true, nil

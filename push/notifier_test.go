@@ -260,6 +260,12 @@ func TestLoopbackReceiverGetsEveryTransitionInOrder(t *testing.T) {
 		if reqs, _ := rc.snapshot(); len(reqs) != 6 {
 			t.Fatalf("%d requests, want 6", len(reqs))
 		}
+		// Both configs told the end of the task, so the notifier's passes no longer read them.
+		for _, id := range []string{"h1", "late"} {
+			if c, err := p.Store().GetPushConfig(context.Background(), "alice", task.ID, id); err != nil || !c.Finished {
+				t.Errorf("config %s after the task's end: finished %v, %v", id, c.Finished, err)
+			}
+		}
 	})
 }
 

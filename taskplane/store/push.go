@@ -39,8 +39,12 @@ type PushConfig struct {
 	// LastDelivery is the delivery ID of the newest notification prepared ("" for none). The next
 	// notification waits until it is settled, so a receiver sees a task's events in order.
 	LastDelivery string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Finished: the notifications prepared up to Cursor include the end of the task (its terminal
+	// status, or a snapshot of it finished). Nothing can follow, so ListPushWork no longer reads the
+	// config. Set by AdvancePushConfig's caller; a put (a new registration) clears it.
+	Finished  bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // PushReader holds the push-config reads; Reader embeds it.
@@ -54,7 +58,8 @@ type PushReader interface {
 	// ListPushWork returns, across principals, the configs with a notification to prepare: a
 	// Snapshot to send, or a Cursor behind their task's LastSeq. A config whose LastDelivery is
 	// still pending (prepared or sending) is left out until it settles; a config whose task no
-	// longer exists is left out. Oldest UpdatedAt first, at most limit (0 = no limit).
+	// longer exists is left out, and so is a Finished one. Oldest UpdatedAt first, at most limit
+	// (0 = no limit).
 	ListPushWork(ctx context.Context, limit int) ([]PushConfig, error)
 }
 
@@ -68,7 +73,7 @@ type PushTx interface {
 	PutPushConfig(ctx context.Context, c PushConfig, maxPerTask int) (replaced bool, err error)
 	// DeletePushConfig deletes one config and reports whether it existed.
 	DeletePushConfig(ctx context.Context, principal, taskID, id string) (deleted bool, err error)
-	// AdvancePushConfig stores c's Cursor, Snapshot (empty clears it), LastDelivery and UpdatedAt,
+	// AdvancePushConfig stores c's Cursor, Snapshot (empty clears it), LastDelivery, Finished and UpdatedAt,
 	// only if the stored config has c's Registration and the cursor expectCursor; otherwise it
 	// changes nothing and reports false (another worker moved it, or the config was replaced or
 	// deleted).

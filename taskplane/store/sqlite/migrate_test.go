@@ -36,6 +36,9 @@ func TestCheckpointsFromBeforeInstancesSurviveTheMigration(t *testing.T) {
 			PRIMARY KEY (principal, source)
 		) WITHOUT ROWID;
 		INSERT INTO checkpoints VALUES ('alice', 'email', CAST('uid:40' AS BLOB), 40, 2, ?);
+		DROP INDEX push_configs_live;
+		ALTER TABLE push_configs DROP COLUMN finished;
+		CREATE INDEX push_configs_updated ON push_configs (updated_at);
 		DELETE FROM schema_migrations WHERE version >= 6`, updated.UnixMicro())
 	if cerr := db.Close(); err == nil {
 		err = cerr

@@ -53,6 +53,7 @@ func TestRetentionAndListingQueriesUseTheirIndexes(t *testing.T) {
 			[]string{"tasks_state_list"}, []string{"SCAN", "FOR ORDER BY"}},
 		{"count tasks by status", `SELECT COUNT(*) FROM tasks WHERE ` + where, args,
 			[]string{"tasks_state_list"}, []string{"SCAN"}},
+		{"push work", pushWorkSQL, []any{500}, []string{"push_configs_live"}, []string{"SCAN t", "SCAN tasks"}},
 	}
 	for _, c := range cases {
 		plan := explain(t, db, c.sql, c.args...)

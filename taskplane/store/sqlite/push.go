@@ -13,17 +13,17 @@ import (
 // PutPushConfig, so counting a task's configs and inserting one cannot interleave with another put.
 
 const pushCols = `principal, task_id, id, url, token, auth_scheme, auth_credentials, registration, cursor_seq,
-	snapshot, last_delivery, created_at, updated_at`
+	snapshot, last_delivery, finished, created_at, updated_at`
 
 // pushColsOf is pushCols qualified by a table alias, for selects that join.
 const pushColsOf = `c.principal, c.task_id, c.id, c.url, c.token, c.auth_scheme, c.auth_credentials, c.registration,
-	c.cursor_seq, c.snapshot, c.last_delivery, c.created_at, c.updated_at`
+	c.cursor_seq, c.snapshot, c.last_delivery, c.finished, c.created_at, c.updated_at`
 
 func scanPushConfig(sc scanner) (store.PushConfig, error) {
 	var c store.PushConfig
 	var created, updated int64
 	if err := sc.Scan(&c.Principal, &c.TaskID, &c.ID, &c.URL, &c.Token, &c.AuthScheme, &c.AuthCredentials,
-		&c.Registration, &c.Cursor, &c.Snapshot, &c.LastDelivery, &created, &updated); err != nil {
+		&c.Registration, &c.Cursor, &c.Snapshot, &c.LastDelivery, &c.Finished, &created, &updated); err != nil {
 		return store.PushConfig{}, err
 	}
 	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
@@ -76,14 +76,18 @@ func listPushConfigs(ctx context.Context, q querier, principal, taskID, afterID 
 }
 
 func listPushWork(ctx context.Context, q querier, limit int) ([]store.PushConfig, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+pushColsOf+` FROM push_configs c
-		JOIN tasks t ON t.principal = c.principal AND t.id = c.task_id
-		LEFT JOIN deliveries d ON d.principal = c.principal AND d.id = c.last_delivery
-		WHERE (c.snapshot IS NOT NULL OR c.cursor_seq < t.last_seq)
-		AND (c.last_delivery = '' OR d.id IS NULL OR d.state IN ('delivered', 'failed', 'ambiguous'))
-		ORDER BY c.updated_at, c.principal, c.task_id, c.id LIMIT ?`, limitArg(limit))
+	rows, err := q.QueryContext(ctx, pushWorkSQL, limitArg(limit))
 	return collectPushConfigs(rows, err, "list push work")
 }
+
+// pushWorkSQL selects up to ?1 configs with work, of those not Finished (by their partial index:
+// the configs of finished tasks, most of them in time, are not read at all).
+const pushWorkSQL = `SELECT ` + pushColsOf + ` FROM push_configs c INDEXED BY push_configs_live
+		JOIN tasks t ON t.principal = c.principal AND t.id = c.task_id
+		LEFT JOIN deliveries d ON d.principal = c.principal AND d.id = c.last_delivery
+		WHERE c.finished = 0 AND (c.snapshot IS NOT NULL OR c.cursor_seq < t.last_seq)
+		AND (c.last_delivery = '' OR d.id IS NULL OR d.state IN ('delivered', 'failed', 'ambiguous'))
+		ORDER BY c.updated_at, c.principal, c.task_id, c.id LIMIT ?`
 
 func putPushConfig(ctx context.Context, q querier, c store.PushConfig, maxPerTask int) (bool, error) {
 	if _, err := getTask(ctx, q, c.Principal, c.TaskID); err != nil {
@@ -98,13 +102,14 @@ func putPushConfig(ctx context.Context, q querier, c store.PushConfig, maxPerTas
 		return false, fmt.Errorf("put push config %s/%s: %w", c.TaskID, c.ID, store.ErrPushConfigLimit)
 	}
 	if _, err := q.ExecContext(ctx, `INSERT INTO push_configs (`+pushCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (principal, task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
 			auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,
 			registration = excluded.registration, cursor_seq = excluded.cursor_seq, snapshot = excluded.snapshot,
-			last_delivery = excluded.last_delivery, created_at = excluded.created_at, updated_at = excluded.updated_at`,
+			last_delivery = excluded.last_delivery, finished = excluded.finished, created_at = excluded.created_at,
+			updated_at = excluded.updated_at`,
 		c.Principal, c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.Registration, c.Cursor,
-		blobArg(c.Snapshot), c.LastDelivery, micros(c.CreatedAt), micros(c.UpdatedAt)); err != nil {
+		blobArg(c.Snapshot), c.LastDelivery, c.Finished, micros(c.CreatedAt), micros(c.UpdatedAt)); err != nil {
 		return false, fmt.Errorf("put push config %s/%s: %w", c.TaskID, c.ID, err)
 	}
 	return exists > 0, nil
@@ -124,9 +129,9 @@ func deletePushConfig(ctx context.Context, q querier, principal, taskID, id stri
 }
 
 func advancePushConfig(ctx context.Context, q querier, c store.PushConfig, expectCursor int64) (bool, error) {
-	res, err := q.ExecContext(ctx, `UPDATE push_configs SET cursor_seq = ?, snapshot = ?, last_delivery = ?, updated_at = ?
-		WHERE principal = ? AND task_id = ? AND id = ? AND registration = ? AND cursor_seq = ?`,
-		c.Cursor, blobArg(c.Snapshot), c.LastDelivery, micros(c.UpdatedAt), c.Principal, c.TaskID, c.ID,
+	res, err := q.ExecContext(ctx, `UPDATE push_configs SET cursor_seq = ?, snapshot = ?, last_delivery = ?, finished = ?,
+		updated_at = ? WHERE principal = ? AND task_id = ? AND id = ? AND registration = ? AND cursor_seq = ?`,
+		c.Cursor, blobArg(c.Snapshot), c.LastDelivery, c.Finished, micros(c.UpdatedAt), c.Principal, c.TaskID, c.ID,
 		c.Registration, expectCursor)
 	if err != nil {
 		return false, fmt.Errorf("advance push config %s/%s: %w", c.TaskID, c.ID, err)

@@ -28,6 +28,7 @@ func pushConfigCases() []testCase {
 		{"GetAndDeleteAreScopedAndDeleteReportsExistence", testPushScopedDelete},
 		{"AdvanceNeedsTheRegistrationAndTheExpectedCursor", testPushAdvance},
 		{"WorkListsSnapshotsAndUnreadEventsOnceTheLastDeliverySettled", testPushWork},
+		{"AFinishedConfigIsNoWorkUntilAPutRegistersItAgain", testPushFinished},
 		{"TaskPruneDeletesTheTasksConfigsAndLeavesTheBackstopNothing", testPushPrune},
 	}
 }
@@ -434,5 +435,39 @@ func testPushPrune(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetPushConfig(ctx, "p1", "live", "a"); err != nil {
 		t.Fatalf("the live task's config went: %v", err)
+	}
+}
+
+// A config whose notifications reached the end of its task is Finished: ListPushWork leaves it out
+// (it reads no such config at all), whatever its cursor says; the flag reads back; a put (a new
+// registration) clears it.
+func testPushFinished(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	insertTasks(t, s, newTask("p1", "t1", "c1", "completed", at(0)))
+	appendEvents(t, s, "p1", "t1", 3)
+	c := newPushConfig("p1", "t1", "a", at(time.Second))
+	c.Snapshot = nil
+	mustPutPush(t, s, c)
+	if cs, err := s.ListPushWork(ctx, 0); err != nil || len(cs) != 1 {
+		t.Fatalf("work before = %v, %v; want the config (cursor 1 < last_seq 3)", pushIDs(cs), err)
+	}
+	next := c
+	next.Cursor, next.Finished, next.UpdatedAt = 2, true, at(2*time.Second) // say the end came at 2
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		ok, err := tx.AdvancePushConfig(ctx, next, c.Cursor)
+		if err == nil && !ok {
+			err = fmt.Errorf("not advanced")
+		}
+		return err
+	})
+	if cs, err := s.ListPushWork(ctx, 0); err != nil || len(cs) != 0 {
+		t.Fatalf("work of a finished config = %v, %v; want none", pushIDs(cs), err)
+	}
+	if got, err := s.GetPushConfig(ctx, "p1", "t1", "a"); err != nil || !got.Finished {
+		t.Fatalf("read back: Finished %v, %v", got.Finished, err)
+	}
+	mustPutPush(t, s, c) // registered again: a new snapshot-less registration at cursor 1
+	if cs, err := s.ListPushWork(ctx, 0); err != nil || len(cs) != 1 || cs[0].Finished {
+		t.Fatalf("work after a put = %+v, %v; want the config again, not finished", cs, err)
 	}
 }
