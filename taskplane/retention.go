@@ -16,17 +16,33 @@ type PruneResult struct {
 }
 
 // pruneBatch bounds one retention transaction, so retention never holds the writer for long: on a
-// large SQLite store on a slow disk a task costs its transaction about 2 ms (its events, claims,
-// wakes and index entries), so a batch holds the writer about 0.2 s and acceptances queued behind
-// it wait no longer than that.
+// large SQLite store on a slow disk a task costs its transaction 2–8 ms (its events, claims,
+// wakes and index entries), so a batch holds the writer 0.2–0.8 s. After each batch the pass
+// rests as long as the batch took (see rest), so acceptances meet a batch at most half the time.
 const pruneBatch = 100
+
+// maxPruneRest bounds the rest between two retention batches.
+const maxPruneRest = time.Second
+
+// rest waits as long as a batch that began at start took (at most maxPruneRest), or until ctx
+// ends: retention is in no hurry, and takes at most about half of a single writer's time.
+func rest(ctx context.Context, start time.Time) error {
+	t := time.NewTimer(min(time.Since(start), maxPruneRest))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // Prune runs one retention pass: it deletes, in batches, the terminal tasks (with their events,
 // anchors, wakes, push configs and claims) of conversations whose last event is older than the
 // retention window, and the contexts and claims left behind. It never drops a non-terminal task,
 // a context one references, or a pending claim. Once a task and its claim are gone, the same
-// identity is accepted as new work. Settled deliveries older than the window whose task is gone,
-// and evidence older than the window, go too.
+// identity is accepted as new work. Settled deliveries older than the window whose task is gone or
+// finished, and evidence older than the window, go too.
 // Every transaction that deletes anything writes a retention evidence record counting what it
 // deleted.
 func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
@@ -34,6 +50,7 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 	cutoff := p.clock().Add(-p.retention)
 	for {
 		var r store.PruneResult
+		start := time.Now()
 		err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			var err error
 			r, err = tx.Prune(ctx, cutoff, terminalStates(), pruneBatch)
@@ -61,14 +78,18 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 		if r.Tasks < pruneBatch && r.Claims < pruneBatch && r.Contexts < pruneBatch {
 			break // nothing of any kind was left behind by the bound
 		}
+		if err := rest(ctx, start); err != nil {
+			return total, fmt.Errorf("retention: %w", err)
+		}
 	}
 	// Settled deliveries and evidence age out on the same window; deliveries still prepared,
 	// sending or ambiguous never do (the store refuses to prune them).
 	for {
 		var d, e int
+		start := time.Now()
 		err := p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			var err error
-			if d, err = tx.PruneDeliveries(ctx, cutoff, pruneBatch); err != nil {
+			if d, err = tx.PruneDeliveries(ctx, cutoff, terminalStates(), pruneBatch); err != nil {
 				return err
 			}
 			if e, err = tx.PruneEvidence(ctx, cutoff, pruneBatch); err != nil || d+e == 0 {
@@ -85,6 +106,9 @@ func (p *Plane) Prune(ctx context.Context) (PruneResult, error) {
 		total.Evidence += e
 		if d < pruneBatch && e < pruneBatch {
 			return total, nil
+		}
+		if err := rest(ctx, start); err != nil {
+			return total, fmt.Errorf("retention: %w", err)
 		}
 	}
 }

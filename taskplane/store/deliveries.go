@@ -180,9 +180,10 @@ type DeliveryTx interface {
 	// provider's Retry-After applies to the whole lane).
 	DelayLane(ctx context.Context, principal, lane string, until time.Time) error
 	// PruneDeliveries deletes at most limit (0 = no limit) delivered and failed deliveries whose
-	// UpdatedAt is before cutoff and whose task is no longer stored, with their attempts, and
-	// lanes idle since before cutoff. It never deletes a prepared, sending or ambiguous delivery,
-	// nor one of a stored task (the same delivery asked for again must find it, not be sent
-	// twice). Tx.Prune never touches deliveries.
-	PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (deleted int, err error)
+	// UpdatedAt is before cutoff, with their attempts, and lanes idle since before cutoff. It never
+	// deletes a prepared, sending or ambiguous delivery, nor one of a task still stored in a
+	// state not in terminal (a task still going on: the same delivery asked for again must find
+	// it, not be sent twice; a finished task asks for nothing more). Tx.Prune never touches
+	// deliveries.
+	PruneDeliveries(ctx context.Context, cutoff time.Time, terminal []string, limit int) (deleted int, err error)
 }

@@ -304,7 +304,7 @@ func (t *tx) DelayLane(ctx context.Context, principal, lane string, until time.T
 	return nil
 }
 
-func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, terminal []string, limit int) (int, error) {
 	var lim *int // NULL: no limit
 	if limit > 0 {
 		lim = &limit
@@ -313,14 +313,16 @@ func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (
 	// (an operator's retry made it prepared again) is read again and kept. Its attempts go in a
 	// statement of their own, whose snapshot sees every attempt committed before the rows were
 	// locked (in one statement, one recorded in between was left behind for good).
-	// A settled delivery of a task still stored stays: it is what finds the same delivery asked
-	// for again (a long wait for an answer) instead of sending it a second time.
+	// A settled delivery of a task still going on (stored, not in a terminal state) stays: it is
+	// what finds the same delivery asked for again (a long wait for an answer) instead of sending
+	// it a second time. Those of finished tasks go: such a task asks for nothing more.
 	rows, _ := t.q.Query(ctx, `DELETE FROM deliveries WHERE (principal, id) IN (
 			SELECT principal, id FROM deliveries d WHERE state IN ('delivered', 'failed') AND updated_at < $1
-			AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id)
+			AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id
+				AND t.state <> ALL($3))
 			ORDER BY updated_at LIMIT $2)
 		AND state IN ('delivered', 'failed') AND updated_at < $1
-		RETURNING principal, id`, cutoff, lim)
+		RETURNING principal, id`, cutoff, lim, terminal)
 	ps, ids, err := collectKeys(rows)
 	if err != nil {
 		return 0, fmt.Errorf("prune deliveries: %w", err)

@@ -59,7 +59,7 @@ func TestADeliveryRetriedWhileAPruneWaitsForItIsKept(t *testing.T) {
 		var n int
 		if err := b.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 			var err error
-			n, err = tx.PruneDeliveries(ctx, t0.Add(-time.Hour), 500)
+			n, err = tx.PruneDeliveries(ctx, t0.Add(-time.Hour), []string{"completed"}, 500)
 			return err
 		}); err != nil {
 			t.Error(err)

@@ -274,21 +274,30 @@ func delayLane(ctx context.Context, q querier, principal, lane string, until tim
 
 // settledDeliveriesSQL selects up to ?2 delivered and failed deliveries settled before ?1, by their
 // partial index (SQLite's own choice sorted every settled row, twice per batch). A settled
-// delivery of a task still stored stays: it is what finds the same delivery asked for again (a
-// long wait for an answer) instead of sending it a second time.
-const settledDeliveriesSQL = `SELECT principal, id FROM deliveries d INDEXED BY deliveries_settled
+// delivery of a task still going on (stored, in none of the n terminal states ?3..) stays: it is
+// what finds the same delivery asked for again (a long wait for an answer) instead of sending it
+// a second time. Those of finished tasks go: such a task asks for nothing more, and keeping them
+// while their conversation stays active would have every batch read them again.
+func settledDeliveriesSQL(n int) string {
+	return `SELECT principal, id FROM deliveries d INDEXED BY deliveries_settled
 	WHERE state IN ('delivered', 'failed') AND updated_at < ?1
-	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id)
+	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id
+		AND t.state NOT IN (` + numbered(3, n) + `))
 	ORDER BY updated_at LIMIT ?2`
+}
 
-func pruneDeliveries(ctx context.Context, q querier, cutoff time.Time, limit int) (int, error) {
+func pruneDeliveries(ctx context.Context, q querier, cutoff time.Time, terminal []string, limit int) (int, error) {
 	c := micros(cutoff)
-	victims := settledDeliveriesSQL
+	victims := settledDeliveriesSQL(len(terminal))
+	args := []any{c, limitArg(limit)}
+	for _, s := range terminal {
+		args = append(args, s)
+	}
 	if _, err := q.ExecContext(ctx, `DELETE FROM delivery_attempts WHERE (principal, delivery_id) IN (`+victims+`)`,
-		c, limitArg(limit)); err != nil {
+		args...); err != nil {
 		return 0, fmt.Errorf("prune delivery attempts: %w", err)
 	}
-	res, err := q.ExecContext(ctx, `DELETE FROM deliveries WHERE (principal, id) IN (`+victims+`)`, c, limitArg(limit))
+	res, err := q.ExecContext(ctx, `DELETE FROM deliveries WHERE (principal, id) IN (`+victims+`)`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("prune deliveries: %w", err)
 	}
@@ -394,8 +403,8 @@ func (t *txn) DelayLane(ctx context.Context, principal, lane string, until time.
 	return do0(ctx, t, func(ctx context.Context, q querier) error { return delayLane(ctx, q, principal, lane, until) })
 }
 
-func (t *txn) PruneDeliveries(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+func (t *txn) PruneDeliveries(ctx context.Context, cutoff time.Time, terminal []string, limit int) (int, error) {
 	return do(ctx, t, func(ctx context.Context, q querier) (int, error) {
-		return pruneDeliveries(ctx, q, cutoff, limit)
+		return pruneDeliveries(ctx, q, cutoff, terminal, limit)
 	})
 }

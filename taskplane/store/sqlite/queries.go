@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,15 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
+// numbered returns n numbered placeholders from ?from on: "?3, ?4".
+func numbered(from, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "?" + strconv.Itoa(from+i)
+	}
+	return strings.Join(ps, ", ")
+}
+
 // ---- tasks ----
 
 const taskCols = `principal, id, context_id, source, state, status_time, version, last_seq, body, created_at, updated_at`
@@ -93,11 +103,17 @@ func getTask(ctx context.Context, q querier, principal, id string) (store.Task, 
 	return t, nil
 }
 
-// taskFilter is the WHERE clause, and its arguments, of a listing of principal's tasks by f (without
-// its cursor).
-func taskFilter(principal string, f store.TaskFilter) (string, []any) {
-	where := "principal = ?"
-	args := []any{principal}
+// taskFilter is the FROM and WHERE clauses, and the arguments, of a listing of principal's tasks by
+// f (without its cursor). A listing of one context reads that context's tasks by tasks_context:
+// without it SQLite walked every task of the principal in the state asked for when a state was
+// given too (1.5 s at 50,000 tasks, against 3 ms).
+func taskFilter(principal string, f store.TaskFilter) (from, where string, args []any) {
+	from = "tasks"
+	if f.ContextID != "" {
+		from = "tasks INDEXED BY tasks_context"
+	}
+	where = "principal = ?"
+	args = []any{principal}
 	if f.ContextID != "" {
 		where += " AND context_id = ?"
 		args = append(args, f.ContextID)
@@ -114,13 +130,13 @@ func taskFilter(principal string, f store.TaskFilter) (string, []any) {
 		where += " AND status_time >= ?"
 		args = append(args, micros(f.StatusAfter))
 	}
-	return where, args
+	return from, where, args
 }
 
 func listTasks(ctx context.Context, q querier, principal string, f store.TaskFilter) ([]store.Task, int, error) {
-	where, args := taskFilter(principal, f)
+	from, where, args := taskFilter(principal, f)
 	var total int
-	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE `+where, args...).Scan(&total); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+from+` WHERE `+where, args...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count tasks: %w", err)
 	}
 	if f.CursorID != "" {
@@ -129,7 +145,7 @@ func listTasks(ctx context.Context, q querier, principal string, f store.TaskFil
 		args = append(args, ct, ct, f.CursorID)
 	}
 	args = append(args, limitArg(f.Limit))
-	rows, err := q.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE `+where+
+	rows, err := q.QueryContext(ctx, `SELECT `+taskCols+` FROM `+from+` WHERE `+where+
 		` ORDER BY status_time DESC, id DESC LIMIT ?`, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list tasks: %w", err)

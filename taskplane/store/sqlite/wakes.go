@@ -77,6 +77,13 @@ func countWakes(ctx context.Context, q querier, state store.WakeState, upTo int)
 	return n, nil
 }
 
+// staleTasksSQL selects the tasks of n states (?1..?n) whose status is older than ?(n+1), oldest
+// first, at most ?(n+2): by (state, status_time), which reads only the old ones.
+func staleTasksSQL(n int) string {
+	return `SELECT ` + taskCols + ` FROM tasks INDEXED BY tasks_state_status_time WHERE state IN (` + placeholders(n) + `)
+		AND status_time < ? ORDER BY status_time, principal, id LIMIT ?`
+}
+
 func listStaleTasks(ctx context.Context, q querier, states []string, cutoff time.Time, limit int) ([]store.Task, error) {
 	if len(states) == 0 {
 		return nil, nil
@@ -86,8 +93,7 @@ func listStaleTasks(ctx context.Context, q querier, states []string, cutoff time
 		args = append(args, s)
 	}
 	args = append(args, micros(cutoff), limitArg(limit))
-	rows, err := q.QueryContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE state IN (`+placeholders(len(states))+`)
-		AND status_time < ? ORDER BY status_time, principal, id LIMIT ?`, args...)
+	rows, err := q.QueryContext(ctx, staleTasksSQL(len(states)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list stale tasks: %w", err)
 	}

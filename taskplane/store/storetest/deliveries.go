@@ -39,9 +39,12 @@ func deliveryCases() []testCase {
 		{"NextDueCountsLeaseAndLane", testDeliveryNextDue},
 		{"PruneDeliveriesKeepsPendingSendingAndAmbiguous", testDeliveryPrune},
 		{"TaskPruneNeverTouchesDeliveries", testTaskPruneLeavesDeliveries},
-		{"PruneDeliveriesKeepsThoseOfATaskStillStored", testDeliveryPruneKeepsALiveTasks},
+		{"PruneDeliveriesKeepsThoseOfATaskGoingOn", testDeliveryPruneKeepsALiveTasks},
 	}
 }
+
+// terminalStates are the task states PruneDeliveries is told are finished.
+var terminalStates = []string{"completed", "failed", "canceled", "rejected"}
 
 func newDelivery(principal, id string, state store.DeliveryState, due time.Time) store.Delivery {
 	return store.Delivery{
@@ -634,7 +637,7 @@ func testDeliveryPrune(t *testing.T, s store.Store) {
 	var n int
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, 1)
+		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 1)
 		return err
 	})
 	if n != 1 {
@@ -642,7 +645,7 @@ func testDeliveryPrune(t *testing.T, s store.Store) {
 	}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, 0)
+		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 0)
 		return err
 	})
 	if n != 1 {
@@ -693,32 +696,36 @@ func testTaskPruneLeavesDeliveries(t *testing.T, s store.Store) {
 	}
 }
 
-// A settled delivery is the record that it was sent: while its task is stored (a task waiting on
-// an answer for longer than the window), the same delivery asked for again must find it, not be
-// sent a second time. Once the task is gone, so may the delivery be.
+// A settled delivery is the record that it was sent: while its task goes on (a task waiting on an
+// answer for longer than the window), the same delivery asked for again must find it, not be
+// sent a second time. Once the task is gone, or finished (it asks for nothing more), so may the
+// delivery be.
 func testDeliveryPruneKeepsALiveTasks(t *testing.T, s store.Store) {
 	old := at(-48 * time.Hour)
 	insertContexts(t, s, newContext("alice", "c-1", old))
-	insertTasks(t, s, newTask("alice", "t-live", "c-1", "input-required", old))
+	insertTasks(t, s, newTask("alice", "t-live", "c-1", "input-required", old),
+		newTask("alice", "t-done", "c-1", "completed", old))
 	live := newDelivery("alice", "d-live", store.DeliveryDelivered, old)
 	live.TaskID = "t-live"
 	orphan := newDelivery("alice", "d-orphan", store.DeliveryFailed, old) // its task is gone
 	other := newDelivery("bob", "d-bob", store.DeliveryDelivered, old)    // bob has no t-live
 	other.TaskID = "t-live"
-	insertDeliveries(t, s, live, orphan, other)
+	done := newDelivery("alice", "d-done", store.DeliveryDelivered, old) // its task finished
+	done.TaskID = "t-done"
+	insertDeliveries(t, s, live, orphan, other, done)
 	var n int
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, 0)
+		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 0)
 		return err
 	})
-	if n != 2 {
-		t.Errorf("PruneDeliveries deleted %d, want the 2 whose task is not stored", n)
+	if n != 3 {
+		t.Errorf("PruneDeliveries deleted %d, want the 3 whose task is gone or finished", n)
 	}
 	if _, err := s.GetDelivery(context.Background(), "alice", "d-live"); err != nil {
 		t.Errorf("the delivery of a stored task was pruned: %v", err)
 	}
-	for _, k := range [][2]string{{"alice", "d-orphan"}, {"bob", "d-bob"}} {
+	for _, k := range [][2]string{{"alice", "d-orphan"}, {"bob", "d-bob"}, {"alice", "d-done"}} {
 		if _, err := s.GetDelivery(context.Background(), k[0], k[1]); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("delivery %s of %s after prune: %v", k[1], k[0], err)
 		}
@@ -729,7 +736,7 @@ func testDeliveryPruneKeepsALiveTasks(t *testing.T, s store.Store) {
 	})
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, 0)
+		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 0)
 		return err
 	})
 	if n != 1 {

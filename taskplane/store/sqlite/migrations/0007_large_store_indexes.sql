@@ -17,7 +17,6 @@ DELETE FROM claims WHERE state = 'done' AND task_id != ''
 	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = claims.principal AND t.id = claims.task_id);
 
 -- Tasks by state. A2A ListTasks with a status filter walked the principal's whole task list
--- (4 s at 50,000 tasks); the timeout sweep reads tasks of a (non-terminal) state by status time.
--- One index serves both, in place of (state, status_time).
-DROP INDEX IF EXISTS tasks_state_status_time;
+-- (4 s at 50,000 tasks). (state, status_time) stays for the timeout sweep, which reads the tasks of
+-- a non-terminal state older than a time across principals.
 CREATE INDEX IF NOT EXISTS tasks_state_list ON tasks (state, principal, status_time DESC, id DESC);
