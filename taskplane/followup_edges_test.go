@@ -82,14 +82,8 @@ func TestASettlingUpdateAppliedToTheStoredTaskIsCheckedForAFollowUp(t *testing.T
 // (StoreUnavailable), which tells callers "the store failed, offer the turn again / retry later".
 func TestAnUnseenMessageRefusalIsNotAStoreFailure(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
-		ctx := context.Background()
-		task := mustAccept(t, p, a2aEvent("m-1", "first")).Task
-		g := claimAs(t, p, "consumer-1")
-		turn := p.NewTurn(g)
-		more := a2aEvent("m-2", "second")
-		more.TaskID = task.ID
-		mustAccept(t, p, more)
-		err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted})
+		_, _, turn := followUpMidTurn(t, p, "")
+		err := turn.Update(context.Background(), taskplane.SetStatus{State: taskplane.StateCompleted})
 		if !errors.Is(err, taskplane.ErrUnseenMessage) {
 			t.Fatalf("err %v, want ErrUnseenMessage", err)
 		}

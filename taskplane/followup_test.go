@@ -20,6 +20,19 @@ func lastUserText(t *taskplane.Task) string {
 	return ""
 }
 
+// followUpMidTurn accepts "first" (message m-1<suffix>), grants its turn to consumer-1, and then
+// accepts the follow-up "second" (m-2<suffix>) for the same task while that turn runs.
+func followUpMidTurn(t *testing.T, p *taskplane.Plane, suffix string) (*taskplane.Task, *taskplane.Grant, *taskplane.Turn) {
+	t.Helper()
+	task := mustAccept(t, p, a2aEvent("m-1"+suffix, "first")).Task
+	g := claimAs(t, p, "consumer-1")
+	turn := p.NewTurn(g)
+	more := a2aEvent("m-2"+suffix, "second")
+	more.TaskID = task.ID
+	mustAccept(t, p, more)
+	return task, g, turn
+}
+
 // A follow-up accepted (and acknowledged) while a turn runs waits for the next turn. A turn that
 // would then settle the task without having read it is refused, the task goes back to the queue
 // uncounted, and the next turn sees every message: the follow-up is never answered by a turn
@@ -27,12 +40,7 @@ func lastUserText(t *taskplane.Task) string {
 func TestAFollowUpAcceptedMidTurnIsAnsweredByATurnThatReadIt(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
 		ctx := context.Background()
-		task := mustAccept(t, p, a2aEvent("m-1", "first")).Task
-		g := claimAs(t, p, "consumer-1")
-		turn := p.NewTurn(g)
-		more := a2aEvent("m-2", "second")
-		more.TaskID = task.ID
-		mustAccept(t, p, more)
+		task, g, turn := followUpMidTurn(t, p, "")
 
 		// Progress is not settling: it is written (and the turn now knows the task changed).
 		if err := turn.Update(ctx, taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a-1",
@@ -75,13 +83,7 @@ func TestATurnThatRefreshedOrFailsIsNotRefusedForAFollowUp(t *testing.T) {
 	eachDriver(t, func(t *testing.T, p *taskplane.Plane) {
 		ctx := context.Background()
 		for i, refresh := range []bool{true, false} {
-			id := []string{"r", "f"}[i]
-			task := mustAccept(t, p, a2aEvent("m-1"+id, "first")).Task
-			g := claimAs(t, p, "consumer-1")
-			turn := p.NewTurn(g)
-			more := a2aEvent("m-2"+id, "second")
-			more.TaskID = task.ID
-			mustAccept(t, p, more)
+			_, g, turn := followUpMidTurn(t, p, []string{"r", "f"}[i])
 			st := taskplane.StateFailed
 			if refresh {
 				if err := turn.Refresh(ctx); err != nil {
