@@ -32,4 +32,4 @@ INSERT INTO deliveries SELECT principal, 'd-' || i, id, CASE WHEN source = 'a2a'
 INSERT INTO delivery_attempts (principal, delivery_id, attempt, kind, outcome, error, provider_status, retry_after_ms, owner, created_at)
   SELECT principal, 'd-' || i, 1, 'send', 'delivered', '', '200', 0, 'eng', ts + interval '1 s' FROM tk WHERE i % 2 = 0 ORDER BY i;
 INSERT INTO delivery_lanes SELECT principal, 'lane-' || ctx, max(ts) + interval '1 s', max(ts) FROM tk WHERE i % 2 = 0 GROUP BY principal, ctx;
-INSERT INTO push_configs SELECT principal, id, 'pc-' || i, 'https://example.com/hook', 'tok', '', '', 'reg-' || i, 4, NULL, '', ts, ts, state IN ('completed', 'failed', 'canceled', 'rejected') FROM tk WHERE i % 20 = 0;
+INSERT INTO push_configs SELECT principal, id, 'pc-' || i, 'https://example.com/hook', 'tok', '', '', 'reg-' || i, 4, NULL, '', ts, ts, CASE WHEN state IN ('completed', 'failed', 'canceled', 'rejected') THEN 'reg-' || i ELSE '' END FROM tk WHERE i % 20 = 0;

@@ -41,7 +41,9 @@ type PushConfig struct {
 	LastDelivery string
 	// Finished: the notifications prepared up to Cursor include the end of the task (its terminal
 	// status, or a snapshot of it finished). Nothing can follow, so ListPushWork no longer reads the
-	// config. Set by AdvancePushConfig's caller; a put (a new registration) clears it.
+	// config. Set by AdvancePushConfig's caller. It holds for the registration that finished: the
+	// stores keep that registration, so a put of a new one (by this build or an older one sharing
+	// the store, which knows nothing of the flag) is live again.
 	Finished  bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -82,4 +84,13 @@ type PushTx interface {
 	// and reports how many went. Prune deletes a task's configs with it; this is the backstop for
 	// configs a build before that left behind.
 	PrunePushConfigs(ctx context.Context, limit int) (deleted int, err error)
+}
+
+// FinishedRegistration is what a store keeps for c.Finished: the registration that finished, or ""
+// (a config is finished while its registration is the one kept).
+func FinishedRegistration(c PushConfig) string {
+	if c.Finished {
+		return c.Registration
+	}
+	return ""
 }

@@ -319,7 +319,7 @@ func (t *tx) PruneDeliveries(ctx context.Context, cutoff time.Time, terminal []s
 	rows, _ := t.q.Query(ctx, `DELETE FROM deliveries WHERE (principal, id) IN (
 			SELECT principal, id FROM deliveries d WHERE state IN ('delivered', 'failed') AND updated_at < $1
 			AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.principal = d.principal AND t.id = d.task_id
-				AND t.state <> ALL($3))
+				AND t.state <> ALL(coalesce($3::text[], '{}')))
 			ORDER BY updated_at LIMIT $2)
 		AND state IN ('delivered', 'failed') AND updated_at < $1
 		RETURNING principal, id`, cutoff, lim, terminal)

@@ -15,10 +15,13 @@ import (
 // never exceed the bound.
 
 const pushColumns = `principal, task_id, id, url, token, auth_scheme, auth_credentials, registration, cursor_seq,
-	snapshot, last_delivery, finished, created_at, updated_at`
+	snapshot, last_delivery, finished_registration, created_at, updated_at`
 
+// pushColumnsOfC is what a select of push_configs c reads: Finished is worked out from the
+// registration that finished (a config is finished only for the registration that was: a new
+// one, put by any build, is live again).
 const pushColumnsOfC = `c.principal, c.task_id, c.id, c.url, c.token, c.auth_scheme, c.auth_credentials, c.registration,
-	c.cursor_seq, c.snapshot, c.last_delivery, c.finished, c.created_at, c.updated_at`
+	c.cursor_seq, c.snapshot, c.last_delivery, c.finished_registration = c.registration, c.created_at, c.updated_at`
 
 func scanPushConfig(row pgx.CollectableRow) (store.PushConfig, error) {
 	var c store.PushConfig
@@ -45,7 +48,7 @@ func limitClause(limit int) string {
 }
 
 func (r reader) GetPushConfig(ctx context.Context, principal, taskID, id string) (store.PushConfig, error) {
-	rows, _ := r.q.Query(ctx, `SELECT `+pushColumns+` FROM push_configs WHERE principal = $1 AND task_id = $2 AND id = $3`,
+	rows, _ := r.q.Query(ctx, `SELECT `+pushColumnsOfC+` FROM push_configs c WHERE principal = $1 AND task_id = $2 AND id = $3`,
 		principal, taskID, id)
 	c, err := pgx.CollectExactlyOneRow(rows, scanPushConfig)
 	if err != nil {
@@ -55,7 +58,7 @@ func (r reader) GetPushConfig(ctx context.Context, principal, taskID, id string)
 }
 
 func (r reader) ListPushConfigs(ctx context.Context, principal, taskID, afterID string, limit int) ([]store.PushConfig, error) {
-	rows, _ := r.q.Query(ctx, `SELECT `+pushColumns+` FROM push_configs WHERE principal = $1 AND task_id = $2 AND id > $3
+	rows, _ := r.q.Query(ctx, `SELECT `+pushColumnsOfC+` FROM push_configs c WHERE principal = $1 AND task_id = $2 AND id > $3
 		ORDER BY id`+limitClause(limit), principal, taskID, afterID)
 	out, err := pgx.CollectRows(rows, scanPushConfig)
 	if err != nil {
@@ -68,7 +71,7 @@ func (r reader) ListPushWork(ctx context.Context, limit int) ([]store.PushConfig
 	rows, _ := r.q.Query(ctx, `SELECT `+pushColumnsOfC+` FROM push_configs c
 		JOIN tasks t ON t.principal = c.principal AND t.id = c.task_id
 		LEFT JOIN deliveries d ON d.principal = c.principal AND d.id = c.last_delivery
-		WHERE NOT c.finished AND (c.snapshot IS NOT NULL OR c.cursor_seq < t.last_seq)
+		WHERE c.finished_registration <> c.registration AND (c.snapshot IS NOT NULL OR c.cursor_seq < t.last_seq)
 		AND (c.last_delivery = '' OR d.id IS NULL OR d.state IN ('delivered', 'failed', 'ambiguous'))
 		ORDER BY c.updated_at, c.principal, c.task_id, c.id`+limitClause(limit))
 	out, err := pgx.CollectRows(rows, scanPushConfig)
@@ -97,10 +100,10 @@ func (t *tx) PutPushConfig(ctx context.Context, c store.PushConfig, maxPerTask i
 		ON CONFLICT (principal, task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
 			auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,
 			registration = excluded.registration, cursor_seq = excluded.cursor_seq, snapshot = excluded.snapshot,
-			last_delivery = excluded.last_delivery, finished = excluded.finished, created_at = excluded.created_at,
-			updated_at = excluded.updated_at`,
+			last_delivery = excluded.last_delivery, finished_registration = excluded.finished_registration,
+			created_at = excluded.created_at, updated_at = excluded.updated_at`,
 		c.Principal, c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.Registration, c.Cursor,
-		byteaArg(c.Snapshot), c.LastDelivery, c.Finished, c.CreatedAt, c.UpdatedAt); err != nil {
+		byteaArg(c.Snapshot), c.LastDelivery, store.FinishedRegistration(c), c.CreatedAt, c.UpdatedAt); err != nil {
 		return false, fmt.Errorf("put push config %s/%s: %w", c.TaskID, c.ID, err)
 	}
 	return exists > 0, nil
@@ -116,10 +119,11 @@ func (t *tx) DeletePushConfig(ctx context.Context, principal, taskID, id string)
 }
 
 func (t *tx) AdvancePushConfig(ctx context.Context, c store.PushConfig, expectCursor int64) (bool, error) {
-	tag, err := t.q.Exec(ctx, `UPDATE push_configs SET cursor_seq = $1, snapshot = $2, last_delivery = $3, finished = $4,
-		updated_at = $5 WHERE principal = $6 AND task_id = $7 AND id = $8 AND registration = $9 AND cursor_seq = $10`,
-		c.Cursor, byteaArg(c.Snapshot), c.LastDelivery, c.Finished, c.UpdatedAt, c.Principal, c.TaskID, c.ID,
-		c.Registration, expectCursor)
+	tag, err := t.q.Exec(ctx, `UPDATE push_configs SET cursor_seq = $1, snapshot = $2, last_delivery = $3,
+		finished_registration = $4, updated_at = $5
+		WHERE principal = $6 AND task_id = $7 AND id = $8 AND registration = $9 AND cursor_seq = $10`,
+		c.Cursor, byteaArg(c.Snapshot), c.LastDelivery, store.FinishedRegistration(c), c.UpdatedAt, c.Principal,
+		c.TaskID, c.ID, c.Registration, expectCursor)
 	if err != nil {
 		return false, fmt.Errorf("advance push config %s/%s: %w", c.TaskID, c.ID, err)
 	}

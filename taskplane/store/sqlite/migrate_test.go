@@ -37,7 +37,7 @@ func TestCheckpointsFromBeforeInstancesSurviveTheMigration(t *testing.T) {
 		) WITHOUT ROWID;
 		INSERT INTO checkpoints VALUES ('alice', 'email', CAST('uid:40' AS BLOB), 40, 2, ?);
 		DROP INDEX push_configs_live;
-		ALTER TABLE push_configs DROP COLUMN finished;
+		ALTER TABLE push_configs DROP COLUMN finished_registration;
 		CREATE INDEX push_configs_updated ON push_configs (updated_at);
 		DELETE FROM schema_migrations WHERE version >= 6`, updated.UnixMicro())
 	if cerr := db.Close(); err == nil {

@@ -13,11 +13,13 @@ import (
 // PutPushConfig, so counting a task's configs and inserting one cannot interleave with another put.
 
 const pushCols = `principal, task_id, id, url, token, auth_scheme, auth_credentials, registration, cursor_seq,
-	snapshot, last_delivery, finished, created_at, updated_at`
+	snapshot, last_delivery, finished_registration, created_at, updated_at`
 
-// pushColsOf is pushCols qualified by a table alias, for selects that join.
+// pushColsOf is what a select of push_configs c reads: pushCols qualified by the alias, with
+// Finished worked out from the registration that finished (a config is finished only for the
+// registration that was: a new one, put by any build, is live again).
 const pushColsOf = `c.principal, c.task_id, c.id, c.url, c.token, c.auth_scheme, c.auth_credentials, c.registration,
-	c.cursor_seq, c.snapshot, c.last_delivery, c.finished, c.created_at, c.updated_at`
+	c.cursor_seq, c.snapshot, c.last_delivery, c.finished_registration = c.registration, c.created_at, c.updated_at`
 
 func scanPushConfig(sc scanner) (store.PushConfig, error) {
 	var c store.PushConfig
@@ -58,7 +60,7 @@ func blobArg(b []byte) any {
 }
 
 func getPushConfig(ctx context.Context, q querier, principal, taskID, id string) (store.PushConfig, error) {
-	c, err := scanPushConfig(q.QueryRowContext(ctx, `SELECT `+pushCols+` FROM push_configs
+	c, err := scanPushConfig(q.QueryRowContext(ctx, `SELECT `+pushColsOf+` FROM push_configs c
 		WHERE principal = ? AND task_id = ? AND id = ?`, principal, taskID, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.PushConfig{}, notFound("push config", taskID, id)
@@ -70,7 +72,7 @@ func getPushConfig(ctx context.Context, q querier, principal, taskID, id string)
 }
 
 func listPushConfigs(ctx context.Context, q querier, principal, taskID, afterID string, limit int) ([]store.PushConfig, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+pushCols+` FROM push_configs
+	rows, err := q.QueryContext(ctx, `SELECT `+pushColsOf+` FROM push_configs c
 		WHERE principal = ? AND task_id = ? AND id > ? ORDER BY id LIMIT ?`, principal, taskID, afterID, limitArg(limit))
 	return collectPushConfigs(rows, err, "list push configs of task "+taskID)
 }
@@ -85,7 +87,7 @@ func listPushWork(ctx context.Context, q querier, limit int) ([]store.PushConfig
 const pushWorkSQL = `SELECT ` + pushColsOf + ` FROM push_configs c INDEXED BY push_configs_live
 		JOIN tasks t ON t.principal = c.principal AND t.id = c.task_id
 		LEFT JOIN deliveries d ON d.principal = c.principal AND d.id = c.last_delivery
-		WHERE c.finished = 0 AND (c.snapshot IS NOT NULL OR c.cursor_seq < t.last_seq)
+		WHERE c.finished_registration <> c.registration AND (c.snapshot IS NOT NULL OR c.cursor_seq < t.last_seq)
 		AND (c.last_delivery = '' OR d.id IS NULL OR d.state IN ('delivered', 'failed', 'ambiguous'))
 		ORDER BY c.updated_at, c.principal, c.task_id, c.id LIMIT ?`
 
@@ -106,10 +108,10 @@ func putPushConfig(ctx context.Context, q querier, c store.PushConfig, maxPerTas
 		ON CONFLICT (principal, task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
 			auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials,
 			registration = excluded.registration, cursor_seq = excluded.cursor_seq, snapshot = excluded.snapshot,
-			last_delivery = excluded.last_delivery, finished = excluded.finished, created_at = excluded.created_at,
-			updated_at = excluded.updated_at`,
+			last_delivery = excluded.last_delivery, finished_registration = excluded.finished_registration,
+			created_at = excluded.created_at, updated_at = excluded.updated_at`,
 		c.Principal, c.TaskID, c.ID, c.URL, c.Token, c.AuthScheme, c.AuthCredentials, c.Registration, c.Cursor,
-		blobArg(c.Snapshot), c.LastDelivery, c.Finished, micros(c.CreatedAt), micros(c.UpdatedAt)); err != nil {
+		blobArg(c.Snapshot), c.LastDelivery, store.FinishedRegistration(c), micros(c.CreatedAt), micros(c.UpdatedAt)); err != nil {
 		return false, fmt.Errorf("put push config %s/%s: %w", c.TaskID, c.ID, err)
 	}
 	return exists > 0, nil
@@ -129,10 +131,11 @@ func deletePushConfig(ctx context.Context, q querier, principal, taskID, id stri
 }
 
 func advancePushConfig(ctx context.Context, q querier, c store.PushConfig, expectCursor int64) (bool, error) {
-	res, err := q.ExecContext(ctx, `UPDATE push_configs SET cursor_seq = ?, snapshot = ?, last_delivery = ?, finished = ?,
-		updated_at = ? WHERE principal = ? AND task_id = ? AND id = ? AND registration = ? AND cursor_seq = ?`,
-		c.Cursor, blobArg(c.Snapshot), c.LastDelivery, c.Finished, micros(c.UpdatedAt), c.Principal, c.TaskID, c.ID,
-		c.Registration, expectCursor)
+	res, err := q.ExecContext(ctx, `UPDATE push_configs SET cursor_seq = ?, snapshot = ?, last_delivery = ?,
+		finished_registration = ?, updated_at = ? WHERE principal = ? AND task_id = ? AND id = ? AND registration = ?
+		AND cursor_seq = ?`,
+		c.Cursor, blobArg(c.Snapshot), c.LastDelivery, store.FinishedRegistration(c), micros(c.UpdatedAt), c.Principal,
+		c.TaskID, c.ID, c.Registration, expectCursor)
 	if err != nil {
 		return false, fmt.Errorf("advance push config %s/%s: %w", c.TaskID, c.ID, err)
 	}

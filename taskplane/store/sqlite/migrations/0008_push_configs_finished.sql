@@ -1,11 +1,15 @@
 -- 0008_push_configs_finished: the push notifier looks for configs with work twice a second, and
 -- read every config to find them, each with its task: 0.6 s a pass, half a core while idle, on a
 -- store with 10,000 configs (they live as long as their task). A config that has notified the
--- end of its task is now marked finished and no longer read: nothing can follow a terminal state.
--- Configs already caught up with a finished task are marked here.
-ALTER TABLE push_configs ADD COLUMN finished INTEGER NOT NULL DEFAULT 0;
-UPDATE push_configs SET finished = 1 WHERE snapshot IS NULL AND EXISTS (SELECT 1 FROM tasks t
+-- end of its task now records the registration that finished, and while that is its registration
+-- it is no longer read: nothing can follow a terminal state. (A registration, not a flag: a new
+-- registration, from any build, makes the config live again.) Configs already caught up with a
+-- finished task are marked here.
+ALTER TABLE push_configs ADD COLUMN finished_registration TEXT NOT NULL DEFAULT '';
+UPDATE push_configs SET finished_registration = registration WHERE snapshot IS NULL AND EXISTS (SELECT 1 FROM tasks t
 	WHERE t.principal = push_configs.principal AND t.id = push_configs.task_id
 	AND t.state IN ('completed', 'failed', 'canceled', 'rejected') AND push_configs.cursor_seq >= t.last_seq);
 DROP INDEX IF EXISTS push_configs_updated;
-CREATE INDEX IF NOT EXISTS push_configs_live ON push_configs (updated_at) WHERE finished = 0;
+CREATE INDEX IF NOT EXISTS push_configs_live ON push_configs (updated_at) WHERE finished_registration <> registration;
+-- The timeout sweep's index, for a store that ran a draft of 0007 that dropped it.
+CREATE INDEX IF NOT EXISTS tasks_state_status_time ON tasks (state, status_time);
