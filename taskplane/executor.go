@@ -304,16 +304,11 @@ func settlesAnswering(s State) bool {
 // unseenMessage returns ErrUnseenMessage if a wake of the task other than g's waits for a message
 // accepted after seen: a continuation held back by g's turn.
 func unseenMessage(ctx context.Context, tx store.Tx, g *Grant, seen int64) error {
-	ws, err := tx.ListTaskWakes(ctx, g.Principal, g.TaskID)
-	if err != nil {
-		return err
+	later, err := laterWake(ctx, tx, g.Principal, g.TaskID, g.WakeID, seen)
+	if err == nil && later {
+		err = ErrUnseenMessage
 	}
-	for _, w := range ws {
-		if w.ID != g.WakeID && w.State == store.WakePending && w.Activation > seen {
-			return ErrUnseenMessage
-		}
-	}
-	return nil
+	return err
 }
 
 // Dispatcher defaults.

@@ -726,7 +726,7 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 	cur, err := getTask(ctx, tx, g.Principal, g.TaskID)
 	newer := false // an Unseen end is uncounted only if a message did come after the turn's wake
 	if err == nil && end.Unseen {
-		newer, err = newerWake(ctx, tx, w)
+		newer, err = laterWake(ctx, tx, w.Principal, w.TaskID, w.ID, w.Activation)
 	}
 	switch {
 	case errors.Is(err, ErrTaskNotFound):
@@ -753,15 +753,16 @@ func (p *Plane) endTurnTx(ctx context.Context, tx store.Tx, g *Grant, w store.Wa
 	}
 }
 
-// newerWake reports whether a wake of w's task other than w waits for a message accepted after
-// w's activation: what makes an Unseen end (the executor's word) true.
-func newerWake(ctx context.Context, tx store.Tx, w store.Wake) (bool, error) {
-	ws, err := tx.ListTaskWakes(ctx, w.Principal, w.TaskID)
+// laterWake reports whether a pending wake of the task other than except waits for a message
+// accepted after the event sequence after: a continuation held back by a running turn. It is what
+// refuses a turn's settling update (unseenMessage) and what makes an Unseen end true.
+func laterWake(ctx context.Context, tx store.Tx, principal, taskID, except string, after int64) (bool, error) {
+	ws, err := tx.ListTaskWakes(ctx, principal, taskID)
 	if err != nil {
 		return false, err
 	}
 	for _, o := range ws {
-		if o.ID != w.ID && o.State == store.WakePending && o.Activation > w.Activation {
+		if o.ID != except && o.State == store.WakePending && o.Activation > after {
 			return true, nil
 		}
 	}
