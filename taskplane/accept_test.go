@@ -1053,9 +1053,8 @@ func TestAClaimThatOutlivedItsPrunedTaskIsNewWork(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		// SQLite deletes a task's claims with it; Postgres's sweep after the tasks takes one per
-		// bounded call. A claim left naming the pruned task (Postgres here; on SQLite one an older
-		// build left behind) must read as new work: make sure ev-2's is there.
+		// Both stores delete a task's claims with it. A claim left naming the pruned task (one an
+		// older build left behind) must read as new work: put ev-2's back.
 		if r.Tasks != 1 || r.Claims < 1 {
 			t.Fatalf("pruned %+v, want the task and at least one claim", r)
 		}

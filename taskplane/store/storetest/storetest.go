@@ -126,6 +126,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 			{"DeletesOldTerminalWorkKeepsLiveWorkAndRecentContexts", testPrune},
 			{"RespectsLimitAcrossCalls", testPruneLimit},
 			{"LimitZeroMeansNoLimit", testPruneNoLimit},
+			{"ATasksClaimsGoWithItWhateverTheLimit", testPruneTaskClaims},
 		}},
 		{"Deliveries", deliveryCases()},
 		{"PushConfigs", pushConfigCases()},
@@ -2090,5 +2091,28 @@ func testClose(t *testing.T, s store.Store) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// A task's done claims go in the call that prunes the task, all of them, whatever the limit: they
+// are found by task, not by the age sweep (which reads only claims of no task). A claim of a task
+// still stored stays, however old.
+func testPruneTaskClaims(t *testing.T, s store.Store) {
+	old := at(-48 * time.Hour)
+	insertContexts(t, s, newContext("alice", "c-old", old))
+	insertTasks(t, s, newTask("alice", "t-done", "c-old", "completed", old), newTask("alice", "t-live", "c-old", "working", old))
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i, task := range []string{"t-done", "t-done", "t-done", "t-live"} {
+			c := newClaim("alice", "webhook", fmt.Sprint("ev-", i), store.ClaimDone, old)
+			c.TaskID, c.ContextID, c.OutcomeKind = task, "c-old", "task"
+			if _, _, err := tx.InsertClaim(ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	diff(t, "Prune with limit 1", store.PruneResult{Tasks: 1, Claims: 3}, prune(t, s, t0, 1))
+	if _, err := s.GetClaim(context.Background(), "alice", "webhook", "ev-3"); err != nil {
+		t.Errorf("the claim of a task still stored: %v", err)
 	}
 }
