@@ -317,8 +317,9 @@ func namesTask(c store.Claim) bool {
 	return c.State == store.ClaimDone && c.OutcomeKind != "message"
 }
 
-// errPrunedTask: a claim names a task that retention has pruned (a claim can outlive its task
-// while its conversation stays active).
+// errPrunedTask: a claim names a task that retention has pruned (retention deletes a task's
+// claims with it, but an older build, or one sharing a Postgres store during an upgrade, may have
+// left one behind).
 var errPrunedTask = errors.New("the claim's task was pruned")
 
 func (p *Plane) acceptDuplicate(ctx context.Context, tx store.Tx, ev *Event, dg string, claim store.Claim, now time.Time, acc *Acceptance, conflict *bool) error {
