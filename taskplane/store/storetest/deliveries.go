@@ -46,6 +46,18 @@ func deliveryCases() []testCase {
 // terminalStates are the task states PruneDeliveries is told are finished.
 var terminalStates = []string{"completed", "failed", "canceled", "rejected"}
 
+// pruneDeliveries runs one PruneDeliveries at t0 and returns how many deliveries it deleted.
+func pruneDeliveries(t *testing.T, s store.Store, terminal []string, limit int) int {
+	t.Helper()
+	var n int
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = tx.PruneDeliveries(ctx, t0, terminal, limit)
+		return err
+	})
+	return n
+}
+
 func newDelivery(principal, id string, state store.DeliveryState, due time.Time) store.Delivery {
 	return store.Delivery{
 		Principal: principal, ID: id, TaskID: "task-" + id, Source: "slack", Operation: "reply",
@@ -635,19 +647,11 @@ func testDeliveryPrune(t *testing.T, s store.Store) {
 			Kind: "send", Outcome: "delivered", CreatedAt: old})
 	})
 	var n int
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 1)
-		return err
-	})
+	n = pruneDeliveries(t, s, terminalStates, 1)
 	if n != 1 {
 		t.Errorf("PruneDeliveries with limit 1 deleted %d", n)
 	}
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 0)
-		return err
-	})
+	n = pruneDeliveries(t, s, terminalStates, 0)
 	if n != 1 {
 		t.Errorf("second PruneDeliveries deleted %d, want the 1 left", n)
 	}
@@ -715,19 +719,11 @@ func testDeliveryPruneKeepsALiveTasks(t *testing.T, s store.Store) {
 	insertDeliveries(t, s, live, orphan, other, done)
 	var n int
 	// Told of no terminal state, every stored task counts as going on.
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, nil, 0)
-		return err
-	})
+	n = pruneDeliveries(t, s, nil, 0)
 	if n != 2 {
 		t.Errorf("PruneDeliveries with no terminal states deleted %d, want the 2 whose task is gone", n)
 	}
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 0)
-		return err
-	})
+	n = pruneDeliveries(t, s, terminalStates, 0)
 	if n != 1 {
 		t.Errorf("PruneDeliveries deleted %d, want the 1 whose task finished", n)
 	}
@@ -743,11 +739,7 @@ func testDeliveryPruneKeepsALiveTasks(t *testing.T, s store.Store) {
 		_, err := tx.Prune(ctx, t0, []string{"input-required"}, 0)
 		return err
 	})
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		n, err = tx.PruneDeliveries(ctx, t0, terminalStates, 0)
-		return err
-	})
+	n = pruneDeliveries(t, s, terminalStates, 0)
 	if n != 1 {
 		t.Errorf("PruneDeliveries after the task went deleted %d, want 1", n)
 	}
