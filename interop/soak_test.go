@@ -216,6 +216,9 @@ type soakNode struct {
 	addr   string // host:port the process listens on; 127.0.0.1:0 until the first start bound one
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
+	// serving is whether cmd has reported its address: chaos stops only such a process, since
+	// one stopped while it starts exits before serving, which start reports as a failure.
+	serving bool
 }
 
 // start starts the process on a free port and waits for its "channels serving" line, which
@@ -237,7 +240,7 @@ func (n *soakNode) start(ctx context.Context) error {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	n.cmd, n.exited = cmd, exited
+	n.cmd, n.exited, n.serving = cmd, exited, false
 	n.mu.Unlock()
 
 	deadline := time.NewTimer(30 * time.Second)
@@ -246,7 +249,7 @@ func (n *soakNode) start(ctx context.Context) error {
 		if line := logLineIn(n.log.String()[from:], "channels serving"); line != nil {
 			addr, _ := line["listen"].(string)
 			n.mu.Lock()
-			n.addr = addr
+			n.addr, n.serving = addr, true
 			n.mu.Unlock()
 			return nil
 		}
@@ -282,6 +285,14 @@ func (n *soakNode) running() bool {
 	default:
 		return true
 	}
+}
+
+// up reports whether n's current process has started serving and has not exited.
+func (n *soakNode) up() bool {
+	n.mu.Lock()
+	serving := n.serving
+	n.mu.Unlock()
+	return serving && n.running()
 }
 
 // signal sends sig to n's process and returns the channel closed when it exits; false if it is
@@ -800,11 +811,12 @@ func (s *soak) readSSE(ctx context.Context, what, method, path string, body []by
 	}
 }
 
-// chaos stops a random running process every 4–10 s (every load/8 to load/4 in a load shorter
-// than 80 s, so a short run has a few stops; one that finds the only process still restarting is
-// skipped) until ctx ends, and starts it again (within run, the whole run's context) 1–3 s after
-// it exited, on a free port. The stops go round SIGKILL, two SIGTERMs 300 ms apart, SIGTERM,
-// SIGKILL, so that three stops have each kind. Of several processes one is always left running.
+// chaos stops a random serving process every 4–10 s (every load/8 to load/4 in a load shorter
+// than 80 s, so a short run has a few stops; a round that finds no process serving, or only one
+// of several, is skipped) until ctx ends, and starts it again (within run, the whole run's
+// context) 1–3 s after it exited, on a free port. The stops go round SIGKILL, two SIGTERMs 300 ms
+// apart, SIGTERM, SIGKILL, so that three stops have each kind. Of several processes one is always
+// left running.
 func (s *soak) chaos(ctx, run context.Context, load time.Duration) {
 	var restarts sync.WaitGroup
 	defer restarts.Wait()
@@ -816,7 +828,7 @@ func (s *soak) chaos(ctx, run context.Context, load time.Duration) {
 		}
 		var up []*soakNode
 		for _, n := range s.nodes {
-			if n.running() {
+			if n.up() {
 				up = append(up, n)
 			}
 		}
