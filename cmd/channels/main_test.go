@@ -134,6 +134,46 @@ func TestServeWithNoConfigUsesSQLiteAndEchoAndShutsDownCleanly(t *testing.T) {
 	}
 }
 
+// TestServeStoppedWhileItsStoreOpensExitsCleanly: a stop signal while the store has not answered
+// yet (a Postgres that accepted the connection and says nothing) ends serve at once with exit 0
+// and a log line saying it stopped before serving, not with a connect error.
+func TestServeStoppedWhileItsStoreOpensExitsCleanly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if conn, err := ln.Accept(); err == nil {
+			accepted <- conn
+		}
+	}()
+	c := newCLI(t, map[string]string{"CHANNELS_STORE": "postgres://u@" + ln.Addr().String() + "/db?sslmode=disable"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- c.run(ctx, "serve", "--listen", "127.0.0.1:0") }()
+	select {
+	case conn := <-accepted:
+		defer conn.Close()
+	case ec := <-code:
+		t.Fatalf("serve exited with %d before connecting to its store; stderr:\n%s", ec, c.stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve did not connect to its store; stderr:\n%s", c.stderr.String())
+	}
+	cancel()
+	select {
+	case ec := <-code:
+		if ec != 0 {
+			t.Fatalf("serve stopped while opening its store exited %d; stderr:\n%s", ec, c.stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve did not stop; stderr:\n%s", c.stderr.String())
+	}
+	c.logLine(t, "stopped before serving")
+}
+
 // TestServeSetsSlogsDefaultToItsLogger: the parts that log through slog's package default (the
 // sources' host, the Slack source, the Postgres store) follow log_level and the JSON format while
 // serve runs: with log_level error, a warning through the default is dropped and an error is a
@@ -317,10 +357,14 @@ func TestConcurrentMigrationsReportWhatEachApplied(t *testing.T) {
 	url := storetest.PostgresURL(t)
 	const n = 3
 	reports := make([]migrateReport, n)
+	// newCLI calls t.Setenv, which must not run on several goroutines at once.
+	clis := make([]*cli, n)
+	for i := range clis {
+		clis[i] = newCLI(t, nil)
+	}
 	var wg sync.WaitGroup
-	for i := range n {
+	for i, c := range clis {
 		wg.Go(func() {
-			c := newCLI(t, nil)
 			if code := c.run(context.Background(), "migrate", "--store", url, "--json"); code != 0 {
 				t.Errorf("migrate %d: exit %d: %s", i, code, c.stderr.String())
 				return

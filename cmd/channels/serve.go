@@ -38,10 +38,23 @@ func openStoreURL(ctx context.Context, rawURL string) (store.Store, error) {
 	if rawURL == "" {
 		return nil, config.ErrNoStore
 	}
-	ctx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
+	openCtx, cancel := context.WithTimeout(ctx, storeOpenTimeout)
 	defer cancel()
-	return store.Open(ctx, rawURL)
+	st, err := store.Open(openCtx, rawURL)
+	switch {
+	case err == nil:
+		return st, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("%w: %w", errStoppedOpening, err)
+	case errors.Is(openCtx.Err(), context.DeadlineExceeded):
+		return nil, fmt.Errorf("the store did not open within %s: %w", storeOpenTimeout, err)
+	}
+	return nil, err
 }
+
+// errStoppedOpening is openStoreURL's error when its context ended (a stop signal) before the
+// store opened.
+var errStoppedOpening = errors.New("stopped while opening the store")
 
 func (a *app) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -194,6 +207,12 @@ func (a *app) serve(ctx context.Context) error {
 	}
 
 	st, err := openStoreURL(ctx, cfg.Store)
+	if errors.Is(err, errStoppedOpening) {
+		// Asked to stop before serving (a SIGTERM while a Postgres is slow to answer): a clean
+		// stop, not a failure.
+		log.Info("stopped before serving", "err", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
