@@ -274,9 +274,14 @@ func (s *Service) WireError(ctx context.Context, op string, err error) *a2awire.
 	return we
 }
 
-// withBase returns ctx canceled also when the service closes.
+// withBase returns ctx canceled also when the service closes; already canceled when it has
+// (AfterFunc alone would cancel it a moment later, from a goroutine of its own).
 func (s *Service) withBase(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
+	if s.base.Err() != nil {
+		cancel()
+		return ctx, cancel
+	}
 	stop := context.AfterFunc(s.base, cancel)
 	return ctx, func() { stop(); cancel() }
 }

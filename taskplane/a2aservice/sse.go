@@ -43,10 +43,12 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	// Each write gets its own deadline instead of a server-wide WriteTimeout, which would cut a
 	// long-lived stream: a client that stops reading fills the socket buffers, and without a
 	// deadline the write would block, holding the stream's slot, until the connection closes.
-	// When ctx ends (the service closes, the client goes away), a write blocked then is cut: at
-	// once, or, while the headers and the first event are being written (a request accepted as
-	// the service closes still tells its client what it made), within endWriteTimeout. After
-	// that nothing more is written. mu keeps the watcher's deadline and a write's from crossing.
+	// When ctx ends (the service closes, the client goes away), a write in progress then has
+	// endWriteTimeout to finish: one to a client that reads does, and the stream still ends
+	// cleanly; one blocked by a client that stopped reading is cut. After that nothing more is
+	// written but the headers and the first event, if they are not yet (a request accepted as the
+	// service closes still tells its client what it made), each within endWriteTimeout. mu keeps
+	// the watcher's deadline and a write's from crossing.
 	var (
 		mu      sync.Mutex
 		opening = true // the headers and the first event are not all written yet
@@ -54,6 +56,9 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	)
 	send := func(b []byte, header bool) bool {
 		mu.Lock()
+		// ctx may have ended before the watcher ran: a write started then would be cut mid-frame
+		// when it does, and a client that reads would see the stream fail after its last event.
+		cut = cut || ctx.Err() != nil
 		d := s.cfg.StreamWriteTimeout
 		switch {
 		case cut && !opening:
@@ -86,11 +91,7 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 		case <-ctx.Done():
 			mu.Lock()
 			cut = true
-			if opening {
-				_ = rc.SetWriteDeadline(time.Now().Add(endWriteTimeout))
-			} else {
-				_ = rc.SetWriteDeadline(time.Now())
-			}
+			_ = rc.SetWriteDeadline(time.Now().Add(endWriteTimeout))
 			mu.Unlock()
 		case <-unwatch:
 		}
@@ -98,8 +99,8 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	defer func() {
 		close(unwatch)
 		<-unwatched
-		// The watcher's deadline of now was for a write in progress; the end of the body, which
-		// net/http writes once the handler returns, must still reach a client that reads (a
+		// The end of the body, which net/http writes once the handler returns, must reach a
+		// client that reads within endWriteTimeout, whatever deadline the last write had (a
 		// write cut before leaves the connection failed, so this gives a stalled one nothing).
 		_ = rc.SetWriteDeadline(time.Now().Add(endWriteTimeout))
 	}()
