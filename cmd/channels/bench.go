@@ -321,7 +321,7 @@ func (a *app) benchStore() (rawURL string, cleanup func(), err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("bench: temporary store directory: %w", err)
 	}
-	return "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db")), func() { os.RemoveAll(dir) }, nil
+	return store.SQLiteURL(filepath.Join(dir, "bench.db")), func() { os.RemoveAll(dir) }, nil
 }
 
 // latencyMs sorts lat and returns its 50th and 99th percentiles in milliseconds.

@@ -29,6 +29,7 @@ import (
 	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/executor/echo"
+	"github.com/channels-dev/channels/taskplane/store"
 )
 
 // a2aLoad is the figures of one load run against one server.
@@ -196,7 +197,7 @@ func startBenchChannels(ctx context.Context, cfg config.Config) (*benchServer, e
 			cleanup[i]()
 		}
 	}
-	storeURL := "sqlite://" + filepath.ToSlash(filepath.Join(dir, "bench.db"))
+	storeURL := store.SQLiteURL(filepath.Join(dir, "bench.db"))
 	st, err := openStoreURL(ctx, storeURL)
 	if err != nil {
 		undo()

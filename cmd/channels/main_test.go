@@ -390,6 +390,20 @@ func TestConcurrentMigrationsReportWhatEachApplied(t *testing.T) {
 	}
 }
 
+// TestTheDefaultStoreIsUnderADataHomeWithAnyName: a data home whose name has '#', '%' or a space
+// (characters a URL gives meaning to) still holds the default store, at the path it names.
+func TestTheDefaultStoreIsUnderADataHomeWithAnyName(t *testing.T) {
+	c := newCLI(t, nil)
+	home := filepath.Join(t.TempDir(), "my data #1 at 50%")
+	t.Setenv("XDG_DATA_HOME", home)
+	if code := c.run(context.Background(), "migrate", "--json"); code != 0 {
+		t.Fatalf("migrate the default store under %q: exit %d: %s", home, code, c.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(home, "channels", "channels.db")); err != nil {
+		t.Fatalf("the default store is not under the data home: %v; stdout %s", err, c.stdout.String())
+	}
+}
+
 func TestMigrateReportsJSON(t *testing.T) {
 	c := newCLI(t, nil)
 	url := "sqlite://" + filepath.Join(t.TempDir(), "m.db")

@@ -31,6 +31,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/channels-dev/channels/taskplane/store"
+
 	"github.com/channels-dev/channels/internal/mediarange"
 	"github.com/channels-dev/channels/internal/redact"
 	"github.com/spf13/pflag"
@@ -208,7 +210,7 @@ func DefaultStoreURL() string {
 	if d == "" {
 		return ""
 	}
-	return "sqlite://" + filepath.ToSlash(filepath.Join(d, "channels", "channels.db"))
+	return store.SQLiteURL(filepath.Join(d, "channels", "channels.db"))
 }
 
 // ErrNoStore is the error of a command that needs the store when none is configured and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"sync"
 
@@ -70,6 +71,13 @@ func Schemes() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// SQLiteURL is the store URL of the SQLite database file at path, escaped so that any path names
+// that file: "sqlite:///var/lib/channels/channels.db"; a path with '#', '%' or a space (say, a
+// home directory's) is percent-encoded, where "sqlite://"+path would name another file or no URL.
+func SQLiteURL(path string) string {
+	return (&url.URL{Scheme: "sqlite", Path: filepath.ToSlash(path)}).String()
 }
 
 // Open opens the store named by rawURL ("sqlite:///path/to/channels.db", "postgres://…"), runs its

@@ -31,7 +31,7 @@ func OpenSQLite(t *testing.T) store.Store {
 	path := filepath.Join(t.TempDir(), "channels.db")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := store.Open(ctx, "sqlite://"+path)
+	s, err := store.Open(ctx, store.SQLiteURL(path))
 	if err != nil {
 		t.Fatalf("open sqlite store: %v", err)
 	}
