@@ -707,9 +707,19 @@ func TestWebhookRateLimitWithoutRetryAfterBacksOffInsteadOfFailingInAMinute(t *t
 // answer: the delivery is ambiguous (an operator looks), not failed ("not delivered").
 func TestWebhookRepeatRefusedAfterAnUnknownOutcomeIsAmbiguous(t *testing.T) {
 	var calls atomic.Int32
+	// The first POST is answered only once the engine gave up on it (its connection closed), so
+	// its outcome is unknown to the engine however slowly it reaches the handler; the test goes
+	// on once it was answered, not after a fixed sleep (a first POST still in the server's queue
+	// when the repeat came counted as a third POST under load).
+	landed := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
-			time.Sleep(300 * time.Millisecond)
+			defer close(landed)
+			_, _ = io.Copy(io.Discard, r.Body) // then the server notices the client going away
+			select {
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
 			fmt.Fprint(w, `{"id":"1"}`)
 			return
 		}
@@ -719,7 +729,7 @@ func TestWebhookRepeatRefusedAfterAnUnknownOutcomeIsAmbiguous(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	eng := engineTo(t, srv.URL, clock, delivery.WithSendTimeout(100*time.Millisecond))
+	eng := engineTo(t, srv.URL, clock, delivery.WithSendTimeout(time.Second))
 	rec, err := eng.Deliver(context.Background(), answer)
 	if err != nil {
 		t.Fatal(err)
@@ -727,7 +737,11 @@ func TestWebhookRepeatRefusedAfterAnUnknownOutcomeIsAmbiguous(t *testing.T) {
 	if rec.State != delivery.StateSending {
 		t.Fatalf("delivery %s after a send that timed out, want sending (%s)", rec.State, rec.LastError)
 	}
-	time.Sleep(400 * time.Millisecond) // the first POST has landed
+	select { // the first POST has landed
+	case <-landed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first POST never reached the receiver")
+	}
 	rec = processUntilSettled(t, eng, rec, func() { mu.Lock(); now = now.Add(time.Minute); mu.Unlock() }, 3)
 	if rec.State != delivery.StateAmbiguous || calls.Load() != 2 {
 		t.Fatalf("delivery %s after %d POSTs, the first of which the receiver took (last error %q); want ambiguous after 2",
