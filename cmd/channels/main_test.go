@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -513,15 +514,11 @@ const mainArgsEnv = "CHANNELS_TEST_MAIN_ARGS"
 // The first SIGTERM starts a graceful shutdown that waits for requests in flight; a second one
 // ends the process at once.
 func TestASecondSignalEndsTheShutdownAtOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// Port 0, the address read from the "channels serving" line: a port picked by listening and
+	// closing could be taken by another process before serve bound it.
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir(),
-		mainArgsEnv+"=serve\n--listen\n"+addr+"\n--shutdown-timeout\n60s")
+		mainArgsEnv+"=serve\n--listen\n127.0.0.1:0\n--shutdown-timeout\n60s")
 	var stderr safebuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -530,25 +527,37 @@ func TestASecondSignalEndsTheShutdownAtOnce(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			break
+	addr := ""
+	for deadline := time.Now().Add(30 * time.Second); addr == ""; time.Sleep(20 * time.Millisecond) {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "channels serving" {
+				addr, _ = m["listen"].(string)
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve never answered; stderr:\n%s", stderr.String())
+		if addr == "" && time.Now().After(deadline) {
+			t.Fatalf("serve never reported its address; stderr:\n%s", stderr.String())
 		}
 	}
-	// A request whose body never finishes holds the graceful shutdown.
+	// A request whose body never finishes holds the graceful shutdown. It asks for a 100
+	// Continue, which the server sends when the handler starts reading the body: the request is
+	// in flight from then on (a fixed sleep could end before the server had even accepted it).
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /message:send HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+	if _, err := io.WriteString(conn, "POST /message:send HTTP/1.1\r\nHost: "+addr+"\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	status, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 100 ") {
+		t.Fatalf("no 100 Continue for the request (%q, %v); stderr:\n%s", status, err, stderr.String())
+	}
+	if _, err := io.WriteString(conn, "{"); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
