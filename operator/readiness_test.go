@@ -63,7 +63,9 @@ func (f *fullDisk) Update(ctx context.Context, fn func(ctx context.Context, tx s
 // cleared the store: then once no write has failed for the settle time.
 func TestReadinessFailsWhileStoreWritesFail(t *testing.T) {
 	operator.ProbeAlways(t)
-	const settle = time.Second // longer than a loaded machine stalls between two checks
+	// Longer than a loaded machine stalls between a failed write and the next check (a probe of
+	// Postgres with fsync=on between them under CI load; 1 s was too close).
+	const settle = 3 * time.Second
 	operator.SettleAfter(t, settle)
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
 		ctx := context.Background()
