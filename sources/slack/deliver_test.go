@@ -603,12 +603,13 @@ func TestSlackTimedOutPostIsNotPostedTwice(t *testing.T) {
 	var calls atomic.Int32
 	h.w.beforePost = func(w http.ResponseWriter, f url.Values) bool {
 		if calls.Add(1) == 1 {
-			time.Sleep(400 * time.Millisecond) // it stores the message after the client gave up
+			time.Sleep(1500 * time.Millisecond) // it stores the message after the client gave up
 		}
 		return false
 	}
 	c := newTestClock()
-	eng := h.engine(h.route(), c, delivery.WithSendTimeout(100*time.Millisecond))
+	// A send timeout the call surely reaches Slack within, also on a loaded machine.
+	eng := h.engine(h.route(), c, delivery.WithSendTimeout(time.Second))
 	rec, err := eng.Deliver(context.Background(), delivery.RequestFor(acc.Task, delivery.OpReply, agent("a1", "hello")))
 	if err != nil {
 		t.Fatal(err)
@@ -619,7 +620,13 @@ func TestSlackTimedOutPostIsNotPostedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantState(t, rec, delivery.StateSending)
-	time.Sleep(600 * time.Millisecond) // the first call lands
+	// The first call lands (waited for, not assumed after a fixed sleep: a call that reached
+	// the fake Slack late had not landed yet, and the lookup posted the answer again).
+	for deadline := time.Now().Add(20 * time.Second); h.w.postCount() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first chat.postMessage never landed")
+		}
+	}
 	c.Advance(delivery.DefaultPolicy.LookupGrace)
 	if rec, err = eng.Process(context.Background(), rec.Principal, rec.ID); err != nil {
 		t.Fatal(err)
