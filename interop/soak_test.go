@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -255,7 +256,7 @@ func (n *soakNode) start(ctx context.Context) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%s exited before serving: %s", n.name, n.log.String()[from:])
+			return fmt.Errorf("%s %w: %s", n.name, errExitedBeforeServing, n.log.String()[from:])
 		case <-deadline.C:
 			return fmt.Errorf("%s did not report its address in 30 s", n.name)
 		case <-ctx.Done():
@@ -264,6 +265,9 @@ func (n *soakNode) start(ctx context.Context) error {
 		}
 	}
 }
+
+// errExitedBeforeServing is start's error when the process exited before it served.
+var errExitedBeforeServing = errors.New("exited before serving")
 
 // url is the base URL requests to n go to.
 func (n *soakNode) url() string {
@@ -352,6 +356,7 @@ type soak struct {
 	requests, transportErrors, retries   atomic.Int64
 	kills, terms, doubleTerms, restarts  atomic.Int64
 	cuts, backendsCut, unacknowledged    atomic.Int64
+	cutsBegun                            atomic.Int64 // cuts started; more than cuts while one runs
 	streamsMatched, unavailable, newSent atomic.Int64
 
 	mu         sync.Mutex
@@ -861,10 +866,20 @@ func (s *soak) chaos(ctx, run context.Context, load time.Duration) {
 		restarts.Go(func() {
 			<-exited
 			time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond)
-			// run, not ctx: a process stopped near the end is still started.
-			if err := n.start(run); err != nil {
-				s.violation("restart: %v", err)
-				return
+			// run, not ctx: a process stopped near the end is still started. One whose store
+			// connections were cut while it opened the store exits, as it would in a database
+			// restart (its supervisor starts it again); so does the soak, twice at most.
+			for attempt := 1; ; attempt++ {
+				begun, cuts := s.cutsBegun.Load(), s.cuts.Load()
+				err := n.start(run)
+				if err == nil {
+					break
+				}
+				cutMeanwhile := begun > cuts || s.cutsBegun.Load() > begun
+				if !errors.Is(err, errExitedBeforeServing) || !cutMeanwhile || attempt == 3 {
+					s.violation("restart: %v", err)
+					return
+				}
 			}
 			s.restarts.Add(1)
 		})
@@ -878,6 +893,7 @@ func (s *soak) cutConnections(ctx context.Context, cut func(context.Context) (in
 		if ctx.Err() != nil {
 			return
 		}
+		s.cutsBegun.Add(1)
 		n, err := cut(ctx)
 		if err != nil {
 			s.violation("cut the store's connections: %v", err)
