@@ -349,25 +349,32 @@ func TestATurnThatCannotRenewItsLeaseStopsBeforeItRunsOut(t *testing.T) {
 
 // A renewal that fails once (the store away for a moment, less than a third of the lease) is
 // tried again soon: the turn goes on and completes, instead of being stopped and offered again.
+//
+// The lease is 3 s, not a fraction of a second: the watchdog stops a turn two thirds of a lease
+// after its last renewal, and with a 600 ms lease a loaded machine (CI under -race) sometimes took
+// the 200 ms between the retried renewal and the watchdog, stopping the turn (1 run in 30).
 func TestABriefStoreBlipDoesNotStopTheTurn(t *testing.T) {
+	const lease = 3 * time.Second
 	lost := &lostStore{Store: storetest.OpenSQLite(t)}
 	p := taskplane.New(lost)
 	var stopped atomic.Bool
 	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
-		// The store is away from 150 to 250 ms into the turn: the renewal at 200 ms fails.
-		time.Sleep(150 * time.Millisecond)
+		// The store is away from a quarter of the lease to 150 ms past its third: the renewal at a
+		// third fails, and is tried again (every twelfth of the lease) long before the watchdog,
+		// at two thirds. Without that retry the next renewal would come as the watchdog fires.
+		time.Sleep(lease / 4)
 		lost.down.Store(true)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(lease/3 - lease/4 + 150*time.Millisecond)
 		lost.down.Store(false)
 		select {
 		case <-ctx.Done():
 			stopped.Store(true)
 			return ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(lease / 2): // past the watchdog of a turn whose renewal was not retried
 		}
 		return turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted})
 	})
-	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: 600 * time.Millisecond}
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: 10 * time.Millisecond, Lease: lease}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
@@ -380,7 +387,7 @@ func TestABriefStoreBlipDoesNotStopTheTurn(t *testing.T) {
 		return stopped.Load() || taskState(t, p, acc.Task.ID).Status.State == taskplane.StateCompleted
 	})
 	if stopped.Load() {
-		t.Fatal("one failed renewal (the store away 100 ms of a 600 ms lease) stopped the turn")
+		t.Fatal("one failed renewal (the store away 400 ms of a 3 s lease) stopped the turn")
 	}
 }
 
