@@ -141,6 +141,11 @@ func (s *lostEnd) Update(ctx context.Context, fn func(ctx context.Context, tx st
 // same offer). If that end commits and its answer is lost, it is not tried again: the retry
 // would find the task's next turn, claimed by a claimer of the same dispatcher at the same offer,
 // and end it, so that two turns of one task ran at once.
+//
+// The lease is 3 s: the watchdog stops the first turn at two thirds of it, and the claimers may
+// take the wake once the lease has run out; with 600 ms, a loaded machine (CI under -race)
+// sometimes let the lease run out before the stopped executor had returned, and the next turn
+// started beside it (1 run in 30), the very overlap the test looks for.
 func TestAnInterruptedTurnsLostEndIsNotTriedAgainOverTheNextTurn(t *testing.T) {
 	st := &lostEnd{Store: storetest.OpenSQLite(t)}
 	p := taskplane.New(st, taskplane.WithLogger(slog.New(&logcapture.Lines{})))
@@ -157,12 +162,17 @@ func TestAnInterruptedTurnsLostEndIsNotTriedAgainOverTheNextTurn(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 10 * time.Millisecond, Lease: 600 * time.Millisecond}
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 2, Poll: 10 * time.Millisecond, Lease: 3 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
 	mustAccept(t, p, a2aEvent("m1", "hello"))
-	time.Sleep(1500 * time.Millisecond)
+	// The first turn stops at two thirds of the lease (2 s) and is offered again; a retry of its
+	// end (100 ms after it) would then end the second turn and start a third beside it.
+	for deadline := time.Now().Add(20 * time.Second); runs.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
 	cancel()
 	<-done
 	if runs.Load() < 2 {
