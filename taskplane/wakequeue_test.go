@@ -428,6 +428,11 @@ func TestReleasingAHeldResultWakeAnnouncesTheContinuationItHeldBack(t *testing.T
 // The same, through a Dispatcher: when its turn's lease runs out (a stall) and one of its own
 // claimers takes the next offer, the expired turn is stopped at its next heartbeat, and that
 // stops it alone: the current turn runs on.
+//
+// The lease runs out on the fake clock, but a turn's watchdog (two thirds of a lease after its
+// last renewal) runs on the real one: the lease is 3 s, so that a loaded machine (CI, -race)
+// does not take the watchdog's margin over the heartbeat (with 600 ms it did, 5 runs in 25
+// under load, stopping the current turn).
 func TestADispatcherStopsItsExpiredTurnAndOnlyThatOne(t *testing.T) {
 	c := newFakeClock()
 	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
@@ -436,7 +441,7 @@ func TestADispatcherStopsItsExpiredTurnAndOnlyThatOne(t *testing.T) {
 			stopped chan struct{}
 		}
 		calls := make(chan call, 4)
-		d := &taskplane.Dispatcher{Plane: p, Concurrency: 2, Poll: 10 * time.Millisecond, Lease: 600 * time.Millisecond,
+		d := &taskplane.Dispatcher{Plane: p, Concurrency: 2, Poll: 10 * time.Millisecond, Lease: 3 * time.Second,
 			RetryBackoff: time.Millisecond, Executor: taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
 				cl := call{offer: turn.Grant().Offer, stopped: make(chan struct{})}
 				calls <- cl
@@ -490,7 +495,7 @@ func TestADispatcherStopsItsExpiredTurnAndOnlyThatOne(t *testing.T) {
 		select {
 		case <-second.stopped:
 			t.Fatal("stopping the expired turn stopped the current one")
-		case <-time.After(time.Second): // several heartbeats of the current turn
+		case <-time.After(3500 * time.Millisecond): // several heartbeats of the current turn
 		}
 	}, taskplane.WithClock(c.Now))
 }
