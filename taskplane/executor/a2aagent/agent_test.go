@@ -8,7 +8,6 @@ import (
 	"io"
 	"iter"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -367,14 +366,13 @@ func testCancel(t *testing.T, ch *channels, ag *agent, srv *httptest.Server) {
 	ch.await(t, task.ID, "our task to stay canceled", inState(taskplane.StateCanceled))
 }
 
+// refusedAddr is an address where nothing listens: a connection is refused. A port taken from a
+// listener and closed again could be another test's by the time it is dialed (tests of other
+// packages run beside these); port 1 is privileged, and no test listens on it.
+const refusedAddr = "127.0.0.1:1"
+
 func TestA2AExecutorTransportFailureIsRetriedThenFails(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: connection refused
-	ch := startChannels(t, storetest.OpenSQLite(t), "http://"+addr)
+	ch := startChannels(t, storetest.OpenSQLite(t), "http://"+refusedAddr)
 	task := ch.send(t, "m-1", "hello", "")
 	task = ch.await(t, task.ID, "failure", inState(taskplane.StateFailed))
 	if r := task.Status.Message.Metadata[taskplane.MetaReason]; r != taskplane.ReasonTransport {
@@ -386,14 +384,8 @@ func TestA2AExecutorTransportFailureIsRetriedThenFails(t *testing.T) {
 // its origin only, in the task the end user reads, in the operator's evidence, in the log and in
 // the link kept in metadata.
 func TestAgentURLSecretsReachNoTaskEvidenceOrLog(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: connection refused, a transport failure
-	var logs safebuf.Buffer
-	exec, err := a2aagent.New(a2aagent.Config{AgentURL: "http://" + addr + "/agents/s3cr3t-path?api_key=s3cr3t-key",
+	var logs safebuf.Buffer // nothing listens at refusedAddr: connection refused, a transport failure
+	exec, err := a2aagent.New(a2aagent.Config{AgentURL: "http://" + refusedAddr + "/agents/s3cr3t-path?api_key=s3cr3t-key",
 		AllowPrivate: true, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +411,7 @@ func TestAgentURLSecretsReachNoTaskEvidenceOrLog(t *testing.T) {
 			t.Errorf("the %s hold the agent URL's secret: %s", what, text)
 		}
 	}
-	if !strings.Contains(string(seen), "http://"+addr) {
+	if !strings.Contains(string(seen), "http://"+refusedAddr) {
 		t.Errorf("the failure does not name the agent by its origin: %s", seen)
 	}
 }
