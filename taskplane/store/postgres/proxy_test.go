@@ -6,10 +6,13 @@ import (
 	"testing"
 )
 
-// cutProxy forwards TCP connections to a database. cut refuses new ones and breaks the open ones
-// (the database away), mend accepts again on the same address, and freeze stops forwarding in
-// both directions without closing anything (the host of the process behind it partitioned away,
-// or paused: the server sees a client that simply went quiet).
+// cutProxy forwards TCP connections to a database. cut breaks the open ones and drops new ones
+// as they come (the database away), mend forwards again, and freeze stops forwarding in both
+// directions without closing anything (the host of the process behind it partitioned away, or
+// paused: the server sees a client that simply went quiet).
+//
+// The proxy keeps its port while cut: it closed its listener and listened again on the same
+// address, which another test's socket could have taken meanwhile (the tests run in parallel).
 type cutProxy struct {
 	t      *testing.T
 	addr   string
@@ -17,31 +20,32 @@ type cutProxy struct {
 	frozen chan struct{}
 
 	mu    sync.Mutex
-	ln    net.Listener
+	down  bool
 	conns []net.Conn
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
-	p := &cutProxy{t: t, addr: "127.0.0.1:0", target: target, frozen: make(chan struct{})}
-	p.mend()
-	p.addr = p.ln.Addr().String()
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *cutProxy) mend() {
-	ln, err := net.Listen("tcp", p.addr)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		p.t.Fatalf("proxy listen: %v", err)
+		t.Fatalf("proxy listen: %v", err)
 	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
+	p := &cutProxy{t: t, addr: ln.Addr().String(), target: target, frozen: make(chan struct{})}
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+	})
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				c.Close()
+				continue
 			}
 			d, err := net.Dial("tcp", p.target)
 			if err != nil {
@@ -49,18 +53,33 @@ func (p *cutProxy) mend() {
 				continue
 			}
 			p.mu.Lock()
+			if p.down { // cut while dialing
+				p.mu.Unlock()
+				c.Close()
+				d.Close()
+				continue
+			}
 			p.conns = append(p.conns, c, d)
 			p.mu.Unlock()
 			go p.pipe(d, c)
 			go p.pipe(c, d)
 		}
 	}()
+	return p
 }
 
+// mend forwards new connections again.
+func (p *cutProxy) mend() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// cut breaks every open connection and drops new ones until mend.
 func (p *cutProxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ln.Close()
+	p.down = true
 	for _, c := range p.conns {
 		c.Close()
 	}
