@@ -109,7 +109,7 @@ func TestCanceledWhileQueuedNeverRunsAndCloseFailsTheRest(t *testing.T) {
 	}
 	closed := make(chan struct{})
 	go func() { q.Close(); close(closed) }()
-	time.Sleep(10 * time.Millisecond) // Close has begun; the runner still holds the first group
+	<-q.Closing() // Close has begun (a sleep of 10 ms was not always enough); the runner still holds the first group
 	close(r.gate)
 	<-closed
 	if err := <-holder; err != nil {
