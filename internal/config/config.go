@@ -31,10 +31,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/channels-dev/channels/taskplane/store"
-
 	"github.com/channels-dev/channels/internal/mediarange"
 	"github.com/channels-dev/channels/internal/redact"
+	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 )

@@ -56,8 +56,8 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	)
 	send := func(b []byte, header bool) bool {
 		mu.Lock()
-		// ctx may have ended before the watcher ran: a write started then would be cut mid-frame
-		// when it does, and a client that reads would see the stream fail after its last event.
+		// ctx may have ended before the watcher ran: no event after the opening is written once it
+		// has, whether or not the watcher has seen it yet.
 		cut = cut || ctx.Err() != nil
 		d := s.cfg.StreamWriteTimeout
 		switch {
