@@ -255,9 +255,11 @@ func TestAStreamBlockedOnItsFirstEventEndsOnClose(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the handler is blocked writing the response: nobody reads
 
 	e.srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// 10 s: far above the second Close gives the write, far below StreamWriteTimeout, and room
+	// for a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
-		t.Fatal("a graceful shutdown after Close still waits after 3s: the stream blocked on its first write is not cut by Close (only by StreamWriteTimeout)")
+		t.Fatal("a graceful shutdown after Close still waits after 10s: the stream blocked on its first write is not cut by Close (only by StreamWriteTimeout)")
 	}
 }
