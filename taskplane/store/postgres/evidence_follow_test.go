@@ -12,7 +12,6 @@ import (
 
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/postgres"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -196,11 +195,7 @@ func TestAFollowerIsNotHeldByATransactionThatWroteNoEvidence(t *testing.T) {
 	other := *u
 	other.Path = "/postgres"
 	other.RawQuery = url.Values{"sslmode": {"disable"}}.Encode()
-	oc, err := pgx.Connect(ctx, other.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer oc.Close(ctx)
+	oc := connect(t, &other)
 	otx, err := oc.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -110,11 +110,7 @@ func beforeMigration(t *testing.T, undo string) (*url.URL, *pgx.Conn) {
 	ctx := context.Background()
 	u := newSchema(t)
 	open(t, u).Close()
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
+	conn := connect(t, u)
 	if _, err := conn.Exec(ctx, undo); err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +125,7 @@ func TestARoleWithoutCreateUsesAMigratedStore(t *testing.T) {
 	ctx := context.Background()
 	u := newSchema(t)
 	schema := u.Query().Get("search_path")
-	owner, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { owner.Close(ctx) })
+	owner := connect(t, u)
 	role := "user_" + strings.ReplaceAll(schema, "storetest_", "")
 	id := pgx.Identifier{schema}.Sanitize()
 	if _, err := owner.Exec(ctx, `CREATE ROLE `+role+` LOGIN; GRANT USAGE ON SCHEMA `+id+` TO `+role); err != nil {

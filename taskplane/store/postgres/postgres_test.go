@@ -161,14 +161,10 @@ func TestOpenConcurrentMigratesOnce(t *testing.T) {
 			t.Errorf("open %d: %v", i, err)
 		}
 	}
-	conn, err := pgx.Connect(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, u)
 	var versions, distinct int
 	var schema string
-	err = conn.QueryRow(context.Background(),
+	err := conn.QueryRow(context.Background(),
 		`SELECT count(*), count(DISTINCT version), current_schema() FROM schema_migrations`).Scan(&versions, &distinct, &schema)
 	if err != nil {
 		t.Fatal(err)
@@ -374,13 +370,9 @@ func TestListenReconnects(t *testing.T) {
 	if n := reconnects.Load(); n != 0 {
 		t.Fatalf("Listen said it reconnected %d times before its connection was dropped", n)
 	}
-	conn, err := pgx.Connect(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, u)
 	var killed int
-	err = conn.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+	err := conn.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE application_name = $1 AND query ILIKE 'LISTEN%'`, q.Get("application_name")).Scan(&killed)
 	if err != nil || killed != 1 {
 		t.Fatalf("terminate the listening backend: killed %d, err %v", killed, err)
@@ -468,11 +460,7 @@ func TestAContextReadInATransactionWaitsForItsPrune(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, u)
 	prune, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -648,6 +636,18 @@ func beginAppend(s store.Store, principal, taskID, payload string, seq chan<- in
 	return done
 }
 
+// connect opens a plain connection to u's schema, closed when the test ends: the SQL of another
+// build, an administrator or a second session, beside the store.
+func connect(t *testing.T, u *url.URL) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
 // waitLockWait waits until one of the test's backends waits on a lock while inserting a task
 // event: a second writer of a sequence, waiting for the first one's event row.
 func waitLockWait(t *testing.T, u *url.URL) { waitLockWaitOn(t, u, "INSERT INTO task_events%") }
@@ -656,11 +656,7 @@ func waitLockWait(t *testing.T, u *url.URL) { waitLockWaitOn(t, u, "INSERT INTO 
 // query (a LIKE pattern).
 func waitLockWaitOn(t *testing.T, u *url.URL, query string) {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, u)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		var waiting int
@@ -1285,11 +1281,7 @@ func TestNestedUpdateIsRefused(t *testing.T) {
 func undoWakeCounts(t *testing.T, u *url.URL) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
+	conn := connect(t, u)
 	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_track() CASCADE; DROP TABLE wake_counts;
 		DELETE FROM schema_migrations WHERE version = 5`); err != nil {
 		t.Fatal(err)
@@ -1342,11 +1334,7 @@ func TestWakeCountsAreSeededByTheMigrationAndKeptPerSchema(t *testing.T) {
 
 	// A session of another store's schema deletes a wake of this one.
 	o := open(t, other)
-	oconn, err := pgx.Connect(ctx, other.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer oconn.Close(ctx)
+	oconn := connect(t, other)
 	if _, err := oconn.Exec(ctx, `DELETE FROM `+pgx.Identifier{schema, "wakes"}.Sanitize()+` WHERE id IN ('w1', 'w3')`); err != nil {
 		t.Fatal(err)
 	}
@@ -1433,11 +1421,7 @@ func TestHostsWithSkewedClocksShareTheDatabaseClock(t *testing.T) {
 		t.Errorf("ClockOffset of the host 45 s behind = %v, want about 45s", off)
 	}
 	var db time.Time
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, u)
 	a := behind.Now()
 	if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
 		t.Fatal(err)
@@ -1498,15 +1482,7 @@ func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
 	ctx := context.Background()
 	u := newSchema(t)
 	s := open(t, u)
-	connect := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, u.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(ctx) })
-		return c
-	}
-	a, b := connect(), connect()
+	a, b := connect(t, u), connect(t, u)
 	for i, st := range []string{"pending", "active", "pending", "active"} {
 		if _, err := a.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
 			VALUES ('alice', $1, $1, 1, $2, now(), now())`, fmt.Sprint("w", i), st); err != nil {
@@ -1596,11 +1572,7 @@ func TestFilteredEvidenceFollowerIsNotHeldBehindManyOtherRecords(t *testing.T) {
 	if err != nil || len(first) != 1 {
 		t.Fatalf("seed: %v %v", err, first)
 	}
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, u)
 	if _, err := conn.Exec(ctx, `INSERT INTO evidence (principal, source, kind, task_id, created_at)
 		SELECT 'alice', '', 'noise', '', now() FROM generate_series(1, 10050)`); err != nil {
 		t.Fatal(err)

@@ -91,11 +91,7 @@ func gatedPruner(t *testing.T, u *url.URL, table, id, query string) (pruner *pos
 	ctx := context.Background()
 	schema := u.Query().Get("search_path")
 	role := "r" + schema
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) })
+	conn := connect(t, u)
 	for _, q := range []string{
 		`CREATE ROLE ` + role + ` LOGIN`,
 		`GRANT USAGE, CREATE ON SCHEMA ` + schema + ` TO ` + role,
@@ -264,11 +260,7 @@ func TestATaskPutInAContextWhileAPruneScansItKeepsTheContext(t *testing.T) {
 func TestASchemaNewerThanTheBinaryIsRefused(t *testing.T) {
 	u := newSchema(t)
 	open(t, u).Close()
-	conn, err := pgx.Connect(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := connect(t, u)
 	if _, err := conn.Exec(context.Background(), `INSERT INTO schema_migrations (version, name) VALUES (99, 'future')`); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
-	"github.com/jackc/pgx/v5"
 )
 
 // During a rolling upgrade (docs/operations.md: "the old binary keeps working on the new schema
@@ -41,11 +40,7 @@ func TestAnOlderBuildsReRegistrationOfAFinishedConfigIsLiveAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The older build's PutPushConfig, verbatim.
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, u)
 	if _, err := conn.Exec(ctx, `INSERT INTO push_configs (principal, task_id, id, url, token, auth_scheme, auth_credentials, registration, cursor_seq,
 	snapshot, last_delivery, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/channels-dev/channels/taskplane/store/postgres"
 )
 
@@ -23,11 +21,7 @@ func TestASuspendIsCountedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, u)
 	ahead := func() time.Duration {
 		t.Helper()
 		var db time.Time

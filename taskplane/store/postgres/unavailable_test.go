@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/channels-dev/channels/taskplane/store"
@@ -23,11 +22,7 @@ func TestTheErrorsOfARestartAreUnavailable(t *testing.T) {
 	if _, err := s.GetTask(ctx, "alice", "nope"); !errors.Is(err, store.ErrNotFound) || store.Unavailable(err) {
 		t.Fatalf("a task not found: %v, Unavailable %v", err, store.Unavailable(err))
 	}
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, u)
 	// Every connection of the store's pool is cut, as a restart cuts them.
 	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 		WHERE application_name = $1 AND pid <> pg_backend_pid()`, u.Query().Get("application_name")); err != nil {

@@ -646,8 +646,7 @@ func testDeliveryPrune(t *testing.T, s store.Store) {
 		return tx.InsertDeliveryAttempt(ctx, store.DeliveryAttempt{Principal: "alice", DeliveryID: "old-delivered",
 			Kind: "send", Outcome: "delivered", CreatedAt: old})
 	})
-	var n int
-	n = pruneDeliveries(t, s, terminalStates, 1)
+	n := pruneDeliveries(t, s, terminalStates, 1)
 	if n != 1 {
 		t.Errorf("PruneDeliveries with limit 1 deleted %d", n)
 	}
@@ -717,9 +716,8 @@ func testDeliveryPruneKeepsALiveTasks(t *testing.T, s store.Store) {
 	done := newDelivery("alice", "d-done", store.DeliveryDelivered, old) // its task finished
 	done.TaskID = "t-done"
 	insertDeliveries(t, s, live, orphan, other, done)
-	var n int
 	// Told of no terminal state, every stored task counts as going on.
-	n = pruneDeliveries(t, s, nil, 0)
+	n := pruneDeliveries(t, s, nil, 0)
 	if n != 2 {
 		t.Errorf("PruneDeliveries with no terminal states deleted %d, want the 2 whose task is gone", n)
 	}
