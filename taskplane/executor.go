@@ -847,14 +847,19 @@ func (d *Dispatcher) heartbeat(ctx context.Context, turn *Turn, lt *liveTurn) (s
 		t := time.NewTicker(d.lease() / 3)
 		defer t.Stop()
 		// The watchdog stops the turn two thirds of a lease after the last renewal that succeeded
-		// was sent (at first, about when the turn was granted), whether or not a renewal is still
+		// was sent (at first, after the grant's transaction wrote the lease: a commit or a start
+		// that took long leaves the turn less of it), whether or not a renewal is still
 		// in flight (a store out of reach may hold one for long): past it too little of the lease
 		// is left to be sure of renewing before another process may take the task. A renewal that
 		// fails is tried again every twelfth of a lease meanwhile, so a short blip of the store
 		// does not stop the turn. The watchdog measures durations on this process's monotonic
 		// clock, so the store's clock, on which the lease is written, may differ from this host's.
 		deadline := d.lease() * 2 / 3
-		watchdog := time.AfterFunc(deadline, func() {
+		first := deadline
+		if !g.granted.IsZero() {
+			first -= time.Since(g.granted)
+		}
+		watchdog := time.AfterFunc(first, func() {
 			d.Plane.log.Warn("turn could not renew its lease in time; stopping it", "task", g.TaskID, "wake", g.WakeID)
 			lt.leaseLost.Store(true)
 			lt.cancel()

@@ -352,6 +352,61 @@ func TestATurnThatCannotRenewItsLeaseStopsBeforeItRunsOut(t *testing.T) {
 	}
 }
 
+// slowGrantStore stalls the Update after stall is set, once (as a commit held up by the disk or a
+// process paused), and fails every Update after that one (the database lost).
+type slowGrantStore struct {
+	store.Store
+	stall atomic.Int64 // nanoseconds; 0: none pending
+	down  atomic.Bool
+}
+
+func (f *slowGrantStore) Update(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	if f.down.Load() {
+		return errors.New("connection lost")
+	}
+	err := f.Store.Update(ctx, fn)
+	if d := f.stall.Swap(0); d != 0 {
+		time.Sleep(time.Duration(d))
+		f.down.Store(true)
+	}
+	return err
+}
+
+// A turn's watchdog counts its lease from the grant's transaction, not from when the turn
+// started: a claim whose commit took half the lease, followed by renewals that fail, stops the
+// turn before the lease written in that transaction runs out (counted from the turn's start, it
+// ran a sixth of the lease past it).
+func TestATurnWhoseGrantTookLongStopsBeforeTheLeaseItWasGivenRunsOut(t *testing.T) {
+	s := &slowGrantStore{Store: storetest.OpenSQLite(t)}
+	p := taskplane.New(s)
+	mustAccept(t, p, nativeEvent("alice", "e1", "conv", "work"))
+	const lease = 3 * time.Second
+	type stop struct {
+		at         time.Time
+		leaseUntil time.Time
+	}
+	stopped := make(chan stop, 1)
+	exec := taskplane.ExecutorFunc(func(ctx context.Context, turn *taskplane.Turn) error {
+		<-ctx.Done()
+		stopped <- stop{time.Now(), turn.Grant().LeaseUntil}
+		return ctx.Err()
+	})
+	s.stall.Store(int64(lease / 2)) // the claim's Update is the next one
+	d := &taskplane.Dispatcher{Plane: p, Executor: exec, Concurrency: 1, Poll: time.Hour, Lease: lease, Owner: "A"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case st := <-stopped:
+		if !st.at.Before(st.leaseUntil) {
+			t.Fatalf("the turn stopped %v after its lease ran out", st.at.Sub(st.leaseUntil))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the turn was not stopped")
+	}
+}
+
 // A renewal that fails once (the store away for a moment, less than a third of the lease) is
 // tried again soon: the turn goes on and completes, instead of being stopped and offered again.
 //

@@ -318,6 +318,10 @@ type Grant struct {
 	Offer      int
 	LeaseUntil time.Time
 	Task       *Task
+
+	// granted is when the lease was written, on this process's monotonic clock (zero for a
+	// Grant made by hand): the turn's watchdog counts from it, not from when the turn started.
+	granted time.Time
 }
 
 // claimOutcome is what one claim transaction did.
@@ -463,7 +467,7 @@ func (p *Plane) wokenTx(ctx context.Context, tx store.Tx, w store.Wake, nt *Task
 		return nil, err
 	}
 	return &Grant{Principal: w.Principal, TaskID: w.TaskID, WakeID: w.ID, Owner: owner, Activation: w.Activation,
-		Offer: w.Attempts, LeaseUntil: w.LeaseUntil, Task: nt}, nil
+		Offer: w.Attempts, LeaseUntil: w.LeaseUntil, Task: nt, granted: time.Now()}, nil
 }
 
 // grantNewTx grants c the first turn of t, a task this acceptance transaction created with its
