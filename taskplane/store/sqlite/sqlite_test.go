@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -653,5 +654,103 @@ func TestTheWriterIsDurableAndKeepsItsWALBounded(t *testing.T) {
 	burst(1)
 	if after, err := os.Stat(wal); err != nil || after.Size() > limit+64<<10 {
 		t.Fatalf("the WAL after the burst: %d bytes (%v), want at most about %d", after.Size(), err, limit)
+	}
+}
+
+// The writer counts pending wakes once per transaction and follows its own inserts from there
+// (the admission bound counts at every acceptance): every count within one transaction is the
+// count a query would give, through inserts, a failed fn rolled back, a wake's change of state,
+// and a count capped below the real one.
+func TestPendingWakeCountsWithinOneTransactionAreExact(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	t0 := time.Unix(1700000000, 0).UTC()
+	wake := func(id string, state store.WakeState) store.Wake {
+		return store.Wake{ID: id, Principal: "alice", TaskID: "task-" + id, State: state, CreatedAt: t0, UpdatedAt: t0}
+	}
+	if err := s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+		for _, id := range []string{"a", "b"} {
+			if err := tx.InsertWake(ctx, wake(id, store.WakePending)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	count := func(ctx context.Context, tx store.Tx, upTo int) error {
+		n, err := tx.CountWakes(ctx, store.WakePending, upTo)
+		got = append(got, n)
+		return err
+	}
+	errFail := errors.New("this fn fails")
+	fns := []func(ctx context.Context, tx store.Tx) error{
+		func(ctx context.Context, tx store.Tx) error {
+			if err := count(ctx, tx, 1); err != nil { // capped: 1
+				return err
+			}
+			if err := count(ctx, tx, 10); err != nil { // 2
+				return err
+			}
+			if err := tx.InsertWake(ctx, wake("c", store.WakePending)); err != nil {
+				return err
+			}
+			return count(ctx, tx, 10) // 3
+		},
+		func(ctx context.Context, tx store.Tx) error {
+			if err := tx.InsertWake(ctx, wake("d", store.WakePending)); err != nil {
+				return err
+			}
+			if err := count(ctx, tx, 10); err != nil { // 4
+				return err
+			}
+			return errFail // d is rolled back
+		},
+		func(ctx context.Context, tx store.Tx) error {
+			if err := count(ctx, tx, 10); err != nil { // 3
+				return err
+			}
+			if err := tx.InsertWake(ctx, wake("e", store.WakeFailed)); err != nil {
+				return err
+			}
+			if err := count(ctx, tx, 10); err != nil { // 3
+				return err
+			}
+			w, err := tx.GetWake(ctx, "alice", "a")
+			if err != nil {
+				return err
+			}
+			w.State = store.WakeDone
+			if err := tx.SaveWake(ctx, w); err != nil {
+				return err
+			}
+			if err := count(ctx, tx, 10); err != nil { // 2
+				return err
+			}
+			return count(ctx, tx, 0) // 2, no cap
+		},
+	}
+	release := blockWriter(t, s)
+	before := sqlite.Batches(s)
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns { // queued in order: one batch runs them in this order
+		wg.Go(func() { errs[i] = s.Update(ctx, fn) })
+		waitQueued(t, s, i+1)
+	}
+	release()
+	wg.Wait()
+	if n := sqlite.Batches(s) - before; n != 1 {
+		t.Fatalf("the Updates ran in %d transactions, want 1", n)
+	}
+	if errs[0] != nil || !errors.Is(errs[1], errFail) || errs[2] != nil {
+		t.Fatalf("Updates: %v", errs)
+	}
+	if want := []int{1, 2, 3, 4, 3, 3, 2, 2}; !slices.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+	if n, err := s.CountWakes(ctx, store.WakePending, 0); err != nil || n != 2 {
+		t.Errorf("after the transaction: %d pending wakes (%v), want 2", n, err)
 	}
 }

@@ -75,7 +75,8 @@ var errTxDone = errors.New("sqlite store: Tx used after its Update fn returned")
 // operation instead, so a cancelled caller stops at the next operation without disturbing the
 // other fns sharing the transaction.
 type txn struct {
-	q querier
+	q       querier
+	pending *pendingCount // the writer's count of pending wakes in the current transaction
 
 	mu   sync.Mutex // held during each operation, so finish waits for one in flight
 	done bool
@@ -231,11 +232,23 @@ func (t *txn) InsertEvidence(ctx context.Context, e store.Evidence) error {
 }
 
 func (t *txn) InsertWake(ctx context.Context, w store.Wake) error {
-	return do0(ctx, t, func(ctx context.Context, q querier) error { return insertWake(ctx, q, w) })
+	return do0(ctx, t, func(ctx context.Context, q querier) error {
+		if err := insertWake(ctx, q, w); err != nil {
+			t.pending.forget()
+			return err
+		}
+		if w.State == store.WakePending {
+			t.pending.add()
+		}
+		return nil
+	})
 }
 
 func (t *txn) UpdateWake(ctx context.Context, w store.Wake) error {
-	return do0(ctx, t, func(ctx context.Context, q querier) error { return updateWake(ctx, q, w) })
+	return do0(ctx, t, func(ctx context.Context, q querier) error {
+		t.pending.forget()
+		return updateWake(ctx, q, w)
+	})
 }
 
 func (t *txn) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.Checkpoint, error) {
@@ -246,6 +259,7 @@ func (t *txn) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.
 
 func (t *txn) Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
 	return do(ctx, t, func(ctx context.Context, q querier) (store.PruneResult, error) {
+		t.pending.forget()
 		return prune(ctx, q, cutoff, terminal, limit)
 	})
 }

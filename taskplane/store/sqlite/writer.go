@@ -24,6 +24,7 @@ type writer struct {
 	q     *groupcommit.Queue
 
 	batches atomic.Int64 // committed or attempted transactions, for tests and metrics
+	pending pendingCount // pending wakes in the transaction in progress (writer goroutine only)
 }
 
 // writerKey marks the context handed to an fn, to catch an Update nested inside an fn: it would
@@ -83,6 +84,7 @@ func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Re
 		fail(batch, fmt.Errorf("sqlite store: begin: %w", err))
 		return nil
 	}
+	w.pending.forget()
 	ok := make([]*groupcommit.Request, 0, len(batch))
 	// The savepoint statements go through the statement cache too (prepared once, not parsed
 	// per fn); the rollback's two statements run from their text, on the rare failure path.
@@ -96,6 +98,7 @@ func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Re
 		fnErr := w.call(r, tx)
 		var endErr error
 		if fnErr != nil {
+			w.pending.forget() // fn's wakes are rolled back with it
 			_, endErr = tx.ExecContext(bg, "ROLLBACK TO fn; RELEASE fn")
 		} else {
 			_, endErr = q.ExecContext(bg, "RELEASE fn")
@@ -127,7 +130,7 @@ func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Re
 
 // call runs r.Fn on tx and turns a panic into an error for r's caller alone.
 func (w *writer) call(r *groupcommit.Request, tx *sql.Tx) (err error) {
-	t := &txn{q: cachedTx{tx: tx, c: w.stmts}}
+	t := &txn{q: cachedTx{tx: tx, c: w.stmts}, pending: &w.pending}
 	defer func() {
 		// A Tx kept by fn must not write into the next fn's savepoint.
 		t.finish()
