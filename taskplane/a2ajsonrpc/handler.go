@@ -72,11 +72,13 @@ const MaxIDBytes = 512
 func ParseRequest(body []byte) (*Request, *a2awire.Error) {
 	req := &Request{ID: nullID}
 	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "batch requests are not supported")
-	}
+	// Malformed JSON is a parse error whatever its first character (a truncated batch too, as in
+	// JSON-RPC 2.0's own examples); a well-formed batch is an invalid request.
 	if !json.Valid(body) {
 		return req, a2awire.Errorf(a2awire.ErrParse, "request is not valid JSON")
+	}
+	if body[0] == '[' {
+		return req, a2awire.Errorf(a2awire.ErrInvalidRequest, "batch requests are not supported")
 	}
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(body, &env); err != nil || env == nil {

@@ -21,3 +21,26 @@ func TestARequestIDIsBounded(t *testing.T) {
 		t.Fatalf("an id of 64 KiB: %v, answered with id of %d bytes; want INVALID_REQUEST with a null id", err, len(req.ID))
 	}
 }
+
+// TestMalformedJSONStartingWithABracketIsAParseError: a body that is not valid JSON is -32700
+// whatever its first character (JSON-RPC 2.0 answers a truncated batch so); a well-formed batch,
+// which A2A does not define, is -32600. Both carry a null id.
+func TestMalformedJSONStartingWithABracketIsAParseError(t *testing.T) {
+	for body, want := range map[string]int{
+		`[{"jsonrpc":"2.0","method":"GetTask","params":{"id":"t1"},"id":"1"},{"jsonrpc":"2.0","method"]`: -32700,
+		`[`:    -32700,
+		` [1,`: -32700,
+		`[{"jsonrpc":"2.0","method":"GetTask","params":{"id":"t1"},"id":1}]`: -32600,
+	} {
+		req, err := ParseRequest([]byte(body))
+		if err == nil {
+			t.Fatalf("%s: accepted", body)
+		}
+		if code := err.RPC().Code; code != want {
+			t.Errorf("%s: code %d (%s), want %d", body, code, err.Message, want)
+		}
+		if string(req.ID) != "null" {
+			t.Errorf("%s: id %s, want null", body, req.ID)
+		}
+	}
+}
