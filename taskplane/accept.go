@@ -69,6 +69,11 @@ type Event struct {
 	// finished is continued as usual. It is read from the Metadata (or the message's), which the
 	// digest covers.
 	Settlement *Settlement
+	// Redo, if set, links the task this event creates to the task(s) it redoes (supersedes,
+	// retryOf; see docs/executors.md), each of which the principal must own, or nothing is
+	// accepted (ErrTaskNotFound). Like Settlement, a caller reads it from the Metadata (or the
+	// message's), which the digest covers (RedoOf).
+	Redo *Redo
 }
 
 // Checkpoint is a source instance's intake position: opaque bytes and a sequence that orders

@@ -147,26 +147,51 @@ func SettlementOf(mds ...map[string]any) (Settlement, bool) {
 	return Settlement{}, false
 }
 
-// redoLinks reads supersedes / retryOf from an event's outfitter-task/v1 metadata (the request's,
-// then the message's).
-func redoLinks(ev *Event) map[string]string {
+// Redo names the finished or abandoned task(s) a new task redoes (Event.Redo).
+type Redo struct {
+	Supersedes string // RedoSupersedes
+	RetryOf    string // RedoRetryOf
+}
+
+// links is r by its metadata keys, without the empty ones.
+func (r *Redo) links() map[string]string {
 	out := map[string]string{}
-	for _, md := range []map[string]any{ev.Metadata, ev.Message.Metadata} {
-		m, _ := md[ExtOutfitterTask].(map[string]any)
-		for _, k := range []string{RedoSupersedes, RedoRetryOf} {
-			if id, ok := m[k].(string); ok && id != "" && out[k] == "" {
-				out[k] = id
-			}
+	if r == nil {
+		return out
+	}
+	for k, id := range map[string]string{RedoSupersedes: r.Supersedes, RedoRetryOf: r.RetryOf} {
+		if id != "" {
+			out[k] = id
 		}
 	}
 	return out
 }
 
+// RedoOf reads supersedes / retryOf from outfitter-task/v1 metadata of a send request, then of
+// its message (each key from the first that names it). It returns nil when neither names one.
+func RedoOf(mds ...map[string]any) *Redo {
+	var r Redo
+	for _, md := range mds {
+		m, _ := md[ExtOutfitterTask].(map[string]any)
+		if id, ok := m[RedoSupersedes].(string); ok && r.Supersedes == "" {
+			r.Supersedes = id
+		}
+		if id, ok := m[RedoRetryOf].(string); ok && r.RetryOf == "" {
+			r.RetryOf = id
+		}
+	}
+	if r == (Redo{}) {
+		return nil
+	}
+	return &r
+}
+
 // linkRedo records, inside the acceptance transaction, that the new task t redoes the task(s) its
-// event names: t gets the link and the chain of its predecessors, each predecessor the forward
-// link. A predecessor the principal does not own is ErrTaskNotFound (nothing is accepted).
+// event names (Event.Redo): t gets the link and the chain of its predecessors, each predecessor
+// the forward link. A predecessor the principal does not own is ErrTaskNotFound (nothing is
+// accepted).
 func linkRedo(ctx context.Context, tx store.Tx, ev *Event, t *Task, now time.Time) error {
-	links := redoLinks(ev)
+	links := ev.Redo.links()
 	if len(links) == 0 {
 		return nil
 	}

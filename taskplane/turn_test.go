@@ -263,6 +263,7 @@ func TestRedoChainShownOnGet(t *testing.T) {
 		redo := func(id, key, of string) *taskplane.Task {
 			ev := a2aEvent(id, "again")
 			ev.Metadata = map[string]any{taskplane.ExtOutfitterTask: map[string]any{key: of}}
+			ev.Redo = taskplane.RedoOf(ev.Metadata)
 			return mustAccept(t, p, ev).Task
 		}
 		second := redo("m-2", taskplane.RedoSupersedes, first.ID)
@@ -289,6 +290,7 @@ func TestRedoChainShownOnGet(t *testing.T) {
 		ev := a2aEvent("m-4", "again")
 		ev.Principal = "bob"
 		ev.Metadata = map[string]any{taskplane.ExtOutfitterTask: map[string]any{taskplane.RedoSupersedes: first.ID}}
+		ev.Redo = taskplane.RedoOf(ev.Metadata)
 		if _, err := p.Accept(ctx, ev); !errors.Is(err, taskplane.ErrTaskNotFound) {
 			t.Fatalf("redo of another principal's task: %v, want ErrTaskNotFound", err)
 		}

@@ -52,13 +52,18 @@ func metricSum(text, name string, labels ...string) float64 {
 }
 
 func a2aSend(messageID, text, taskID string, metadata map[string]any, push string) string {
-	msg := map[string]any{"messageId": messageID, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}}}
+	msg := map[string]any{"messageId": messageID, "role": "ROLE_USER", "parts": []any{map[string]any{"text": text}},
+		"extensions": []any{}}
 	if taskID != "" {
 		msg["taskId"] = taskID
 	}
 	req := map[string]any{"message": msg}
 	if metadata != nil {
 		req["metadata"] = metadata
+		// Extension data in the metadata: the message lists the extension, which activates it.
+		for uri := range metadata {
+			msg["extensions"] = append(msg["extensions"].([]any), uri)
+		}
 	}
 	if push != "" {
 		req["configuration"] = map[string]any{"taskPushNotificationConfig": map[string]any{"url": push, "token": "tok-0123456789abcdef"}}

@@ -637,3 +637,19 @@ func seq(t *testing.T, id string) int64 {
 	}
 	return n
 }
+
+// activate is an a2a-go interceptor that activates extensions (A2A-Extensions) on every call.
+type activate []string
+
+func (a activate) Before(ctx context.Context, req *a2aclient.Request) (context.Context, any, error) {
+	req.ServiceParams[a2a.SvcParamExtensions] = append(req.ServiceParams[a2a.SvcParamExtensions], a...)
+	return ctx, nil, nil
+}
+
+func (activate) After(context.Context, *a2aclient.Response) error { return nil }
+
+// outfitterClient is a client of e that activates outfitter-task/v1.
+func (e *env) outfitterClient(binding, token string) *a2aclient.Client {
+	e.t.Helper()
+	return e.client(binding, token, a2aclient.WithCallInterceptors(activate{a2awire.ExtOutfitterTask}))
+}

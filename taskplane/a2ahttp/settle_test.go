@@ -3,6 +3,7 @@ package a2ahttp_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -20,7 +21,7 @@ import (
 func TestSettleLeavesTheStateAloneOverA2A(t *testing.T) {
 	e := newEnv(t)
 	forEachBinding(t, func(t *testing.T, binding string) {
-		c := e.client(binding, tokenAlice)
+		c := e.outfitterClient(binding, tokenAlice)
 		task := send(t, c, userMessage("complete"), nil)
 		if task.Status.State != a2a.TaskStateCompleted {
 			t.Fatalf("state %s", task.Status.State)
@@ -81,7 +82,7 @@ func outfitterOf(t *testing.T, c *a2aclient.Client, id a2a.TaskID) map[string]an
 func TestASettlementUnderAnotherContextIDIsInvalidAndStoresNothing(t *testing.T) {
 	e := newEnv(t)
 	forEachBinding(t, func(t *testing.T, binding string) {
-		c := e.client(binding, tokenAlice)
+		c := e.outfitterClient(binding, tokenAlice)
 		task := send(t, c, userMessage("complete"), nil)
 		req := settleReq(task, "accepted", "")
 		req.Message.ContextID = "some-other-context"
@@ -108,7 +109,7 @@ func TestASettlementUnderAnotherContextIDIsInvalidAndStoresNothing(t *testing.T)
 // not a settlement either.
 func TestAResentContinuationIsReplayedNotReadAsASettlement(t *testing.T) {
 	e := newEnv(t)
-	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	c := e.outfitterClient(a2awire.BindingHTTPJSON, tokenAlice)
 	task := send(t, c, userMessage("input"), nil)
 	if task.Status.State != a2a.TaskStateInputRequired {
 		t.Fatalf("state %s", task.Status.State)
@@ -141,7 +142,7 @@ func TestAResentContinuationIsReplayedNotReadAsASettlement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, _, rb := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil)
+	status, _, rb := e.raw(http.MethodPost, "/message:send", tokenAlice, body, map[string]string{"A2A-Extensions": a2awire.ExtOutfitterTask})
 	if _, _, reason := restError(t, rb); status != http.StatusConflict || reason != "DUPLICATE_MESSAGE_ID" {
 		t.Fatalf("reused messageId with another payload: %d %s", status, rb)
 	}
@@ -156,7 +157,7 @@ func TestAResentContinuationIsReplayedNotReadAsASettlement(t *testing.T) {
 // the settlement as it was.
 func TestAResentSettlementIsReplayed(t *testing.T) {
 	e := newEnv(t)
-	c := e.client(a2awire.BindingHTTPJSON, tokenAlice)
+	c := e.outfitterClient(a2awire.BindingHTTPJSON, tokenAlice)
 	task := send(t, c, userMessage("complete"), nil)
 	req := settleReq(task, "partial", "tone is off")
 	if _, err := c.SendMessage(ctxT(t), req); err != nil {
@@ -187,11 +188,82 @@ func TestAResentSettlementIsReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, _, rb := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil)
+	status, _, rb := e.raw(http.MethodPost, "/message:send", tokenAlice, body, map[string]string{"A2A-Extensions": a2awire.ExtOutfitterTask})
 	if _, _, reason := restError(t, rb); status != http.StatusConflict || reason != "DUPLICATE_MESSAGE_ID" {
 		t.Fatalf("reused messageId with another payload: %d %s", status, rb)
 	}
 	if md := outfitterOf(t, c, task.ID); md["outcome"] != "partial" || md["settledAt"] != first["settledAt"] {
 		t.Fatalf("the reused messageId changed the settlement: %v", md)
 	}
+}
+
+// TestASendToATerminalTaskWithoutTheExtensionActivatedIsUnsupported: outfitter-task/v1 data acts
+// only for a caller that activated the extension (A2A-Extensions) or whose message lists it. A
+// send to a COMPLETED task whose metadata merely carries the key with an outcome (a client
+// echoing a task's metadata) is UNSUPPORTED_OPERATION, as any send to a finished task, and the
+// task does not change; the message listing the extension settles it.
+func TestASendToATerminalTaskWithoutTheExtensionActivatedIsUnsupported(t *testing.T) {
+	e := newEnv(t)
+	task := send(t, e.client(a2awire.BindingHTTPJSON, tokenAlice), userMessage("complete"), nil)
+	_, _, before := e.raw(http.MethodGet, "/tasks/"+string(task.ID), tokenAlice, nil, nil)
+
+	msg := wireMsg("settle-no-ext", "thanks")
+	msg["taskId"] = string(task.ID)
+	md := map[string]any{a2awire.ExtOutfitterTask: map[string]any{"outcome": "accepted", "feedback": "fine"}}
+	body, _ := json.Marshal(map[string]any{"message": msg, "metadata": md})
+	status, _, b := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil)
+	if status != http.StatusBadRequest {
+		t.Errorf("send to a COMPLETED task, extension not activated: HTTP %d %s; want 400 UNSUPPORTED_OPERATION", status, b)
+	} else if _, _, reason := restError(t, b); reason != "UNSUPPORTED_OPERATION" {
+		t.Errorf("reason %s, want UNSUPPORTED_OPERATION", reason)
+	}
+	msg["messageId"] = "settle-no-ext-rpc"
+	if r := e.rpc(tokenAlice, "SendMessage", map[string]any{"message": msg, "metadata": md}, nil); r.Error == nil || r.Error.Code != -32004 {
+		t.Errorf("JSON-RPC send to a COMPLETED task, extension not activated: %s; want -32004", r.Result)
+	}
+	if _, _, after := e.raw(http.MethodGet, "/tasks/"+string(task.ID), tokenAlice, nil, nil); string(before) != string(after) {
+		t.Errorf("the terminal task changed:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// The message lists the extension: its data is read, and the task is settled.
+	msg["messageId"], msg["extensions"] = "settle-msg-ext", []string{a2awire.ExtOutfitterTask}
+	body, _ = json.Marshal(map[string]any{"message": msg, "metadata": md})
+	if status, _, b := e.raw(http.MethodPost, "/message:send", tokenAlice, body, nil); status != http.StatusOK {
+		t.Fatalf("settle with the extension listed on the message: HTTP %d %s", status, b)
+	}
+	if m := outfitterOf(t, e.outfitterClient(a2awire.BindingHTTPJSON, tokenAlice), task.ID); m["outcome"] != "accepted" {
+		t.Fatalf("after the settlement: %v", m)
+	}
+}
+
+// TestARedoLinkActsOnlyWithTheExtensionActivated: a new task whose request metadata names a
+// finished task under outfitter-task/v1 "supersedes" links the two only when the caller activated
+// the extension; without it the key is plain metadata and the finished task is left alone.
+func TestARedoLinkActsOnlyWithTheExtensionActivated(t *testing.T) {
+	e := newEnv(t)
+	forEachBinding(t, func(t *testing.T, binding string) {
+		first := send(t, e.client(binding, tokenAlice), userMessage("complete"), nil)
+		path := "/tasks/" + string(first.ID) + "?historyLength=0"
+		_, _, before := e.raw(http.MethodGet, path, tokenAlice, nil, nil)
+		redo := func(c *a2aclient.Client) *a2a.Task {
+			res, err := c.SendMessage(ctxT(t), &a2a.SendMessageRequest{Message: userMessage("complete"),
+				Metadata: map[string]any{a2awire.ExtOutfitterTask: map[string]any{"supersedes": string(first.ID)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.(*a2a.Task)
+		}
+		redo(e.client(binding, tokenAlice))
+		if _, _, after := e.raw(http.MethodGet, path, tokenAlice, nil, nil); string(before) != string(after) {
+			t.Errorf("the COMPLETED task changed although the extension was not activated:\nbefore %s\nafter  %s", before, after)
+		}
+		oc := e.outfitterClient(binding, tokenAlice)
+		second := redo(oc)
+		if m := outfitterOf(t, oc, first.ID); fmt.Sprint(m["supersededBy"]) != fmt.Sprint([]any{string(second.ID)}) {
+			t.Fatalf("with the extension activated, the first task's links: %v", m)
+		}
+		if m := outfitterOf(t, oc, second.ID); m["supersedes"] != string(first.ID) {
+			t.Fatalf("with the extension activated, the new task's links: %v", m)
+		}
+	})
 }

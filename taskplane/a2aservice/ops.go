@@ -3,6 +3,7 @@ package a2aservice
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,15 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 		// within taskplane.MaxIdentityLen) for the evidence.
 		ev.Identity = uuid.NewString() + "#" + strings.ToValidUTF8(msg.ID[:min(len(msg.ID), 400)], "")
 	}
-	if msg.TaskID != "" {
+	// outfitter-task/v1 request data (a settlement, redo links) is read only when the caller
+	// activated the extension (A2A-Extensions) or the message lists it in its extensions: without
+	// either, the key is plain metadata, so a client that echoes a task's metadata settles and
+	// links nothing, and its send to a finished task is refused as any other.
+	outfitter := call.Extensions.Has(a2awire.ExtOutfitterTask) || slices.Contains(msg.Extensions, a2awire.ExtOutfitterTask)
+	if outfitter && msg.TaskID == "" {
+		ev.Redo = taskplane.RedoOf(req.Metadata, msg.Metadata)
+	}
+	if outfitter && msg.TaskID != "" {
 		// A send to a finished task that carries an outfitter-task/v1 outcome settles it
 		// (docs/executors.md): the state stays, the outcome and feedback are recorded, under the
 		// messageId's claim, so a resend replays it, and a resend of a send accepted as an
