@@ -196,6 +196,9 @@ func (s *Store) bind(ctx context.Context) (context.Context, context.CancelFunc) 
 // transaction cut throughput about five times. The cost is that a crash between the commit and
 // the hint loses the hint, which a follower's re-read of the event log covers, as for any lost
 // hint. Failures are logged, not returned: the Update itself has committed.
+// maxNotifyPayload is Postgres's bound on a NOTIFY payload: it must be shorter than this.
+const maxNotifyPayload = 8000
+
 const notifySQL = `SELECT set_config('synchronous_commit', 'off', true),
 	(SELECT count(*) FROM (SELECT pg_notify($1, h) FROM unnest($2::text[]) AS h) AS sent)`
 

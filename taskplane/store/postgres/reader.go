@@ -354,7 +354,8 @@ var errHorizon = errors.New("horizon found")
 // evidenceWait for the transactions that may own one to end; 0 when they did not (or the read
 // runs inside a transaction).
 func (r reader) evidenceSettled(ctx context.Context) (int64, error) {
-	if _, inTx := r.q.(pgx.Tx); inTx {
+	switch r.q.(type) {
+	case pgx.Tx, *pipe: // a read transaction, or an Update's (whose own evidence it would wait for)
 		return 0, nil
 	}
 	var last int64

@@ -164,8 +164,11 @@ func (t *tx) AppendTaskEvent(ctx context.Context, principal, taskID string, seq 
 	t.p.later("append task event", `INSERT INTO task_events (principal, task_id, seq, kind, payload, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, takenFirst, principal, taskID, seq, kind, payload, at)
 	if t.s.features.notify {
+		// A hint NOTIFY cannot carry (a principal of some 8,000 bytes) is not sent, so that it
+		// does not fail the statement that sends every hint of the group: that task's followers
+		// in other processes see its events at their periodic re-read, as after a lost hint.
 		hint := principal + "/" + taskID
-		if !slices.Contains(t.hints, hint) {
+		if len(hint) < maxNotifyPayload && !slices.Contains(t.hints, hint) {
 			t.hints = append(t.hints, hint)
 		}
 	}
