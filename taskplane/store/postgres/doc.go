@@ -73,7 +73,8 @@
 // payload "principal/taskID", on the channel "channels_task_events/<schema>" (per schema, so stores
 // sharing a database do not hear each other); a rolled-back Update sends none. Listen receives the
 // hints on a dedicated connection outside the pool and reconnects with backoff when it drops.
-// Hints sent while it reconnects, or lost to a crash right after a commit, are gone, so a follower
+// A hint NOTIFY cannot carry (a payload of 8,000 bytes or more) is not sent. Hints sent while it
+// reconnects, or lost to a crash right after a commit, are gone, so a follower
 // re-reads the event log by sequence and does not rely on every hint. Both mechanisms sit behind
 // an internal feature set and the Listen capability, so a driver for a Postgres-wire engine
 // without them (CockroachDB, YugabyteDB) changes the flags and the fallbacks — polling the event
