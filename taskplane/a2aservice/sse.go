@@ -71,8 +71,32 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 		mu.Unlock()
 		if header {
 			w.WriteHeader(http.StatusOK)
-		} else if _, err := w.Write(b); err != nil {
-			return false
+			return rc.Flush() == nil
+		}
+		// A large event (a snapshot or an artifact of some MiB) goes out in pieces, each with a
+		// fresh deadline, and the whole within the time of one and boundedwrite.MinRate more (as
+		// other answers), so a client that keeps reading gets it whole; once ctx has ended the
+		// deadline stays the watcher's.
+		var last time.Time // zero: no floor
+		if boundedwrite.MinRate > 0 {
+			last = time.Now().Add(d + time.Duration(len(b))*time.Second/time.Duration(boundedwrite.MinRate))
+		}
+		for len(b) > 0 {
+			n := min(len(b), boundedwrite.ChunkSize)
+			if _, err := w.Write(b[:n]); err != nil {
+				return false
+			}
+			if b = b[n:]; len(b) > 0 {
+				mu.Lock()
+				if cut = cut || ctx.Err() != nil; !cut {
+					dl := time.Now().Add(d)
+					if !last.IsZero() && dl.After(last) {
+						dl = last
+					}
+					_ = rc.SetWriteDeadline(dl)
+				}
+				mu.Unlock()
+			}
 		}
 		return rc.Flush() == nil
 	}
@@ -145,7 +169,9 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 	events := make(chan Event)
 	done := make(chan error, 1)
 	go func() {
-		done <- st.Run(ctx, func(ev Event) error {
+		// run, not Run: the slot is ServeSSE's until it returns, after the last event (or the
+		// error) run handed over has been written, however long a stalled client makes that.
+		done <- st.run(ctx, func(ev Event) error {
 			select {
 			case events <- ev:
 				return nil

@@ -127,6 +127,11 @@ func (st *Stream) Close() {
 // (its error), or ctx ends (ctx.Err()). It then gives the stream's slot back (Close).
 func (st *Stream) Run(ctx context.Context, emit func(Event) error) error {
 	defer st.Close()
+	return st.run(ctx, emit)
+}
+
+// run is Run without giving the slot back: ServeSSE keeps it until its last write is done.
+func (st *Stream) run(ctx context.Context, emit func(Event) error) error {
 	if st.first != nil {
 		if err := emit(*st.first); err != nil {
 			return err
