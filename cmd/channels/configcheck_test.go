@@ -50,7 +50,8 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"bad public URL", "public_url: ftp://example.com\n", []string{"public_url \"ftp://example.com\": want an absolute http or https URL"}, false},
 		{"store without a driver", "store: mysql://db/x\n", []string{`scheme "mysql" has no driver`}, false},
 		{"bad duration", "retention: forever\n", []string{"key retention: want a duration such as 90s or 1h"}, false},
-		{"negative refresh", "admin_refresh: -1s\n", []string{"admin_refresh must not be negative"}, false},
+		{"negative refresh", "admin_refresh: -1s\n", []string{"admin_refresh must be at least 1s"}, false},
+		{"sub-second refresh", "admin_refresh: 500ms\n", []string{"admin_refresh must be at least 1s"}, false},
 		{"open listener", "listen: 0.0.0.0:8788\n", []string{"no credentials are configured", "admin_token is unset"}, false},
 		{"plain secret in source options", strings.Replace(webhookSource, "secret_env: TEST_WEBHOOK_SECRET", "secret: hunter2hunter2hunter2", 1),
 			[]string{"sources[0] (webhook ci): option secret is a secret: give it as secret_env"}, false},
@@ -67,7 +68,7 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"missing principal", strings.Replace(webhookSource, "principal: ci-team", "principal: \"\"", 1), []string{"principal is required"}, false},
 		{"the anonymous callers' principal", strings.Replace(webhookSource, "principal: ci-team", "principal: anonymous", 1),
 			[]string{`principal "anonymous" is reserved for unauthenticated A2A callers`}, false},
-		{"misspelt instance field", strings.Replace(webhookSource, "principal:", "principle:", 1), []string{"field principle not found"}, false},
+		{"misspelt instance field", strings.Replace(webhookSource, "principal:", "principle:", 1), []string{`unknown field "principle"`}, false},
 		// A problem the loader finds does not hide the ones found after loading.
 		{"a bad value and an open listener", "listen: 0.0.0.0:8788\nretention: 1h\n", []string{"retention 1h0m0s: at least", "no credentials are configured"}, false},
 		{"an unknown key and an unknown source", "lisen: x\n" + strings.Replace(webhookSource, "type: webhook", "type: carrier-pigeon", 1),

@@ -18,8 +18,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -96,7 +98,7 @@ type Config struct {
 
 	// Operator surface (/admin, /readyz).
 	AdminToken          string        `yaml:"admin_token" secret:"true" usage:"operator token for /admin and /admin/api (a Bearer token, or the password of HTTP Basic)"`
-	AdminRefresh        time.Duration `yaml:"admin_refresh" usage:"how often the /admin page reloads itself (0 = never)"`
+	AdminRefresh        time.Duration `yaml:"admin_refresh" usage:"how often the /admin page reloads itself (at least 1s; 0 = never)"`
 	HealthInterval      time.Duration `yaml:"health_interval" usage:"how often each configured source's health is checked"`
 	SourceFailureWindow time.Duration `yaml:"source_failure_window" usage:"how long a source may keep failing its health check before /readyz answers 503"`
 
@@ -423,7 +425,15 @@ func (l *Loaded) loadFile(path string, getenv func(string) string) error {
 		return fmt.Errorf("read config file: %w", err)
 	}
 	var doc map[string]yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("parse config file %s: %w", path, err)
+	}
+	// A second document (after "---") would be neither applied nor checked.
+	var more yaml.Node
+	if err := dec.Decode(&more); err == nil && len(more.Content) > 0 {
+		return fmt.Errorf("parse config file %s: line %d: a second YAML document; the configuration is one document (remove the \"---\")", path, more.Line)
+	} else if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("parse config file %s: %w", path, err)
 	}
 	// Every problem of the file is reported at once, so one run of "channels config check"
@@ -743,8 +753,10 @@ var minIntervals = map[string]time.Duration{
 // Validate checks every setting and reports all problems at once.
 func (c *Config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen %q: want host:port: %w", c.Listen, err))
+	} else if err := checkPort(port); err != nil {
+		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
 	}
 	if c.PublicURL != "" {
 		if err := CheckPublicURL(c.PublicURL); err != nil {
@@ -807,8 +819,8 @@ func (c *Config) Validate() error {
 	if c.PushTimeout < 10*time.Second || c.PushTimeout > 30*time.Second {
 		errs = append(errs, fmt.Errorf("push_timeout must be between 10s and 30s, got %s", c.PushTimeout))
 	}
-	if c.AdminRefresh < 0 {
-		errs = append(errs, fmt.Errorf("admin_refresh must not be negative, got %s (0 turns the refresh off)", c.AdminRefresh))
+	if c.AdminRefresh < 0 || (c.AdminRefresh > 0 && c.AdminRefresh < time.Second) {
+		errs = append(errs, fmt.Errorf("admin_refresh must be at least 1s (the page reloads in whole seconds), or 0 to turn the refresh off; got %s", c.AdminRefresh))
 	}
 	errs = append(errs, validateSources(c.Sources)...)
 	errs = append(errs, c.ExecutorProblems()...)
@@ -881,6 +893,24 @@ func (c *Config) EffectivePublicURL() string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
+// checkPort checks the port of a listen address: a number from 0 (any free port) to 65535, or a
+// service name; not empty, which net.Listen would take as any free port too.
+func checkPort(port string) error {
+	if port == "" {
+		return errors.New("no port: want host:port (port 0 for any free port)")
+	}
+	if n, err := strconv.ParseUint(port, 10, 64); err == nil {
+		if n > 65535 {
+			return fmt.Errorf("port %s: want 0 to 65535 (0: any free port)", port)
+		}
+		return nil
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q: want a number from 0 to 65535 or a service name", port)
+	}
+	return nil
+}
+
 // ListensOnLoopback reports whether Listen names only a loopback address (127.0.0.0/8, ::1 or
 // localhost).
 func (c *Config) ListensOnLoopback() bool {
@@ -888,7 +918,7 @@ func (c *Config) ListensOnLoopback() bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,6 +39,9 @@ type SourceConfig struct {
 	Options   map[string]any `yaml:"options" json:"options,omitempty"`
 }
 
+// sourceFields are the keys of an entry of the sources list.
+var sourceFields = []string{"type", "name", "principal", "options"}
+
 // Label names the instance in messages: "webhook ci".
 func (s SourceConfig) Label() string { return strings.TrimSpace(s.Type + " " + s.Name) }
 
@@ -58,18 +62,30 @@ func secretOption(key string) bool {
 
 // loadSources decodes the sources list and checks the secrets its options reference.
 func (l *Loaded) loadSources(path string, node *yaml.Node, getenv func(string) string) error {
-	// Re-decode with KnownFields, so a misspelt "principle:" is an error, not a silent zero.
-	raw, err := yaml.Marshal(node)
-	if err != nil {
-		return fmt.Errorf("config file %s: %s: %w", path, SourcesKey, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	var list []SourceConfig
-	if err := dec.Decode(&list); err != nil {
-		return fmt.Errorf("config file %s: %s: want a list of {type, name, principal, options}: %w", path, SourcesKey, err)
-	}
+	// A misspelt "principle:" is an error, not a silent zero. The fields are checked on the
+	// file's own nodes, so the error names the file's line.
 	var errs []error
+	if node.Kind == yaml.SequenceNode {
+		for i, item := range node.Content {
+			if item.Kind != yaml.MappingNode {
+				continue // Decode below says what is wrong with it
+			}
+			for k := 0; k+1 < len(item.Content); k += 2 {
+				if key := item.Content[k]; !slices.Contains(sourceFields, key.Value) {
+					errs = append(errs, fmt.Errorf("config file %s: line %d: %s[%d]: unknown field %q (known: %s)",
+						path, key.Line, SourcesKey, i, key.Value, strings.Join(sourceFields, ", ")))
+				}
+			}
+		}
+	}
+	var list []SourceConfig
+	if err := node.Decode(&list); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("config file %s: %s: want a list of {%s}: %w",
+			path, SourcesKey, strings.Join(sourceFields, ", "), err))...)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	for i, s := range list {
 		errs = append(errs, checkSourceSecrets(i, s, getenv, !l.skipSourceSecrets)...)
 	}
