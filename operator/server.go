@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/channels-dev/channels/internal/bearer"
 	"github.com/channels-dev/channels/internal/boundedwrite"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -181,8 +182,8 @@ func (s *Server) authorized(r *http.Request) bool {
 		return s.OpenAdmin && LoopbackHost(r.Host, "")
 	}
 	var got string
-	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		got = strings.TrimPrefix(h, "Bearer ")
+	if tok, ok := bearer.Token(r.Header.Get("Authorization")); ok {
+		got = tok
 	} else if _, pw, ok := r.BasicAuth(); ok {
 		got = pw
 	}

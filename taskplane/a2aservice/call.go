@@ -1,10 +1,8 @@
 package a2aservice
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -12,7 +10,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
 
+	"github.com/channels-dev/channels/internal/bearer"
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/internal/netguard"
 	"github.com/channels-dev/channels/taskplane/a2awire"
 )
@@ -62,9 +63,8 @@ func (s *Service) Authenticate(r *http.Request) (string, *a2awire.Error) {
 		}
 		return AnonymousPrincipal, nil
 	}
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+	tok, ok := bearer.Token(h)
+	if !ok {
 		return "", errBadToken
 	}
 	sum := sha256.Sum256([]byte(tok))
@@ -189,13 +189,8 @@ func LoadCredentials(path string) ([]Credential, error) {
 	var f struct {
 		Credentials []Credential `json:"credentials"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := exactjson.UnmarshalStrict(b, &f); err != nil {
 		return nil, fmt.Errorf("load credentials %s: %w", path, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("load credentials %s: data after the JSON object", path)
 	}
 	if len(f.Credentials) == 0 {
 		return nil, fmt.Errorf(`load credentials %s: no entries: want {"credentials":[{"token":"…","principal":"…"}, …]}`, path)
@@ -217,6 +212,10 @@ func CheckCredentials(creds []Credential) error {
 		switch {
 		case c.Token == "":
 			problems = append(problems, fmt.Sprintf("credential %d has no token", i))
+		case strings.IndexFunc(c.Token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+			// Authenticate trims the token a caller presents, and a header cannot carry control
+			// characters: such a credential would never match. (The token itself is not quoted.)
+			problems = append(problems, fmt.Sprintf("credential %d: token has white space or control characters, which no Authorization header presents as written", i))
 		case c.Principal == "":
 			problems = append(problems, fmt.Sprintf("credential %d has no principal", i))
 		case c.Principal == AnonymousPrincipal:

@@ -181,14 +181,8 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	}
 	log.Debug("command finished", "took", time.Since(start).String())
 	var res Result
-	dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(&res); err != nil {
-		return fmt.Errorf("%w: %v", ErrBadOutput, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: more than one JSON value on stdout", ErrBadOutput)
+	if err := exactjson.UnmarshalStrict(out.Bytes(), &res); err != nil {
+		return fmt.Errorf("%w: %v (want one JSON object on stdout)", ErrBadOutput, err)
 	}
 	return apply(ctx, turn, res)
 }

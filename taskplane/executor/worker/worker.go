@@ -39,12 +39,12 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/channels-dev/channels/internal/bearer"
 	"github.com/channels-dev/channels/internal/boundedwrite"
 	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/taskplane"
@@ -252,8 +252,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTT
 // ---- authentication and authority ----
 
 func (a *API) authenticate(r *http.Request) (Token, bool) {
-	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || raw == "" {
+	raw, ok := bearer.Token(r.Header.Get("Authorization"))
+	if !ok {
 		return Token{}, false
 	}
 	sum := sha256.Sum256([]byte(raw))
