@@ -72,6 +72,9 @@ optional=()
 command -v node >/dev/null && command -v npm >/dev/null || optional+=(nodejs npm)
 # chromium loads the /admin dashboard headless (cmd/channels TestDashboardRendersInChromium).
 command -v chromium >/dev/null || optional+=(chromium)
+# sqlite3, the shell an operator may point at a live database (taskplane/store/sqlite
+# TestAcknowledgedUpdateSurvivesARefusedOpenAndAnOperatorsSQLiteShell).
+command -v sqlite3 >/dev/null || optional+=(sqlite3)
 can_install=false
 [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null && can_install=true
 if ((${#packages[@]} > 0)) && ! $can_install; then

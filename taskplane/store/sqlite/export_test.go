@@ -38,3 +38,19 @@ func WriterPragma(ctx context.Context, s *Store, name string) (string, error) {
 
 // WALSizeLimit is walSizeLimit.
 const WALSizeLimit = walSizeLimit
+
+// HoldRead starts a read on the store's read pool and keeps its connection until release: a
+// dashboard count still running on a large store.
+func HoldRead(ctx context.Context, s *Store) (release func(), err error) {
+	c, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.QueryContext(ctx, "SELECT 1 UNION ALL SELECT 2")
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	rows.Next() // the statement is under way
+	return func() { rows.Close(); c.Close() }, nil
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +23,39 @@ import (
 type fileLock struct {
 	f  *os.File
 	db *os.File // the database file itself, flocked too (lockDatabase)
+	id fileID   // db's, in held while the lock lasts
+}
+
+// fileID names a file whatever its path: device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// held lists the database files a store of this process has locked, from lockDatabase to unlock
+// (which Close calls once SQLite has let go of the file). Closing any descriptor of a file drops
+// every fcntl lock this process holds on it, SQLite's own included; so a second Open or an
+// Inspect in this process of a file a store here holds, under any name, is refused without
+// opening the file: otherwise the running store would be left without the locks that keep
+// another SQLite client (the sqlite3 shell) from checkpointing and removing its WAL under it.
+// The mutex is held through each check and lock, so no two of them interleave.
+var held struct {
+	sync.Mutex
+	ids map[fileID]bool
+}
+
+// errHeldHere is the refusal of a database file a store of this process holds.
+var errHeldHere = fmt.Errorf("a store of this process has this database file open (under this or another name): %w", store.ErrInUse)
+
+// heldHere returns the id of the file at path, or errHeldHere when a store of this process holds
+// it. The caller holds held's mutex.
+func heldHere(path string) (fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}, fmt.Errorf("stat database file: %w", err)
+	}
+	id := fileID{dev: uint64(st.Dev), ino: uint64(st.Ino)} // (the field types differ by platform)
+	if held.ids[id] {
+		return id, errHeldHere
+	}
+	return id, nil
 }
 
 // lockFile takes the lock without waiting. When another holder has it, the error wraps
@@ -66,6 +100,12 @@ func readHolder(f *os.File) string {
 // does not touch; the descriptor stays open until unlock, after SQLite has closed the database
 // (closing a descriptor drops this process's fcntl locks on the file).
 func (l *fileLock) lockDatabase(path string) error {
+	held.Lock()
+	defer held.Unlock()
+	id, err := heldHere(path)
+	if err != nil {
+		return err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open database file: %w", err)
@@ -86,7 +126,11 @@ func (l *fileLock) lockDatabase(path string) error {
 		}
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
-	l.db = f
+	if held.ids == nil {
+		held.ids = map[fileID]bool{}
+	}
+	held.ids[id] = true
+	l.db, l.id = f, id
 	return nil
 }
 
@@ -95,7 +139,10 @@ func (l *fileLock) lockDatabase(path string) error {
 func (l *fileLock) unlock() error {
 	var errs []error
 	if l.db != nil {
+		held.Lock()
 		errs = append(errs, unix.Flock(int(l.db.Fd()), unix.LOCK_UN), l.db.Close())
+		delete(held.ids, l.id)
+		held.Unlock()
 	}
 	errs = append(errs, unix.Flock(int(l.f.Fd()), unix.LOCK_UN), l.f.Close())
 	return errors.Join(errs...)
@@ -104,6 +151,11 @@ func (l *fileLock) unlock() error {
 // checkUnlocked reports store.ErrInUse when a process holds the database file at path (the flock
 // of lockDatabase), taking nothing itself beyond a moment's shared lock.
 func checkUnlocked(path string) error {
+	held.Lock()
+	defer held.Unlock()
+	if _, err := heldHere(path); err != nil {
+		return err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open database file: %w", err)

@@ -28,6 +28,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the database/sql driver "sqlite"
 
@@ -267,7 +268,15 @@ func (s *Store) Close() error {
 		close(s.done)
 		s.w.stop()
 		s.reader.db.c.close()
-		errs := []error{s.rdb.Close(), s.wdb.Close(), s.lock.unlock()}
+		errs := []error{s.rdb.Close(), s.wdb.Close()}
+		// database/sql's Close closes idle connections only: a read still running keeps its
+		// own until it ends. The lock stays until SQLite has let go of the file (unlock's closing
+		// of its descriptor would drop that read's fcntl locks, and a second store could open
+		// the file beside it).
+		for s.rdb.Stats().OpenConnections > 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		errs = append(errs, s.lock.unlock())
 		s.closeErr = errors.Join(errs...)
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("close sqlite store %s: %w", s.path, s.closeErr)
