@@ -54,20 +54,7 @@ warm:
 	}
 
 	// Hold both committers so that the two appends below queue and share one group.
-	n := writer.Committers()
-	release := make(chan struct{})
-	held := make(chan error, n)
-	for range n {
-		running := make(chan struct{})
-		go func() {
-			held <- writer.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-				close(running)
-				<-release
-				return nil
-			})
-		}()
-		<-running
-	}
+	release := holdCommitters(ctx, t, writer, nil)
 	errs := make(chan error, 2)
 	go func() { errs <- appendTo(alice, "task-a") }()
 	go func() { errs <- appendTo(long, "task-l") }()
@@ -78,12 +65,7 @@ warm:
 		case <-time.After(time.Millisecond):
 		}
 	}
-	close(release)
-	for range n {
-		if err := <-held; err != nil {
-			t.Fatal(err)
-		}
-	}
+	release()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatalf("append: %v", err)

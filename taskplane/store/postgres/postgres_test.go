@@ -1137,28 +1137,49 @@ func runParallelUpdates(b *testing.B, s store.Store, fn func(ctx context.Context
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }
 
-// Updates that wait for a committer share its next transaction, each in its own savepoint: one
-// failing fn loses only its own writes, and the group commits once.
-func TestQueuedUpdatesShareOneCommitAndAFailingFnLosesOnlyItsWrites(t *testing.T) {
-	t.Parallel()
-	s := open(t, newSchema(t))
-	ctx := context.Background()
-	// Hold every committer in an Update of its own, so the next Updates queue. One at a time: a
-	// committer takes what is queued, and two holders in one group would wait for each other.
+// holdCommitters holds every committer of s in an Update of its own, so the next Updates queue
+// (one at a time: a committer takes what is queued, and two holders in one group would wait for
+// each other). release lets the holders go, each running then (if any) before it commits, and
+// fails t if one of them failed.
+func holdCommitters(ctx context.Context, t *testing.T, s *postgres.Store, then func(ctx context.Context, tx store.Tx) error) (release func()) {
+	t.Helper()
 	n := s.Committers()
-	release := make(chan struct{})
+	unblock := make(chan struct{})
 	held := make(chan error, n)
 	for range n {
 		running := make(chan struct{})
 		go func() {
 			held <- s.Update(ctx, func(ctx context.Context, tx store.Tx) error {
 				close(running)
-				<-release
-				return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: "held", CreatedAt: t0})
+				<-unblock
+				if then == nil {
+					return nil
+				}
+				return then(ctx, tx)
 			})
 		}()
 		<-running
 	}
+	return func() {
+		t.Helper()
+		close(unblock)
+		for range n {
+			if err := <-held; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Updates that wait for a committer share its next transaction, each in its own savepoint: one
+// failing fn loses only its own writes, and the group commits once.
+func TestQueuedUpdatesShareOneCommitAndAFailingFnLosesOnlyItsWrites(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	ctx := context.Background()
+	release := holdCommitters(ctx, t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertEvidence(ctx, store.Evidence{Principal: "alice", Kind: "held", CreatedAt: t0})
+	})
 
 	const queued = 12
 	sentinel := errors.New("this one fails")
@@ -1199,12 +1220,7 @@ func TestQueuedUpdatesShareOneCommitAndAFailingFnLosesOnlyItsWrites(t *testing.T
 		}
 		time.Sleep(time.Millisecond)
 	}
-	close(release)
-	for range n {
-		if err := <-held; err != nil {
-			t.Fatal(err)
-		}
-	}
+	release()
 	failed := 0
 	for range queued {
 		switch err := <-errs; {
@@ -1220,7 +1236,7 @@ func TestQueuedUpdatesShareOneCommitAndAFailingFnLosesOnlyItsWrites(t *testing.T
 	if len(txids) >= queued {
 		t.Errorf("the %d queued Updates ran in %d transactions; want them grouped", queued, len(txids))
 	}
-	for kind, want := range map[string]int{"held": n, "queued": queued - 1, "lost": 0} {
+	for kind, want := range map[string]int{"held": s.Committers(), "queued": queued - 1, "lost": 0} {
 		ev, err := s.ListEvidence(ctx, store.EvidenceFilter{Kind: kind})
 		if err != nil || len(ev) != want {
 			t.Errorf("%s evidence: %d rows, %v; want %d", kind, len(ev), err, want)
