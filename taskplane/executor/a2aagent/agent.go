@@ -21,7 +21,11 @@
 package a2aagent
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -240,6 +244,10 @@ type turnState struct {
 	principal, taskID string
 	sent              string // our message this turn sent, recorded with the link
 	settled           bool
+	// answering is the downstream task's INPUT_REQUIRED / AUTH_REQUIRED status this turn's send
+	// answers: a snapshot still showing it (the agent has not taken the answer up yet) is not the
+	// agent asking again.
+	answering *a2a.TaskStatus
 }
 
 // Execute runs one turn: send what is new (or pick the downstream task up again), then map the
@@ -258,7 +266,7 @@ func (e *Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	if len(msgs) == 0 {
 		return fmt.Errorf("a2a executor: task %s has no user message to send", turn.Task.ID)
 	}
-	out := &a2a.Message{ID: msgs[len(msgs)-1].ID, Role: a2a.MessageRoleUser}
+	out := &a2a.Message{ID: downstreamMessageID(st.principal, st.taskID, msgs[len(msgs)-1].ID), Role: a2a.MessageRoleUser}
 	for _, m := range msgs {
 		for _, p := range m.Parts {
 			out.Parts = append(out.Parts, toPart(p))
@@ -344,7 +352,24 @@ func (st *turnState) continuable(ctx context.Context, client *a2aclient.Client) 
 	if err != nil {
 		return false, st.fail(ctx, err)
 	}
+	if t.Status.State == a2a.TaskStateInputRequired || t.Status.State == a2a.TaskStateAuthRequired {
+		st.answering = &t.Status
+	}
 	return !t.Status.State.Terminal(), nil
+}
+
+// sameStatus reports whether a and b are one status of the agent's: the same state and message
+// id, or, without messages, the same timestamp.
+func sameStatus(a, b a2a.TaskStatus) bool {
+	switch {
+	case a.State != b.State:
+		return false
+	case a.Message != nil && b.Message != nil && a.Message.ID != "":
+		return a.Message.ID == b.Message.ID
+	case a.Message == nil && b.Message == nil && a.Timestamp != nil && b.Timestamp != nil:
+		return a.Timestamp.Equal(*b.Timestamp)
+	}
+	return false
 }
 
 // follow polls the downstream task until it settles (or ctx ends).
@@ -471,15 +496,49 @@ func (st *turnState) apply(ctx context.Context, ev a2a.Event) error {
 	return nil
 }
 
-// hasArtifact reports whether our task already holds a downstream artifact with the same id and
-// parts (a Task snapshot repeats what the stream already delivered).
+// hasArtifact reports whether our task already holds a downstream artifact as it is now (a Task
+// snapshot repeats what the stream already delivered). One with the same id but other content
+// (the agent replaced or extended it) is not held: it replaces ours.
 func (st *turnState) hasArtifact(a *a2a.Artifact) bool {
+	theirs := fromArtifact(a)
 	for _, ours := range st.turn.Task.Artifacts {
-		if ours.ID == string(a.ID) && len(ours.Parts) == len(a.Parts) {
-			return true
+		if ours.ID == theirs.ID {
+			return sameJSON(ours, theirs)
 		}
 	}
 	return false
+}
+
+// sameJSON reports whether a and b encode alike, numbers compared by value (ours come back from
+// the store as written, 1.10; the agent's as decoded, 1.1), so an artifact held as it is never
+// reads as changed.
+func sameJSON(a, b any) bool {
+	ja, err1 := plainJSON(a)
+	jb, err2 := plainJSON(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// plainJSON encodes v with every number as a float64 would print it.
+func plainJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		return nil, err
+	}
+	return json.Marshal(x)
+}
+
+// downstreamMessageID is the messageId a send to the agent carries for our message msgID of
+// task taskID: the same for every retry and re-offer of that send (so an agent that
+// deduplicates by messageId takes it once), and Channels' own, never a caller's, so the messages
+// of two principals that chose the same messageId never meet at the agent, which sees them all
+// from one client.
+func downstreamMessageID(principal, taskID, msgID string) string {
+	sum := sha256.Sum256([]byte(principal + "\x00" + taskID + "\x00" + msgID))
+	return "ch-" + hex.EncodeToString(sum[:16])
 }
 
 // status maps a downstream status onto ours. A snapshot's status that repeats the current one is
@@ -494,6 +553,9 @@ func (st *turnState) status(ctx context.Context, s a2a.TaskStatus, snapshot bool
 		}
 		return st.turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateWorking, Message: msg})
 	case a2a.TaskStateInputRequired, a2a.TaskStateAuthRequired:
+		if snapshot && st.answering != nil && sameStatus(s, *st.answering) {
+			return nil // the question this turn answered, not taken up yet: keep following
+		}
 		st.settled = true
 		err := st.turn.RequireInput(ctx, question(s.Message, s.State == a2a.TaskStateAuthRequired))
 		if errors.Is(err, taskplane.ErrContinuationNotAllowed) {
