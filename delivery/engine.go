@@ -249,7 +249,10 @@ func (e *Engine) Process(ctx context.Context, principal, id string) (Record, err
 		if !ok {
 			break
 		}
-		if again := e.act(ctx, st); !again {
+		// Claimed: the step runs to its outcome even if ctx ends meanwhile (a shutdown), as the
+		// engine's own in Run do; cutting the provider call short would turn a known outcome
+		// into an unknown one, and the next process would send again. The send timeout bounds it.
+		if again := e.act(context.WithoutCancel(ctx), st); !again {
 			break
 		}
 	}

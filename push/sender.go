@@ -3,6 +3,7 @@ package push
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,11 +127,16 @@ func classifyTransport(err error) error {
 	var (
 		de *dialError
 		re *resolveError
+		ve *tls.CertificateVerificationError
 	)
 	switch {
 	case errors.Is(err, ErrForbidden):
 		return delivery.Permanent(err)
 	case errors.As(err, &de), errors.As(err, &re):
+		return delivery.Retryable(err)
+	case errors.As(err, &ve):
+		// The receiver's certificate was refused during the handshake, before any byte of the
+		// request was written: certainly not received.
 		return delivery.Retryable(err)
 	}
 	return delivery.Indeterminate(err)
