@@ -100,6 +100,8 @@ type Turn struct {
 	// endOnFinish: the update that finishes the task also ends the turn, in its transaction
 	// (Dispatcher turns; other consumers end their turns themselves). ended records that it did.
 	endOnFinish bool
+	// endOnSettle: so does the update that leaves the task waiting for an answer (EndWhenSettled).
+	endOnSettle bool
 	ended       atomic.Bool
 	// finishing: the turn has sent an update that finishes its task. Its commit notifies the
 	// task's watchers, the turn's own heartbeat among them, which then has nothing to read.
@@ -157,6 +159,17 @@ func (t *Turn) Principal() string { return t.Task.Origin.Principal }
 
 // Grant returns the turn's authority.
 func (t *Turn) Grant() *Grant { return t.grant }
+
+// EndWhenSettled makes the update that settles the task — finishes it, or leaves it waiting for
+// an answer — also end the turn, in the same transaction, as a Dispatcher's turns end on a
+// finish. A consumer whose calls may be retried (the worker API) then never settles a task twice:
+// a settling update that failed changed nothing, and one that committed left no turn to retry
+// under. Ended reports whether an update ended the turn so; EndTurn is then not needed (it finds
+// no turn). A native task's result, with a Results hook, still goes home through EndTurn.
+func (t *Turn) EndWhenSettled() { t.endOnSettle = true }
+
+// Ended reports whether one of the turn's updates ended it (see EndWhenSettled).
+func (t *Turn) Ended() bool { return t.ended.Load() }
 
 // Plane returns the plane the turn belongs to.
 func (t *Turn) Plane() *Plane { return t.plane }
@@ -240,7 +253,8 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 			// A finished task needs no more turns: retire the wake now rather than in a
 			// transaction of its own (EndTurn). A native task's result goes home first, so its
 			// wake is left to EndTurn.
-			ended = t.endOnFinish && nt.Status.State.Terminal() && !(p.queue.results != nil && native(nt))
+			ended = (t.endOnFinish && nt.Status.State.Terminal() || t.endOnSettle && settledState(nt)) &&
+				!(p.queue.results != nil && native(nt))
 			if ended {
 				return retire(ctx, tx, w, store.WakeDone, "settled: "+string(nt.Status.State), now)
 			}

@@ -331,6 +331,9 @@ func (a *API) turn(h func(w http.ResponseWriter, r *http.Request, turn *taskplan
 			a.fail(w, err)
 			return
 		}
+		// A settling call (complete, reject, require-input) ends the turn in its own transaction:
+		// answered 503, it changed nothing and may be made again; committed, it left no turn.
+		turn.EndWhenSettled()
 		h(w, r, turn)
 	})
 }
@@ -545,7 +548,9 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, turn *taskplane.Tur
 		a.fail(w, err)
 		return
 	}
-	err = a.plane.EndTurn(r.Context(), turn.Grant(), taskplane.TurnEnd{})
+	if !turn.Ended() { // a native task's result goes home first (or an update not settling)
+		err = a.plane.EndTurn(r.Context(), turn.Grant(), taskplane.TurnEnd{})
+	}
 	if err != nil && !errors.Is(err, taskplane.ErrNoTurn) {
 		a.fail(w, err)
 		return
