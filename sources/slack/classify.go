@@ -176,7 +176,9 @@ func (s *Source) classifyCallback(raw []byte) verdict {
 		root = in.TS
 	}
 	identity := cb.TeamID + ":" + cb.EventID
-	loc := Locator{Team: cb.TeamID, Channel: in.Channel, ThreadTS: root, TS: in.TS, User: in.User}
+	// The conversation (and the channel's rate lane) is keyed by this installation's workspace,
+	// as clicks and dialogs are: in a shared channel team_id is the workspace that created it.
+	loc := Locator{Team: firstOf(bot.Team, cb.TeamID), Channel: in.Channel, ThreadTS: root, TS: in.TS, User: in.User}
 	return verdict{event: s.event(identity, loc, "", parts, map[string]any{"event": in.Type, "channel_type": in.ChannelType})}
 }
 

@@ -39,11 +39,20 @@ func (s *Source) Lane(d sources.Delivery) string {
 // for a passing outage; internal_error and fatal_error may have acted and stay indeterminate, as
 // does anything that went wrong after the request was written (a timeout, a reset).
 // readFailure classifies the failure of a read a delivery makes before it posts: a rate limit
-// waits as long as Slack asks, without spending an attempt; anything else is retried (a read
-// changed nothing in Slack).
+// waits as long as Slack asks, without spending an attempt; an error response no retry can fix
+// is permanent; anything else is retried (a read changed nothing in Slack).
 func readFailure(err error) error {
 	if _, ok := errors.AsType[*slack.RateLimitedError](err); ok {
 		return classify(err)
+	}
+	// An error response a retry cannot fix (channel_not_found, not_in_channel, …) fails the
+	// delivery at once, as it would a post; a passing one is read again.
+	if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok {
+		switch se.Err {
+		case "internal_error", "fatal_error", "service_unavailable", "ratelimited", "team_added_to_org":
+		default:
+			return delivery.WithStatus(delivery.Permanent(err), se.Err)
+		}
 	}
 	return delivery.Retryable(err)
 }

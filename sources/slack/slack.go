@@ -133,7 +133,7 @@ func (rt retryAfterSeconds) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if d, ok := delivery.ParseRetryAfter(v, time.Now()); ok {
-			resp.Header.Set("Retry-After", strconv.FormatInt(int64(d/time.Second), 10))
+			resp.Header.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 		} else {
 			resp.Header.Del("Retry-After")
 		}
