@@ -412,7 +412,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if now().Sub(c.at) > scrapeCache {
 		ms, err := c.read()
 		if err != nil {
+			// The scrape's reads run under its own time bound, not a caller's: one that ran out
+			// is a store that did not answer (a partition, a blackholed failover address).
 			c.m.storeError("scrape", err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				c.m.storeErrors.WithLabelValues("scrape").Inc()
+			}
 			c.up = false
 		} else {
 			c.metrics, c.at, c.up = ms, now(), true

@@ -100,10 +100,16 @@ func (s *Server) Check(ctx context.Context) Readiness {
 	if s.Ready != nil && !s.Ready.Load() {
 		r.Reasons = append(r.Reasons, "not serving (starting or shutting down)")
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	if err := Ping(ctx, s.Store); err != nil {
 		s.log().Warn("readiness: store unreachable", "err", err)
+		if errors.Is(err, context.DeadlineExceeded) && caller.Err() == nil && s.Metrics != nil {
+			// Readiness's own bound ran out, its caller still waiting: the store did not answer,
+			// a failed read as much as a refused connection (which the instrumented store counts).
+			s.Metrics.storeErrors.WithLabelValues("read").Inc()
+		}
 		r.Reasons = append(r.Reasons, "store unreachable")
 	} else if w, ok := s.Store.(writeChecker); ok {
 		// A store that answers reads may still refuse every write (a full disk): the store

@@ -224,7 +224,7 @@ func Summarize(ctx context.Context, r store.Reader, o SummaryOptions) (Summary, 
 		now = store.NowFunc(r)() // the clock the leases it compares were written on
 	}
 	now = now.UTC()
-	sum := Summary{GeneratedAt: now, Since: o.Since}
+	sum := Summary{GeneratedAt: now, Since: o.Since, Sources: []SourceSummary{}} // [] in JSON when empty, not null
 	bySource := map[string]*SourceSummary{}
 	get := func(name string) *SourceSummary {
 		if s := bySource[name]; s != nil {
@@ -377,7 +377,7 @@ func Attention(ctx context.Context, r store.Reader, now time.Time, stuckAfter ti
 	if stuckAfter <= 0 {
 		stuckAfter = 5 * time.Minute
 	}
-	var out []DeliveryView
+	out := []DeliveryView{} // [] in JSON when none
 	for _, st := range []store.DeliveryState{store.DeliveryAmbiguous, store.DeliverySending, store.DeliveryFailed} {
 		// The store leaves the abandoned ones out before the limit, so that they cannot crowd
 		// out the failed ones still waiting for an operator; and of the ones in sending it keeps

@@ -61,6 +61,9 @@ object per line, with every field of the delivery.`,
 			if state != "" && !delivery.State(state).Valid() {
 				return usageError{fmt.Errorf("--state must be one of prepared, sending, delivered, failed, ambiguous")}
 			}
+			if limit < 0 { // as tasks and evidence: 0 is all
+				return usageError{errors.New("--limit must not be negative")}
+			}
 			eng, st, err := a.openDeliveries(cmd.Context())
 			if err != nil {
 				return err
@@ -84,7 +87,7 @@ object per line, with every field of the delivery.`,
 			fmt.Fprintln(tw, "ID\tPRINCIPAL\tSOURCE\tOPERATION\tSTATE\tATTEMPTS\tPROVIDER ID\tUPDATED\tLAST ERROR")
 			for _, r := range recs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(r.ID), cell(r.Principal), cell(r.Source), cell(r.Operation),
-					cell(string(r.State)), r.Attempts, cellOrDash(r.ProviderID), r.UpdatedAt.Format(time.RFC3339), cellOrDash(cellShort(r.LastError, 60)))
+					cell(string(r.State)), r.Attempts, cellOrDash(r.ProviderID), r.UpdatedAt.UTC().Format(time.RFC3339), cellOrDash(cellShort(r.LastError, 60)))
 			}
 			return tw.Flush()
 		},

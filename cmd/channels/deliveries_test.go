@@ -102,6 +102,7 @@ func TestDeliveriesResolveNeedsExactlyOneResolution(t *testing.T) {
 		{"deliveries", "resolve", "dlv_x", "--store", url},
 		{"deliveries", "resolve", "dlv_x", "--store", url, "--retry", "--abandon"},
 		{"deliveries", "list", "--store", url, "--state", "lost"},
+		{"deliveries", "list", "--store", url, "--limit", "-1"}, // as tasks and evidence refuse it
 	} {
 		c := newCLI(t, nil)
 		if code := c.run(context.Background(), args...); code != 2 {

@@ -69,3 +69,22 @@ func TestEvidenceRefusesAnUnknownKind(t *testing.T) {
 		t.Errorf("--kind wake-failed: exit %d: %s", code, c.stderr.String())
 	}
 }
+
+// TestAnEmptySummaryListsAreEmptyArrays: the summary of an empty store prints "sources": [] and
+// "attention": [], not null, so a script can iterate them whatever the store holds.
+func TestAnEmptySummaryListsAreEmptyArrays(t *testing.T) {
+	url := "sqlite://" + filepath.Join(t.TempDir(), "e.db")
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "evidence", "--store", url, "--summary", "--json"); code != 0 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(c.stdout.String()), &got); err != nil {
+		t.Fatalf("%v: %s", err, c.stdout.String())
+	}
+	for _, k := range []string{"sources", "attention"} {
+		if string(got[k]) != "[]" {
+			t.Errorf("%q: %s, want []", k, got[k])
+		}
+	}
+}
