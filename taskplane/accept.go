@@ -722,6 +722,11 @@ func RecordAnchorTx(ctx context.Context, tx store.Tx, principal, source, provide
 	if providerResponseID == "" {
 		return invalidf("anchor has no provider response id")
 	}
+	if !storableKey(providerResponseID) || len(providerResponseID) > MaxIdentityLen {
+		// A receipt's id no reply could name (and Postgres text cannot hold): refused as the
+		// plane's decision, which the delivery engine records as evidence, not a failed send.
+		return invalidf("anchor provider response id must be valid UTF-8 without NUL, at most %d bytes", MaxIdentityLen)
+	}
 	t, err := getTask(ctx, tx, principal, taskID)
 	if err != nil {
 		return fmt.Errorf("record anchor: %w", err)
