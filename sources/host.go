@@ -61,6 +61,13 @@ func NewHost(plane *taskplane.Plane, mux *http.ServeMux, instances []Instance, o
 		h.instances = append(h.instances, src)
 		h.configs = append(h.configs, in)
 	}
+	names := make([]string, len(h.configs))
+	for i, in := range h.configs {
+		names[i] = in.Instance
+	}
+	if err := CheckKeys(names, h.instances); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -47,6 +48,35 @@ type Source interface {
 type Endpoint interface {
 	http.Handler
 	Pattern() string
+}
+
+// Keyed is implemented by sources whose instances each authenticate their provider with a
+// credential of their own (the webhook's signing secret). Key returns a digest of it: two
+// instances of one server with the same key would accept each other's requests, so one's events
+// could be replayed as the other's principal's (CheckKeys refuses them).
+type Keyed interface {
+	Key() [32]byte
+}
+
+// CheckKeys refuses instances of one source whose credentials are the same (Keyed). Each of
+// srcs is the source built from the instance named at the same index of names.
+func CheckKeys(names []string, srcs []Source) error {
+	first := map[[32]byte]int{}
+	var errs []error
+	for i, src := range srcs {
+		k, ok := src.(Keyed)
+		if !ok {
+			continue
+		}
+		key := k.Key()
+		if j, dup := first[key]; dup && srcs[j].Name() == src.Name() {
+			errs = append(errs, fmt.Errorf("source %s instances %q and %q share one secret: a request signed for one would be accepted by the other, under its principal; give each its own",
+				src.Name(), names[j], names[i]))
+			continue
+		}
+		first[key] = i
+	}
+	return errors.Join(errs...)
 }
 
 // Sender is implemented by sources that answer on their provider (a reply, a question, a handled

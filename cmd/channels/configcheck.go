@@ -202,6 +202,10 @@ func checkStoreReachable(ctx context.Context, rawURL string, r *configReport) {
 func checkSources(list []config.SourceConfig, reported []string, warnings *[]string) []string {
 	var errs []string
 	registered := sources.Names()
+	var (
+		names []string
+		built []sources.Source
+	)
 	for i, s := range list {
 		where := fmt.Sprintf("%s[%d] (%s)", config.SourcesKey, i, s.Label())
 		if s.Type == "" || slices.ContainsFunc(reported, func(e string) bool { return strings.Contains(e, where+":") }) {
@@ -211,14 +215,20 @@ func checkSources(list []config.SourceConfig, reported []string, warnings *[]str
 			errs = append(errs, fmt.Sprintf("%s: no source %q is registered in this binary: want one of %s", where, s.Type, strings.Join(registered, ", ")))
 			continue
 		}
-		if _, err := sources.New(s.Type, sources.Config{Instance: s.Name, Principal: s.Principal, Options: s.Options}); err != nil {
+		src, err := sources.New(s.Type, sources.Config{Instance: s.Name, Principal: s.Principal, Options: s.Options})
+		if err != nil {
 			for _, line := range splitErrors(err) {
 				errs = append(errs, fmt.Sprintf("%s: %s", where, line))
 			}
+		} else {
+			names, built = append(names, s.Name), append(built, src)
 		}
 		if row, ok, err := matrix.Find(s.Type); err == nil && ok && row.Status != matrix.Built {
 			*warnings = append(*warnings, fmt.Sprintf("%s: the conformance matrix lists %s as %s", where, s.Type, row.Status))
 		}
+	}
+	if err := sources.CheckKeys(names, built); err != nil {
+		errs = append(errs, splitErrors(err)...)
 	}
 	return errs
 }

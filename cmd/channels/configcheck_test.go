@@ -64,6 +64,8 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"unknown option", strings.Replace(webhookSource, "text: event.text", "text: event.text\n      txet: typo", 1),
 			[]string{`unknown field "txet"`}, false},
 		{"instance named twice", webhookSource + strings.TrimPrefix(webhookSource, "sources:\n"), []string{"webhook ci is configured twice"}, false},
+		{"two instances sharing a secret", webhookSource + strings.Replace(strings.TrimPrefix(webhookSource, "sources:\n"), "name: ci", "name: cd", 1),
+			[]string{`source webhook instances "ci" and "cd" share one secret`}, false},
 		{"bad instance name", strings.Replace(webhookSource, "name: ci", "name: CI Builds", 1), []string{`name "CI Builds": want lower-case letters`}, false},
 		{"missing principal", strings.Replace(webhookSource, "principal: ci-team", "principal: \"\"", 1), []string{"principal is required"}, false},
 		{"the anonymous callers' principal", strings.Replace(webhookSource, "principal: ci-team", "principal: anonymous", 1),

@@ -149,7 +149,7 @@ sources:
     name: deploys
     principal: ops
     options:
-      secret_env: TEST_WEBHOOK_SECRET
+      secret_env: TEST_DEPLOYS_SECRET
       identity: event.id
       conversation: [thread]
       text: event.text
@@ -177,7 +177,7 @@ sources:
 		{"ci", `{"event":{"id":"ev-3"}}`, plantedWebhookSecret, 400},
 		{"ci", ev("ev-4", "forged"), "not-the-secret-at-all", 401},
 		{"ci", ev("ev-1", "a different body"), plantedWebhookSecret, 409},
-		{"deploys", ev("dep-1", "deploy 42 failed"), plantedWebhookSecret, 200},
+		{"deploys", ev("dep-1", "deploy 42 failed"), plantedDeploysSecret, 200},
 	} {
 		if got := postWebhook(t, base, step.instance, step.body, step.secret); got != step.want {
 			t.Fatalf("POST %s %s = %d, want %d", step.instance, step.body, got, step.want)

@@ -23,6 +23,7 @@ import (
 // output (the message body may appear only where a task's history is asked for: tasks get).
 const (
 	plantedWebhookSecret = "whsec-PLANTED-3f9a1c77e0b24d5a"
+	plantedDeploysSecret = "whsec-PLANTED-deploys-5b6c7d8e" // each webhook instance has its own
 	plantedAdminToken    = "admintok-PLANTED-8c1d2e3f4a5b6c7d"
 	plantedBody          = "BODY-PLANTED-do-not-log-7781"
 )
@@ -46,7 +47,7 @@ sources:
     name: deploys
     principal: ops
     options:
-      secret_env: TEST_WEBHOOK_SECRET
+      secret_env: TEST_DEPLOYS_SECRET
       identity: event.id
       conversation: [thread]
       text: event.text
@@ -57,8 +58,10 @@ sources:
 func operatorCLI(t *testing.T, yaml string) (*cli, string) {
 	t.Helper()
 	t.Setenv("TEST_WEBHOOK_SECRET", plantedWebhookSecret)
+	t.Setenv("TEST_DEPLOYS_SECRET", plantedDeploysSecret)
 	t.Setenv("TEST_ADMIN_TOKEN", plantedAdminToken)
-	c := newCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": plantedWebhookSecret, "TEST_ADMIN_TOKEN": plantedAdminToken})
+	c := newCLI(t, map[string]string{"TEST_WEBHOOK_SECRET": plantedWebhookSecret, "TEST_DEPLOYS_SECRET": plantedDeploysSecret,
+		"TEST_ADMIN_TOKEN": plantedAdminToken})
 	path := filepath.Join(t.TempDir(), "channels.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -115,7 +118,7 @@ func scriptedRun(t *testing.T, base string) {
 		{"ci", `{"event":{"id":"ev-3"}}`, plantedWebhookSecret, 400},                                      // malformed: no text
 		{"ci", ev("ev-4", "forged"), "not-the-secret-at-all", 401},                                        // rejected
 		{"ci", ev("ev-1", "a different body"), plantedWebhookSecret, 409},                                 // duplicate-conflict
-		{"deploys", ev("dep-1", "deploy 42 failed"), plantedWebhookSecret, 200},                           // accepted
+		{"deploys", ev("dep-1", "deploy 42 failed"), plantedDeploysSecret, 200},                           // accepted
 	} {
 		if got := postWebhook(t, base, step.instance, step.body, step.secret); got != step.want {
 			t.Fatalf("POST %s %s = %d, want %d", step.instance, step.body, got, step.want)
@@ -277,7 +280,7 @@ func TestOperatorSurfaceAfterAScriptedRun(t *testing.T) {
 			"--source", "webhook", "--kind", "accepted", "--interval", "100ms", "--limit", "1")
 	}()
 	waitFor(t, "the follower's first record", func() bool { return strings.Count(follower.stdout.String(), "\n") >= 1 })
-	if got := postWebhook(t, base, "deploys", `{"event":{"id":"dep-2","text":"late"},"thread":"t9"}`, plantedWebhookSecret); got != 200 {
+	if got := postWebhook(t, base, "deploys", `{"event":{"id":"dep-2","text":"late"},"thread":"t9"}`, plantedDeploysSecret); got != 200 {
 		t.Fatalf("late POST = %d", got)
 	}
 	waitFor(t, "the followed record", func() bool { return strings.Contains(follower.stdout.String(), `:dep-2"`) })

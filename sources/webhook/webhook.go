@@ -4,6 +4,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -29,6 +30,12 @@ type Source struct {
 	opt                 Options
 	now                 func() time.Time
 	sink                atomic.Pointer[sources.Sink]
+}
+
+// Key is a digest of the instance's signing secret (sources.Keyed): two instances of one server
+// must not share it, or a request signed for one would be taken by the other.
+func (s *Source) Key() [32]byte {
+	return sha256.Sum256(append([]byte("channels webhook signing secret\x00"), s.opt.secret...))
 }
 
 // New builds a webhook source from its configuration (see Options).

@@ -27,7 +27,10 @@ import (
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
-const secret = "test-secret-0123456789"
+const (
+	secret    = "test-secret-0123456789"
+	crmSecret = "test-secret-crm-0123456789" // a second instance's own
+)
 
 // options is the configuration of the "ci" endpoint every test uses.
 func options(callback string) map[string]any {
@@ -370,9 +373,11 @@ func TestWebhookRefusesInvalidOptions(t *testing.T) {
 
 func TestHostMountsAndRunsConfiguredWebhooks(t *testing.T) {
 	plane := taskplane.New(storetest.OpenSQLite(t))
+	crm := options("")
+	crm["secret"] = crmSecret
 	inst := []sources.Instance{
 		{Source: webhook.Name, Config: sources.Config{Instance: "ci", Principal: "alice", Options: options("")}},
-		{Source: webhook.Name, Config: sources.Config{Instance: "crm", Principal: "bob", Options: options("")}},
+		{Source: webhook.Name, Config: sources.Config{Instance: "crm", Principal: "bob", Options: crm}},
 	}
 	if _, err := sources.NewHost(plane, http.NewServeMux(), append(inst, inst[0])); err == nil {
 		t.Fatal("an instance configured twice was accepted")
@@ -390,8 +395,8 @@ func TestHostMountsAndRunsConfiguredWebhooks(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	body := []byte(`{"event": {"id": "e1", "text": "hi"}, "repo": "r", "thread": "t"}`)
-	for _, name := range []string{"ci", "crm"} {
-		resp, err := post(srv.URL+"/sources/webhook/"+name, body, time.Now(), secret)
+	for name, key := range map[string]string{"ci": secret, "crm": crmSecret} {
+		resp, err := post(srv.URL+"/sources/webhook/"+name, body, time.Now(), key)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("POST to %s: %v %v", name, resp.Status, err)
 		}
@@ -857,5 +862,23 @@ func TestWebhookASlowRefusalBodyDoesNotHoldTheSend(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*drain.MaxWait {
 		t.Fatalf("a 400 whose body trickles held the send %s", d)
+	}
+}
+
+// Two instances of one server that share a signing secret are refused, at start and by config
+// check: a request signed for one would be accepted by the other, under the other's principal
+// (a capture replayed within the window to the other instance's URL).
+func TestInstancesSharingASecretAreRefused(t *testing.T) {
+	plane := taskplane.New(storetest.OpenSQLite(t))
+	inst := []sources.Instance{
+		{Source: webhook.Name, Config: sources.Config{Instance: "ci", Principal: "alice", Options: options("")}},
+		{Source: webhook.Name, Config: sources.Config{Instance: "crm", Principal: "bob", Options: options("")}},
+	}
+	_, err := sources.NewHost(plane, http.NewServeMux(), inst)
+	if err == nil || !strings.Contains(err.Error(), `"ci" and "crm" share one secret`) {
+		t.Fatalf("two instances with one secret: %v", err)
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Fatalf("the refusal quotes the secret: %v", err)
 	}
 }
