@@ -225,13 +225,13 @@ func TestWhatIsSentHome(t *testing.T) {
 // an endpoint without a callback, or another principal's, is no route.
 func TestRouterRoutesSendingInstancesByLocator(t *testing.T) {
 	plane := taskplane.New(storetest.OpenSQLite(t))
-	opts := func(callback string) map[string]any {
+	opts := func(secret, callback string) map[string]any { // each instance its own secret
 		return map[string]any{"secret": secret, "identity": "event.id", "conversation": []any{"repo"},
 			"text": "event.text", "callback": callback}
 	}
 	host, err := sources.NewHost(plane, http.NewServeMux(), []sources.Instance{
-		{Source: webhook.Name, Config: sources.Config{Instance: "ci", Principal: "alice", Options: opts("https://ci.example.com/cb")}},
-		{Source: webhook.Name, Config: sources.Config{Instance: "quiet", Principal: "bob", Options: opts("")}},
+		{Source: webhook.Name, Config: sources.Config{Instance: "ci", Principal: "alice", Options: opts(secret, "https://ci.example.com/cb")}},
+		{Source: webhook.Name, Config: sources.Config{Instance: "quiet", Principal: "bob", Options: opts(secret+"-quiet", "")}},
 	})
 	if err != nil {
 		t.Fatal(err)
