@@ -129,8 +129,12 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 	// What serve would refuse.
 	if cfg.Store == "" {
 		r.Errors = append(r.Errors, config.ErrNoStore.Error())
-	} else if u, err := url.Parse(cfg.Store); err == nil && u.Scheme != "" && !slices.Contains(store.Schemes(), u.Scheme) {
-		r.Errors = append(r.Errors, fmt.Sprintf("store: scheme %q has no driver: want one of %s", u.Scheme, strings.Join(store.Schemes(), ", ")))
+	} else if u, err := url.Parse(cfg.Store); err == nil && u.Scheme != "" {
+		// What the driver refuses in the URL's form (a SQLite path with '?'); reaching the
+		// store is --connect's.
+		if err := store.CheckURL(cfg.Store); err != nil {
+			r.Errors = append(r.Errors, err.Error())
+		}
 	}
 	if err := checkListen(cfg.Config); err != nil {
 		if _, _, perr := net.SplitHostPort(cfg.Listen); perr == nil {

@@ -49,6 +49,8 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		{"password in the store URL's query", "store: postgres://u@db/x?sslmode=require&password=hunter2hunter2hunter2\n", []string{"store carries a password: move the URL to store_env"}, false},
 		{"bad public URL", "public_url: ftp://example.com\n", []string{"public_url \"ftp://example.com\": want an absolute http or https URL"}, false},
 		{"store without a driver", "store: mysql://db/x\n", []string{`scheme "mysql" has no driver`}, false},
+		// What serve's driver refuses in the URL's form is found without --connect.
+		{"sqlite URL with a query", "store: sqlite:///tmp/channels.db?mode=ro\n", []string{"the URL takes no query parameters or fragment"}, false},
 		{"bad duration", "retention: forever\n", []string{"key retention: want a duration such as 90s or 1h"}, false},
 		{"negative refresh", "admin_refresh: -1s\n", []string{"admin_refresh must be at least 1s"}, false},
 		{"sub-second refresh", "admin_refresh: 500ms\n", []string{"admin_refresh must be at least 1s"}, false},

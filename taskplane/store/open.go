@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/channels-dev/channels/internal/redact"
@@ -31,7 +32,46 @@ var (
 	driversMu  sync.RWMutex
 	drivers    = map[string]Opener{}
 	inspectors = map[string]Inspector{}
+	urlChecks  = map[string]func(*url.URL) error{}
 )
+
+// RegisterURLCheck makes a driver's check of its URLs, which opens nothing, available to CheckURL
+// for the scheme (config check runs it without --connect). It panics if registered twice.
+func RegisterURLCheck(scheme string, check func(*url.URL) error) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if check == nil {
+		panic("store: RegisterURLCheck check is nil")
+	}
+	if _, dup := urlChecks[scheme]; dup {
+		panic("store: RegisterURLCheck called twice for scheme " + scheme)
+	}
+	urlChecks[scheme] = check
+}
+
+// CheckURL reports what Open would refuse in rawURL's form, without opening anything: an invalid
+// URL, a scheme with no driver, or what the driver's check (RegisterURLCheck) refuses. A store
+// unreachable or refusing access is found only by opening it. The error never contains the
+// URL's password.
+func CheckURL(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("store: invalid URL")
+	}
+	driversMu.RLock()
+	_, ok := drivers[u.Scheme]
+	check := urlChecks[u.Scheme]
+	driversMu.RUnlock()
+	if !ok {
+		return fmt.Errorf("store: scheme %q has no driver: want one of %s", u.Scheme, strings.Join(Schemes(), ", "))
+	}
+	if check != nil {
+		if err := check(u); err != nil {
+			return fmt.Errorf("store %s: %w", Redact(u), err)
+		}
+	}
+	return nil
+}
 
 // Register makes a driver available to Open for the URL scheme. It panics if the scheme is
 // registered twice or opener is nil, like database/sql.Register.

@@ -36,6 +36,7 @@ import (
 )
 
 func init() {
+	store.RegisterURLCheck("sqlite", func(u *url.URL) error { _, err := dbPath(u); return err })
 	store.Register("sqlite", func(ctx context.Context, u *url.URL) (store.Store, error) {
 		s, err := Open(ctx, u)
 		if err != nil {
