@@ -3,8 +3,6 @@ package a2aagent_test
 import (
 	"context"
 	"iter"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -52,16 +50,7 @@ func (replacingAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter
 // A non-streaming agent is polled; an artifact it replaces (same id, same number of parts, new
 // content) must reach our task as the agent has it when the task completes.
 func TestAPolledAgentsReplacedArtifactIsNotKeptStale(t *testing.T) {
-	handler := a2asrv.NewHandler(replacingAgent{})
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	card := &a2a.AgentCard{Name: "replacing", Description: "x", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: false},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
+	srv := serveJSONRPCAgent(t, "replacing", a2asrv.NewHandler(replacingAgent{}), false)
 
 	ch := startChannels(t, storetest.OpenSQLite(t), srv.URL)
 	task := ch.send(t, "m-replace", "go", "")

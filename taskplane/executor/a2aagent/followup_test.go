@@ -56,17 +56,23 @@ func (a *slowAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.S
 func startSlowAgent(t *testing.T) (*slowAgent, *httptest.Server) {
 	t.Helper()
 	ag := &slowAgent{release: make(chan struct{})}
-	handler := a2asrv.NewHandler(ag)
+	return ag, serveJSONRPCAgent(t, "slow agent", a2asrv.NewHandler(ag), true)
+}
+
+// serveJSONRPCAgent serves handler as an agent over JSON-RPC on 127.0.0.1, its card declaring
+// streaming or not (not: Channels sends with returnImmediately and polls), until t ends.
+func serveJSONRPCAgent(t *testing.T, name string, handler a2asrv.RequestHandler, streaming bool) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	card := &a2a.AgentCard{Name: "slow agent", Description: "scripted", Version: "1.0.0",
+	card := &a2a.AgentCard{Name: name, Description: "scripted", Version: "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		Capabilities:        a2a.AgentCapabilities{Streaming: streaming},
 		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
-	return ag, srv
+	return srv
 }
 
 // The downstream agent finished the task our turn sent it — its answer to the first message is

@@ -3,8 +3,6 @@ package a2aagent_test
 import (
 	"context"
 	"iter"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -64,15 +62,7 @@ func (h *dedupingHandler) SendMessage(ctx context.Context, req *a2a.SendMessageR
 // Channels is the one client of the agent, so the messageIds it sends must be its own.
 func TestTwoPrincipalsNeverShareADownstreamTaskByMessageID(t *testing.T) {
 	h := &dedupingHandler{RequestHandler: a2asrv.NewHandler(secretAgent{}), seen: map[string]a2a.TaskID{}}
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	card := &a2a.AgentCard{Name: "dedup", Description: "x", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: false},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(h))
+	srv := serveJSONRPCAgent(t, "dedup", h, false)
 
 	ch := startChannels(t, storetest.OpenSQLite(t), srv.URL)
 	accept := func(principal string) string {

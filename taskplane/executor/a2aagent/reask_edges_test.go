@@ -3,8 +3,6 @@ package a2aagent_test
 import (
 	"context"
 	"iter"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -50,16 +48,7 @@ func (progressAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.
 // A polled agent answered: the snapshot the follow-up's send returns may still show the question
 // it just answered (INPUT_REQUIRED until the agent moves on). That is not a new question.
 func TestAnAnsweredQuestionIsNotAskedAgain(t *testing.T) {
-	handler := a2asrv.NewHandler(progressAgent{})
-	mux := http.NewServeMux()
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-	card := &a2a.AgentCard{Name: "progress", Description: "x", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(srv.URL+"/rpc", a2a.TransportProtocolJSONRPC)},
-		Capabilities:        a2a.AgentCapabilities{Streaming: false},
-		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}}
-	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.Handle("/rpc", a2asrv.NewJSONRPCHandler(handler))
+	srv := serveJSONRPCAgent(t, "progress", a2asrv.NewHandler(progressAgent{}), false)
 
 	ch := startChannels(t, storetest.OpenSQLite(t), srv.URL)
 	task := ch.send(t, "m-deploy", "deploy", "")

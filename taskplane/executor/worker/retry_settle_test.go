@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/channels-dev/channels/taskplane"
-	"github.com/channels-dev/channels/taskplane/executor/worker"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
@@ -42,15 +39,8 @@ func TestRetriedRequireInputAfterA503AsksOnce(t *testing.T) {
 	for pass := range 3 { // transactions that go through before the one that fails
 		t.Run(fmt.Sprintf("the store fails transaction %d", pass+1), func(t *testing.T) {
 			st := &blipStore{Store: storetest.OpenSQLite(t)}
-			c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-			p := taskplane.New(st, taskplane.WithClock(c.Now))
-			api, err := worker.New(p, worker.Config{Lease: time.Minute, MaxWait: 2 * time.Second, Poll: 20 * time.Millisecond,
-				Tokens: []worker.Token{{Name: "all", Token: tokenAll}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e := &env{plane: p, clock: c, srv: httptest.NewServer(api)}
-			defer e.srv.Close()
+			e := newEnv(t, st)
+			p := e.plane
 			e.accept(t, "bob", taskplane.SourceA2A, "m-1")
 			id, lease := e.claim(t, tokenAll)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,15 +43,7 @@ func TestAStoreOutageIsAnswered503WithRetryAfter(t *testing.T) {
 		t.Fatal("connected to a closed port")
 	}
 	st := &downStore{Store: storetest.OpenSQLite(t), err: refused}
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	p := taskplane.New(st, taskplane.WithClock(c.Now))
-	api, err := worker.New(p, worker.Config{Lease: time.Minute, MaxWait: 2 * time.Second, Poll: 20 * time.Millisecond,
-		Tokens: []worker.Token{{Name: "all", Token: tokenAll}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{plane: p, clock: c, srv: httptest.NewServer(api)}
-	defer e.srv.Close()
+	e := newEnv(t, st)
 	e.accept(t, "bob", taskplane.SourceA2A, "m-1")
 	id, lease := e.claim(t, tokenAll)
 	st.down.Store(true)

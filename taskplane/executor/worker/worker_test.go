@@ -63,26 +63,33 @@ func (e *env) turnsEnded() []time.Duration {
 
 func eachDriver(t *testing.T, fn func(t *testing.T, e *env), opts ...taskplane.Option) {
 	storetest.ForEachDriver(t, func(t *testing.T, open func(t *testing.T) store.Store) {
-		c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-		p := taskplane.New(open(t), append([]taskplane.Option{taskplane.WithClock(c.Now)}, opts...)...)
-		e := &env{plane: p, clock: c}
-		api, err := worker.New(p, worker.Config{Lease: time.Minute, MaxWait: 2 * time.Second, Poll: 20 * time.Millisecond,
-			Tokens: []worker.Token{{Name: "all", Token: tokenAll}, {Name: "bob", Token: tokenBob, Principals: []string{"bob"}},
-				{Name: "other", Token: tokenOther}},
-			TurnEnded: func(d time.Duration) { e.mu.Lock(); e.ended = append(e.ended, d); e.mu.Unlock() }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle(api.Pattern(), api)
-		e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			e.serving.Add(1)
-			defer e.serving.Add(-1)
-			mux.ServeHTTP(w, r)
-		}))
-		t.Cleanup(e.srv.Close)
-		fn(t, e)
+		fn(t, newEnv(t, open(t), opts...))
 	})
+}
+
+// newEnv serves the worker API over a plane on st, its clock fixed, with the tokens all (every
+// principal), bob (bob's) and other, until t ends.
+func newEnv(t *testing.T, st store.Store, opts ...taskplane.Option) *env {
+	t.Helper()
+	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	p := taskplane.New(st, append([]taskplane.Option{taskplane.WithClock(c.Now)}, opts...)...)
+	e := &env{plane: p, clock: c}
+	api, err := worker.New(p, worker.Config{Lease: time.Minute, MaxWait: 2 * time.Second, Poll: 20 * time.Millisecond,
+		Tokens: []worker.Token{{Name: "all", Token: tokenAll}, {Name: "bob", Token: tokenBob, Principals: []string{"bob"}},
+			{Name: "other", Token: tokenOther}},
+		TurnEnded: func(d time.Duration) { e.mu.Lock(); e.ended = append(e.ended, d); e.mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(api.Pattern(), api)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.serving.Add(1)
+		defer e.serving.Add(-1)
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(e.srv.Close)
+	return e
 }
 
 func (e *env) accept(t *testing.T, principal, source, id string) *taskplane.Task {
