@@ -32,7 +32,7 @@ func TestASlowButSteadyReaderGetsALargeStreamEvent(t *testing.T) {
 			taskplane.SetStatus{State: taskplane.StateCompleted})
 	})
 	e := newEnvExec(t, storetest.OpenSQLite(t), nil, x, func(c *a2aConfig) {
-		c.StreamWriteTimeout = 300 * time.Millisecond
+		c.StreamWriteTimeout = 2 * time.Second // room for a loaded machine between two reads
 	})
 	alice := e.client(a2awire.BindingHTTPJSON, tokenAlice)
 	task := send(t, alice, userMessage("hello"), nil)
@@ -52,8 +52,9 @@ func TestASlowButSteadyReaderGetsALargeStreamEvent(t *testing.T) {
 			"Accept: text/event-stream\r\nLast-Event-ID: 0\r\nConnection: close\r\n\r\n", task.ID, tokenAlice)
 	}()
 	_ = cli.SetReadDeadline(time.Now().Add(20 * time.Second))
-	// 16 KiB every 10 ms: about 1.6 MB/s, a steady reader that never stalls for even 300 ms.
-	got, err := boundedwritetest.ReadSlowly(cli, 16<<10, 10*time.Millisecond)
+	// 16 KiB every 20 ms: about 0.8 MB/s, a steady reader that takes the 2 MiB event in some 2.6 s,
+	// more than one StreamWriteTimeout, and never stalls for anything near it.
+	got, err := boundedwritetest.ReadSlowly(cli, 16<<10, 20*time.Millisecond)
 	if err != nil {
 		t.Fatalf("reading the stream: %v after %d bytes", err, len(got))
 	}
