@@ -54,7 +54,7 @@ func TestAnAnsweredQuestionIsNotAskedAgain(t *testing.T) {
 	task := ch.send(t, "m-deploy", "deploy", "")
 	task = ch.await(t, task.ID, "the question", inState(taskplane.StateInputRequired))
 	ch.send(t, "m-main", "main", task.ID)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second) // the agent completes 300 ms after the answer
 	for time.Now().Before(deadline) {
 		task, _ = ch.plane.GetTask(context.Background(), "alice", task.ID)
 		if task.Status.State == taskplane.StateCompleted {
