@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Unmarshal decodes the one JSON value in data into v, as json.Unmarshal does, with numbers in
@@ -36,4 +39,40 @@ func decode(data []byte, v any, strict bool) error {
 		return errors.New("exactjson: invalid character after top-level value")
 	}
 	return nil
+}
+
+// ValidUnicode reports whether body, JSON text, holds only valid UTF-8 and no lone surrogate
+// escape (a \uD800–\uDFFF not part of a pair). encoding/json reads each such byte or escape as
+// U+FFFD, so two different strings ("caf\xe9", "caf\xe8"; "\ud800", "\udbff") would decode as
+// one: a decoder of ids refuses them instead, as ProtoJSON does.
+func ValidUnicode(body []byte) bool {
+	if !utf8.Valid(body) {
+		return false
+	}
+	esc := func(i int) (rune, bool) {
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		r, ok := esc(i)
+		switch {
+		case !ok:
+			i++ // another escape: skip the escaped character (an escaped backslash among them)
+		case utf16.IsSurrogate(r):
+			r2, ok2 := esc(i + 6)
+			if r >= 0xDC00 || !ok2 || utf16.DecodeRune(r, r2) == utf8.RuneError {
+				return false
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return true
 }

@@ -31,3 +31,25 @@ func TestUnmarshalRefusesWhatJSONUnmarshalRefuses(t *testing.T) {
 		t.Errorf("white space around the value: %v", err)
 	}
 }
+
+// TestValidUnicodeRefusesWhatDecodesAsReplacement: bytes that are not UTF-8 and lone surrogate
+// escapes are refused; pairs, other escapes (an escaped backslash before a "u" among them) and
+// plain UTF-8 pass.
+func TestValidUnicodeRefusesWhatDecodesAsReplacement(t *testing.T) {
+	for body, want := range map[string]bool{
+		`"café"`:               true,
+		`"\ud83d\ude00"`:       true, // a pair
+		`"\\ud800"`:            true, // an escaped backslash, then text
+		`"\n\t\u00e9"`:         true,
+		"\"caf\xe9\"":          false,
+		`"\ud800"`:             false, // a lone high surrogate
+		`"\udc00"`:             false, // a lone low surrogate
+		`"\ud800\u0041"`:       false, // a high surrogate not followed by a low one
+		`"\ud800x"`:            false,
+		`{"a":"\udbff","b":1}`: false,
+	} {
+		if got := ValidUnicode([]byte(body)); got != want {
+			t.Errorf("ValidUnicode(%s) = %v, want %v", body, got, want)
+		}
+	}
+}

@@ -8,13 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
 )
@@ -125,7 +123,7 @@ func (s *Source) event(body []byte) (ev sources.Event, nonWork, problem string) 
 	if err != nil {
 		return ev, "", "invalid JSON"
 	}
-	if !validUnicode(body) {
+	if !exactjson.ValidUnicode(body) {
 		// encoding/json reads bytes that are not UTF-8 and lone surrogate escapes all as U+FFFD:
 		// two different event ids ("caf\xe9", "caf\xe8") would be taken for one event.
 		return ev, "", "not valid Unicode (bytes that are not UTF-8, or a lone surrogate escape)"
@@ -161,38 +159,4 @@ func (s *Source) event(body []byte) (ev sources.Event, nonWork, problem string) 
 		ev.ReplyTo = s.anchorID(replyTo)
 	}
 	return ev, "", ""
-}
-
-// validUnicode reports whether body, valid JSON, holds only valid UTF-8 and no lone surrogate
-// escape (a \uD800–\uDFFF not part of a pair), which encoding/json would read as U+FFFD.
-func validUnicode(body []byte) bool {
-	if !utf8.Valid(body) {
-		return false
-	}
-	esc := func(i int) (rune, bool) {
-		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
-			return 0, false
-		}
-		n, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
-		return rune(n), err == nil
-	}
-	for i := 0; i < len(body); i++ {
-		if body[i] != '\\' {
-			continue
-		}
-		r, ok := esc(i)
-		switch {
-		case !ok:
-			i++ // another escape: skip the escaped character (an escaped backslash among them)
-		case utf16.IsSurrogate(r):
-			r2, ok2 := esc(i + 6)
-			if r >= 0xDC00 || !ok2 || utf16.DecodeRune(r, r2) == utf8.RuneError {
-				return false
-			}
-			i += 11
-		default:
-			i += 5
-		}
-	}
-	return true
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/channels-dev/channels/internal/exactjson"
 )
 
 // object is a decoded JSON object whose members are looked up by their ProtoJSON
@@ -93,6 +95,9 @@ func (o object) str(name string, maxLen int) (string, *Error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", Invalid(o.field(name), "must be a string")
 	}
+	if !exactjson.ValidUnicode(raw) {
+		return "", Invalid(o.field(name), "must be valid Unicode (no bytes that are not UTF-8, no lone surrogate escape)")
+	}
 	if maxLen > 0 && len(s) > maxLen {
 		return "", Invalid(o.field(name), "longer than %d bytes", maxLen)
 	}
@@ -163,6 +168,9 @@ func (o object) strings(name string, maxItems, maxLen int) ([]string, *Error) {
 	var out []string
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return nil, Invalid(o.field(name), "must be an array of strings")
+	}
+	if !exactjson.ValidUnicode(raw) {
+		return nil, Invalid(o.field(name), "must be valid Unicode (no bytes that are not UTF-8, no lone surrogate escape)")
 	}
 	if len(out) > maxItems {
 		return nil, Invalid(o.field(name), "more than %d items", maxItems)
