@@ -8,6 +8,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
 )
@@ -296,7 +297,8 @@ func (s *Source) classifyBlockActions(ic *slack.InteractionCallback, team string
 			question: ic.Message.Text}}
 	}
 	var cv choiceValue
-	if err := json.Unmarshal([]byte(act.Value), &cv); err != nil || cv.Value == nil {
+	// Numbers as written (json.Number): the button carries the exact value, 2^53 and beyond too.
+	if err := exactjson.Unmarshal([]byte(act.Value), &cv); err != nil || cv.Value == nil {
 		return malformed("choice button without a value", detail)
 	}
 	text, ok := cv.Value.(string)

@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/channels-dev/channels/delivery"
+	"github.com/channels-dev/channels/internal/exactjson"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
 )
@@ -195,7 +196,7 @@ func requestedSchema(msg taskplane.Message) map[string]any {
 		var d struct {
 			Schema map[string]any `json:"requestedSchema"`
 		}
-		if p.Data != nil && json.Unmarshal(p.Data, &d) == nil && d.Schema != nil {
+		if p.Data != nil && exactjson.Unmarshal(p.Data, &d) == nil && d.Schema != nil { // numbers as written
 			return d.Schema
 		}
 	}
@@ -256,6 +257,10 @@ func truncate(s string, n int) string {
 	return string([]rune(s)[:n-1]) + "…"
 }
 
+// dialogOpenTimeout bounds views.open for an answer dialog: the click that asked for it is
+// acknowledged once it returns, within Slack's 3 s.
+const dialogOpenTimeout = 2 * time.Second
+
 // openDialog opens the answer dialog for a click on a question's "Answer" button. The click
 // itself is not work; the dialog's view_submission is.
 func (s *Source) openDialog(ctx context.Context, sink *sources.Sink, r *dialogRequest) {
@@ -263,8 +268,13 @@ func (s *Source) openDialog(ctx context.Context, sink *sources.Sink, r *dialogRe
 	input := slack.NewPlainTextInputBlockElement(nil, blockAnswerInput)
 	input.Multiline = true
 	var blocks []slack.Block
-	if q := strings.TrimSpace(r.question); q != "" {
-		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, truncate(q, 2900), false, false), nil, nil))
+	if parts := Split(r.question, 2900); len(parts) > 0 {
+		// Split, not a cut by length: never inside an entity or a Slack token, a code fence closed.
+		q := parts[0]
+		if len(parts) > 1 {
+			q += " …"
+		}
+		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, q, false, false), nil, nil))
 	}
 	blocks = append(blocks, slack.NewInputBlock(blockAnswerInput, slack.NewTextBlockObject(slack.PlainTextType, "Your answer", false, false), nil, input))
 	view := slack.ModalViewRequest{
@@ -277,7 +287,11 @@ func (s *Source) openDialog(ctx context.Context, sink *sources.Sink, r *dialogRe
 		Blocks:          slack.Blocks{BlockSet: blocks},
 	}
 	reason := "answer-dialog-opened"
-	if _, err := s.api.OpenViewContext(ctx, r.triggerID, view); err != nil {
+	// The click is answered after this call, and Slack wants that within 3 s (a trigger_id
+	// expires then too, so a later views.open could not succeed anyway).
+	octx, cancel := context.WithTimeout(ctx, dialogOpenTimeout)
+	defer cancel()
+	if _, err := s.api.OpenViewContext(octx, r.triggerID, view); err != nil {
 		s.log.Warn("slack views.open for an answer dialog", "err", err)
 		reason = "answer-dialog-failed"
 	}

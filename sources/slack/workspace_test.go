@@ -82,6 +82,8 @@ type workspace struct {
 	// authHang is how many auth.test calls, from now, are never answered (the connection held
 	// until the caller gives up).
 	authHang atomic.Int32
+	// beforeViewsOpen, if set, may answer a views.open call itself (a slow Slack).
+	beforeViewsOpen func(w http.ResponseWriter, r *http.Request) bool
 	// teamID, userID and botIDv are who auth.test says the bot is (default team, botUser, botID).
 	teamID, userID, botIDv string
 }
@@ -252,6 +254,12 @@ func (w *workspace) reactionsGet(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (w *workspace) viewsOpen(rw http.ResponseWriter, r *http.Request) {
+	w.mu.Lock()
+	hook := w.beforeViewsOpen
+	w.mu.Unlock()
+	if hook != nil && hook(rw, r) {
+		return
+	}
 	b, _ := io.ReadAll(r.Body)
 	var v view
 	if err := json.Unmarshal(b, &v); err != nil || v.TriggerID == "" {
