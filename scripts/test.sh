@@ -25,6 +25,8 @@ RACE_PKGS=(
 	./push/...
 	./cmd/channels/...
 	./interop/...
+	./internal/...
+	./checkpoint/...
 )
 STATICCHECK_VERSION=v0.8.2
 DB_NAME=channels_test
@@ -41,15 +43,18 @@ die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
 # ---------------------------------------------------------------------------------------------
 find_pg_bin() {
 	if [[ -n "${PG_BIN:-}" ]]; then
-		[[ -x "$PG_BIN/initdb" && -x "$PG_BIN/pg_ctl" ]] && return 0
-		die "PG_BIN=$PG_BIN holds no initdb and pg_ctl"
+		[[ -x "$PG_BIN/initdb" && -x "$PG_BIN/pg_ctl" && -x "$PG_BIN/psql" ]] && return 0
+		die "PG_BIN=$PG_BIN holds no initdb, pg_ctl and psql"
 	fi
+	# The newest major that has a server: postgresql-client-NN alone puts psql, but no initdb,
+	# in /usr/lib/postgresql/NN/bin.
 	local d
-	d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
-	if [[ -n "$d" && -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
-		PG_BIN=$d
-		return 0
-	fi
+	while IFS= read -r d; do
+		if [[ -x "$d/initdb" && -x "$d/pg_ctl" && -x "$d/psql" ]]; then
+			PG_BIN=$d
+			return 0
+		fi
+	done < <(printf '%s\n' /usr/lib/postgresql/*/bin | sort -rV)
 	if command -v pg_config >/dev/null && [[ -x "$(pg_config --bindir)/initdb" ]]; then
 		PG_BIN=$(pg_config --bindir)
 		return 0
@@ -92,8 +97,16 @@ if ((${#optional[@]} > 0)); then
 fi
 if ((${#packages[@]} > 0)); then
 	echo "installing ${packages[*]}"
-	apt-get update -qq </dev/null
-	apt-get install -y -qq --no-upgrade --no-install-recommends "${packages[@]}" </dev/null
+	# A fresh machine's apt-daily/unattended-upgrades often holds apt's locks for minutes: install
+	# waits for the dpkg lock (DPkg::Lock::Timeout); update does not honour that for its lists
+	# lock, hence the retries.
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		apt-get -o DPkg::Lock::Timeout=600 update -qq </dev/null && break
+		((try < 10)) || die "apt-get update failed 10 times"
+		echo "apt-get update failed (try $try of 10; another apt may hold its lock); again in 30s" >&2
+		sleep 30
+	done
+	apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-upgrade --no-install-recommends "${packages[@]}" </dev/null
 	if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
 		find_pg_bin || die "postgresql installed but initdb/pg_ctl not found under /usr/lib/postgresql/*/bin"
 	fi
@@ -104,8 +117,10 @@ go version
 # PostgreSQL: a throwaway cluster on a free loopback port, its socket in its own directory
 # ---------------------------------------------------------------------------------------------
 PGTMP=
+log=
 cleanup() {
 	local rc=$?
+	[[ -z "$log" ]] || rm -f "$log"
 	if [[ -n "$PGTMP" ]]; then
 		if [[ -f "$PGTMP/data/postmaster.pid" ]]; then
 			as_pg "$PG_BIN/pg_ctl" -D "$PGTMP/data" -m immediate -w stop >/dev/null 2>&1 || true
@@ -115,8 +130,32 @@ cleanup() {
 	exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+
+# Long steps run as background jobs in their own process group (set -m) that the script waits
+# for: bash runs no trap until a foreground command ends, so a TERM or INT during a 10-minute
+# go test would wait for it (and a supervisor's SIGKILL after its grace period would leave the
+# cluster running). A signal interrupts the wait at once; the trap ends the step's whole group
+# (go and the test binaries it started), then the EXIT trap stops the cluster.
+set -m
+step=
+run() {
+	local rc=0
+	"$@" </dev/null &
+	step=$!
+	wait "$step" || rc=$?
+	step=
+	return "$rc"
+}
+on_signal() {
+	trap '' INT TERM
+	if [[ -n "$step" ]]; then
+		kill -TERM -- "-$step" 2>/dev/null || true
+		wait "$step" 2>/dev/null || true
+	fi
+	exit "$1"
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 
 # as_pg runs a command as the cluster's owner: initdb refuses root, so root uses "postgres".
 as_pg() {
@@ -172,26 +211,33 @@ if [[ -n "$unformatted" ]]; then
 fi
 
 section "go vet ./..."
-go vet ./...
-section "channels matrix --check"; go run ./cmd/channels matrix --check # docs/a2a-source-conformance.md is current
+run go vet ./...
+section "channels matrix --check";  run go run ./cmd/channels matrix --check # docs/a2a-source-conformance.md is current
 
 if [[ "${STATICCHECK:-1}" != 0 ]]; then
 	section "staticcheck ($STATICCHECK_VERSION)"
-	go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
+	run go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
 fi
 
-mapfile -t race_pkgs < <(go list "${RACE_PKGS[@]}")
-mapfile -t other_pkgs < <(go list ./... | grep -vxF -f <(printf '%s\n' "${race_pkgs[@]}"))
+# Not "mapfile < <(go list …)": a process substitution's exit status is lost, and a failing
+# go list would silently leave packages untested.
+race_list=$(go list "${RACE_PKGS[@]}")
+all_list=$(go list ./...)
+mapfile -t race_pkgs <<<"$race_list"
+[[ -n "$race_list" ]] || die "go list ${RACE_PKGS[*]} named no packages"
+other_list=$(grep -vxF -f <(printf '%s\n' "${race_pkgs[@]}") <<<"$all_list" || true)
+other_pkgs=()
+[[ -z "$other_list" ]] || mapfile -t other_pkgs <<<"$other_list"
 
 # Each package's tests may run past go test's default 10 minutes on a slow machine: the kill -9
 # test alone allows itself 6 per store when a round yields few events. CI gives 90.
 section "go test (${#other_pkgs[@]} packages)"
 if ((${#other_pkgs[@]} > 0)); then
-	go test -timeout 30m "${other_pkgs[@]}"
+	run go test -timeout 30m "${other_pkgs[@]}"
 fi
 
 section "go test -race ${RACE_PKGS[*]} (${#race_pkgs[@]} packages; chaos soak ${TEST_SOAK-20s})"
-TEST_SOAK="${TEST_SOAK-20s}" go test -race -timeout 30m "${race_pkgs[@]}"
+TEST_SOAK="${TEST_SOAK-20s}" run go test -race -timeout 30m "${race_pkgs[@]}"
 
 # Bounded fuzzing of request decoding on each binding, and of the canonical form a request's
 # data is deduplicated by (FUZZTIME per target; 0 skips). A failing input is written under the
