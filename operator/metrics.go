@@ -157,6 +157,15 @@ func (m *Metrics) storeError(op string, err error) {
 	}
 }
 
+// storeUnanswered counts a store call that ran out of a time bound this package set itself (the
+// readiness check's, a scrape's), its caller still waiting: a store that does not answer at all
+// (a partition) is failing, though storeError leaves timed-out callers out.
+func (m *Metrics) storeUnanswered(op string, err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
 // isStoreFailure reports whether err is a failure of the store, not an ordinary outcome (nil,
 // not found, a cancelled or timed-out caller).
 func isStoreFailure(err error) bool {
@@ -415,9 +424,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			// The scrape's reads run under its own time bound, not a caller's: one that ran out
 			// is a store that did not answer (a partition, a blackholed failover address).
 			c.m.storeError("scrape", err)
-			if errors.Is(err, context.DeadlineExceeded) {
-				c.m.storeErrors.WithLabelValues("scrape").Inc()
-			}
+			c.m.storeUnanswered("scrape", err)
 			c.up = false
 		} else {
 			c.metrics, c.at, c.up = ms, now(), true

@@ -105,10 +105,10 @@ func (s *Server) Check(ctx context.Context) Readiness {
 	defer cancel()
 	if err := Ping(ctx, s.Store); err != nil {
 		s.log().Warn("readiness: store unreachable", "err", err)
-		if errors.Is(err, context.DeadlineExceeded) && caller.Err() == nil && s.Metrics != nil {
-			// Readiness's own bound ran out, its caller still waiting: the store did not answer,
-			// a failed read as much as a refused connection (which the instrumented store counts).
-			s.Metrics.storeErrors.WithLabelValues("read").Inc()
+		if caller.Err() == nil && s.Metrics != nil {
+			// Readiness's own bound ran out, if any: a failed read as much as a refused
+			// connection (which the instrumented store counts).
+			s.Metrics.storeUnanswered("read", err)
 		}
 		r.Reasons = append(r.Reasons, "store unreachable")
 	} else if w, ok := s.Store.(writeChecker); ok {

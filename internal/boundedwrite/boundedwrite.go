@@ -9,6 +9,7 @@
 package boundedwrite
 
 import (
+	"io"
 	"net/http"
 	"time"
 )
@@ -29,6 +30,16 @@ var MinRate = 32 << 10
 // returns the first write error. The last chunk's deadline also covers what net/http writes
 // after the handler returns; it lifts the deadline before the connection's next request.
 func Write(w http.ResponseWriter, body []byte, perChunk time.Duration) error {
+	rc := http.NewResponseController(w)
+	return Chunks(w, body, perChunk, func(t time.Time) { _ = rc.SetWriteDeadline(t) })
+}
+
+// Chunks writes body to w a chunk at a time, calling deadline with the time the client has for
+// each chunk before it is written, and once more after the last (for what follows it): perChunk
+// (DefaultTimeout when 0) from then, but never later than perChunk and len(body) ÷ MinRate
+// seconds after the start. Write sets it as the connection's write deadline; a writer that may
+// be cut meanwhile (a stream at shutdown) decides in deadline whether to.
+func Chunks(w io.Writer, body []byte, perChunk time.Duration, deadline func(time.Time)) error {
 	if perChunk <= 0 {
 		perChunk = DefaultTimeout
 	}
@@ -36,22 +47,21 @@ func Write(w http.ResponseWriter, body []byte, perChunk time.Duration) error {
 	if MinRate > 0 {
 		last = time.Now().Add(perChunk + time.Duration(len(body))*time.Second/time.Duration(MinRate))
 	}
-	rc := http.NewResponseController(w)
-	deadline := func() {
+	next := func() {
 		d := time.Now().Add(perChunk)
 		if !last.IsZero() && d.After(last) {
 			d = last
 		}
-		_ = rc.SetWriteDeadline(d)
+		deadline(d)
 	}
-	deadline()
+	next()
 	for len(body) > 0 {
 		n := min(len(body), ChunkSize)
 		if _, err := w.Write(body[:n]); err != nil {
 			return err
 		}
 		body = body[n:]
-		deadline()
+		next()
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/internal/mediarange"
+	"github.com/channels-dev/channels/internal/netguard"
 	"github.com/channels-dev/channels/internal/redact"
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/spf13/pflag"
@@ -918,7 +919,7 @@ func (c *Config) ListensOnLoopback() bool {
 	if err != nil {
 		return false
 	}
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+	if netguard.HostName(host) == "localhost" {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -101,18 +101,18 @@ func LoopbackHost(hostport, public string) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	host = hostName(host)
+	host = HostName(host)
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return true
 	}
-	return public != "" && host == hostName(public)
+	return public != "" && host == HostName(public)
 }
 
-// hostName is a host as compared: lowercased, without IPv6 brackets or a trailing dot (the root
+// HostName is a host as compared: lowercased, without IPv6 brackets or a trailing dot (the root
 // of a fully qualified name), so "Agents.Example.com." is "agents.example.com".
-func hostName(host string) string {
+func HostName(host string) string {
 	return strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
 }

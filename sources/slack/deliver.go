@@ -42,17 +42,13 @@ func (s *Source) Lane(d sources.Delivery) string {
 // waits as long as Slack asks, without spending an attempt; an error response no retry can fix
 // is permanent; anything else is retried (a read changed nothing in Slack).
 func readFailure(err error) error {
-	if _, ok := errors.AsType[*slack.RateLimitedError](err); ok {
-		return classify(err)
-	}
-	// An error response a retry cannot fix (channel_not_found, not_in_channel, …) fails the
-	// delivery at once, as it would a post; a passing one is read again.
-	if se, ok := errors.AsType[slack.SlackErrorResponse](err); ok {
-		switch se.Err {
-		case "internal_error", "fatal_error", "service_unavailable", "ratelimited", "team_added_to_org":
-		default:
-			return delivery.WithStatus(delivery.Permanent(err), se.Err)
-		}
+	_, limited := errors.AsType[*slack.RateLimitedError](err)
+	_, refused := errors.AsType[slack.SlackErrorResponse](err)
+	// An error response classify calls permanent (channel_not_found, not_in_channel, …) fails
+	// the delivery at once, as it would a post.
+	c := classify(err)
+	if kind, _, _ := delivery.Classify(c); limited || (refused && kind == delivery.KindPermanent) {
+		return c
 	}
 	return delivery.Retryable(err)
 }

@@ -76,29 +76,15 @@ func (s *Service) ServeSSE(w http.ResponseWriter, r *http.Request, st *Stream, e
 		// A large event (a snapshot or an artifact of some MiB) goes out in pieces, each with a
 		// fresh deadline, and the whole within the time of one and boundedwrite.MinRate more (as
 		// other answers), so a client that keeps reading gets it whole; once ctx has ended the
-		// deadline stays the watcher's.
-		var last time.Time // zero: no floor
-		if boundedwrite.MinRate > 0 {
-			last = time.Now().Add(d + time.Duration(len(b))*time.Second/time.Duration(boundedwrite.MinRate))
-		}
-		for len(b) > 0 {
-			n := min(len(b), boundedwrite.ChunkSize)
-			if _, err := w.Write(b[:n]); err != nil {
-				return false
+		// deadline stays the watcher's (or the opening's).
+		err := boundedwrite.Chunks(w, b, d, func(t time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			if cut = cut || ctx.Err() != nil; !cut {
+				_ = rc.SetWriteDeadline(t)
 			}
-			if b = b[n:]; len(b) > 0 {
-				mu.Lock()
-				if cut = cut || ctx.Err() != nil; !cut {
-					dl := time.Now().Add(d)
-					if !last.IsZero() && dl.After(last) {
-						dl = last
-					}
-					_ = rc.SetWriteDeadline(dl)
-				}
-				mu.Unlock()
-			}
-		}
-		return rc.Flush() == nil
+		})
+		return err == nil && rc.Flush() == nil
 	}
 	opened := func() {
 		mu.Lock()

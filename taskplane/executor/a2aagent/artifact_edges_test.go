@@ -15,7 +15,7 @@ import (
 
 // replacingAgent publishes an artifact, then replaces it (append=false, same id: A2A's
 // "replace"), then completes.
-type replacingAgent struct{}
+type replacingAgent struct{ cancels }
 
 func (replacingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
@@ -38,12 +38,6 @@ func (replacingAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) i
 			return
 		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, agentMsg(ec, "done")), nil)
-	}
-}
-
-func (replacingAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 // slowAgent answers "slow" only once released, and anything else at once, always with a
 // downstream task that completes with "answer to <text>".
 type slowAgent struct {
+	cancels
 	mu      sync.Mutex
 	release chan struct{}
 	got     []string // texts of the messages it received
@@ -47,16 +48,19 @@ func (a *slowAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) ite
 	}
 }
 
-func (a *slowAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
-	}
-}
-
 func startSlowAgent(t *testing.T) (*slowAgent, *httptest.Server) {
 	t.Helper()
 	ag := &slowAgent{release: make(chan struct{})}
 	return ag, serveJSONRPCAgent(t, "slow agent", a2asrv.NewHandler(ag), true)
+}
+
+// cancels is the Cancel of a scripted agent with nothing of its own to stop: the task is CANCELED.
+type cancels struct{}
+
+func (cancels) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
 }
 
 // serveJSONRPCAgent serves handler as an agent over JSON-RPC on 127.0.0.1, its card declaring

@@ -15,7 +15,7 @@ import (
 )
 
 // secretAgent answers each task with a result only that task's requester should see.
-type secretAgent struct{}
+type secretAgent struct{ cancels }
 
 func (secretAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
@@ -23,12 +23,6 @@ func (secretAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter
 			return
 		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, agentMsg(ec, "private answer of task "+string(ec.TaskID))), nil)
-	}
-}
-
-func (secretAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
 

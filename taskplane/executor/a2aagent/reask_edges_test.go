@@ -15,7 +15,7 @@ import (
 
 // progressAgent asks a question; on the answer it first publishes a progress artifact, then
 // completes.
-type progressAgent struct{}
+type progressAgent struct{ cancels }
 
 func (progressAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
@@ -36,12 +36,6 @@ func (progressAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) it
 		case <-time.After(300 * time.Millisecond):
 		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, agentMsg(ec, "deployed "+text(ec.Message))), nil)
-	}
-}
-
-func (progressAgent) Cancel(_ context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
 
