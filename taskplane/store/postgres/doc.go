@@ -54,9 +54,13 @@
 // every index entry a pending wake left behind until vacuum removed it (588 µs per count on a
 // fresh database under load, more than the acceptance's writes together). Triggers on wakes
 // (migration 0005) keep the pending and active counts in wake_counts instead, in 64 slot rows
-// chosen by transaction id, so concurrent transactions seldom wait on one counter row and a
-// transaction never locks two; CountWakes sums a column over the slots. The migration locks wakes
+// chosen by transaction id, and CountWakes sums a column over the slots. The migration locks wakes
 // against writers while it counts, so a wake committed meanwhile by another process is counted.
+// A transaction gathers its changes to the counts in two transaction-local settings and adds them
+// to its slot row once, at commit, by a deferred trigger (migration 0011): the slot row is locked
+// only while the transaction commits, never for the length of a group of acceptances, and a
+// transaction never locks two. CountWakes inside a transaction adds the settings, so it counts
+// the transaction's own wakes; a savepoint rolled back restores them with its writes.
 //
 // # One clock for every process
 //

@@ -1298,8 +1298,8 @@ func undoWakeCounts(t *testing.T, u *url.URL) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
 	conn := connect(t, u)
-	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_track() CASCADE; DROP TABLE wake_counts;
-		DELETE FROM schema_migrations WHERE version = 5`); err != nil {
+	if _, err := conn.Exec(ctx, `DROP FUNCTION wake_counts_note() CASCADE; DROP FUNCTION wake_counts_apply() CASCADE;
+		DROP TABLE wake_counts; DELETE FROM schema_migrations WHERE version IN (5, 11)`); err != nil {
 		t.Fatal(err)
 	}
 	return conn
@@ -1491,9 +1491,10 @@ func TestWakeCountsMigrationWaitsForWritersInFlight(t *testing.T) {
 	}
 }
 
-// Two transactions whose ids share a count slot, each moving wakes between the live states, wait
-// for one another at most: each locks one slot row, never two in opposite orders.
-func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
+// A transaction holds its count slot only while it commits (migration 0011): another transaction
+// whose id shares the slot moves wakes between the live states and commits while the first, which
+// has moved wakes too, is still open; then the first commits, and the counts hold both.
+func TestATransactionHoldsItsCountSlotOnlyWhileItCommits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	u := newSchema(t)
@@ -1531,36 +1532,58 @@ func TestTransactionsSharingACountSlotDoNotDeadlock(t *testing.T) {
 	if tb == nil {
 		t.Fatal("no transaction id shared the slot")
 	}
-	exec := func(tx pgx.Tx, sql string) error {
+	exec := func(ctx context.Context, tx pgx.Tx, sql string) error {
 		_, err := tx.Exec(ctx, sql)
 		return err
 	}
-	if err := exec(ta, `UPDATE wakes SET state = 'done' WHERE id = 'w2'`); err != nil { // pending -> done
+	if err := exec(ctx, ta, `UPDATE wakes SET state = 'done' WHERE id = 'w2'`); err != nil { // pending -> done
 		t.Fatal(err)
 	}
-	bDone := make(chan error, 1)
-	go func() {
-		err := exec(tb, `UPDATE wakes SET state = 'done' WHERE id = 'w3'`) // active -> done
-		if err == nil {
-			err = exec(tb, `UPDATE wakes SET state = 'pending' WHERE id = 'w1'`) // active -> pending
-		}
-		if err == nil {
-			err = tb.Commit(ctx)
-		}
-		bDone <- err
-	}()
-	waitLockWaitOn(t, u, "UPDATE wakes SET state = 'done' WHERE id = 'w3'") // b waits on the slot
-	// pending -> active
-	if err := exec(ta, `UPDATE wakes SET state = 'active' WHERE id = 'w0'`); err != nil {
-		t.Errorf("a: %v", err)
+	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = exec(bctx, tb, `UPDATE wakes SET state = 'done' WHERE id = 'w3'`) // active -> done
+	if err == nil {
+		err = exec(bctx, tb, `UPDATE wakes SET state = 'pending' WHERE id = 'w1'`) // active -> pending
+	}
+	if err == nil {
+		err = tb.Commit(bctx)
+	}
+	if err != nil {
+		t.Fatalf("b, sharing the open transaction's count slot: %v", err)
+	}
+	if err := exec(ctx, ta, `UPDATE wakes SET state = 'active' WHERE id = 'w0'`); err != nil { // pending -> active
+		t.Fatal(err)
 	}
 	if err := ta.Commit(ctx); err != nil {
-		t.Errorf("commit a: %v", err)
-	}
-	if err := <-bDone; err != nil {
-		t.Errorf("b: %v", err)
+		t.Fatalf("commit a: %v", err)
 	}
 	for state, want := range map[store.WakeState]int{store.WakePending: 1, store.WakeActive: 1} {
+		if n, err := s.CountWakes(ctx, state, 0); err != nil || n != want {
+			t.Errorf("CountWakes(%s) = %d, %v; want %d", state, n, err, want)
+		}
+	}
+}
+
+// A savepoint rolled back takes its wakes' changes out of the count its transaction writes at
+// commit, and keeps the changes made before it.
+func TestARolledBackSavepointTakesItsWakesOutOfTheCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	s := open(t, u)
+	conn := connect(t, u)
+	if _, err := conn.Exec(ctx, `BEGIN;
+		INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
+			VALUES ('alice', 'w1', 't1', 1, 'pending', now(), now());
+		SAVEPOINT fn;
+		INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
+			VALUES ('alice', 'w2', 't2', 1, 'pending', now(), now()), ('alice', 'w3', 't3', 1, 'active', now(), now());
+		UPDATE wakes SET state = 'active' WHERE id = 'w1';
+		ROLLBACK TO SAVEPOINT fn;
+		COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	for state, want := range map[store.WakeState]int{store.WakePending: 1, store.WakeActive: 0} {
 		if n, err := s.CountWakes(ctx, state, 0); err != nil || n != want {
 			t.Errorf("CountWakes(%s) = %d, %v; want %d", state, n, err, want)
 		}

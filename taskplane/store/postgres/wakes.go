@@ -57,16 +57,17 @@ func (r reader) ListTaskWakes(ctx context.Context, principal, taskID string) ([]
 	return out, nil
 }
 
-// CountWakes reads the live states' counts from wake_counts, which triggers keep (migration
-// 0005), and counts the other states in wakes.
+// CountWakes reads the live states' counts from wake_counts, which triggers keep (migrations 0005
+// and 0011), adding the change the transaction made and has not yet written there, and counts the
+// other states in wakes.
 func (r reader) CountWakes(ctx context.Context, state store.WakeState, upTo int) (int, error) {
 	query := `SELECT count(*) FROM wakes WHERE state = $1`
 	args := []any{string(state)}
 	switch {
 	case state == store.WakePending:
-		query, args = `SELECT sum(pending) FROM wake_counts`, nil
+		query, args = `SELECT sum(pending) + `+ownChange("pending")+` FROM wake_counts`, nil
 	case state == store.WakeActive:
-		query, args = `SELECT sum(active) FROM wake_counts`, nil
+		query, args = `SELECT sum(active) + `+ownChange("active")+` FROM wake_counts`, nil
 	case upTo > 0:
 		query = `SELECT count(*) FROM (SELECT 1 FROM wakes WHERE state = $1 LIMIT ` + strconv.Itoa(upTo) + `) w`
 	}
@@ -78,6 +79,12 @@ func (r reader) CountWakes(ctx context.Context, state store.WakeState, upTo int)
 		n = min(n, upTo)
 	}
 	return n, nil
+}
+
+// ownChange is the change to the count of the live wake state (pending or active) that the
+// transaction made and writes to wake_counts at its commit (migration 0011); 0 outside one.
+func ownChange(state string) string {
+	return `coalesce(nullif(current_setting('channels.wake_` + state + `', true), ''), '0')::bigint`
 }
 
 func (r reader) ListStaleTasks(ctx context.Context, states []string, cutoff time.Time, limit int) ([]store.Task, error) {

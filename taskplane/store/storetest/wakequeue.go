@@ -29,6 +29,7 @@ func wakeQueueCases() []testCase {
 		{"WakesOfOneCreatedAtAreListedAndClaimedInAdmissionOrder", testWakeAdmissionOrder},
 		{"CountStopsAtUpTo", testWakeCount},
 		{"CountFollowsChanges", testWakeCountFollowsChanges},
+		{"CountInsideATransaction", testWakeCountInsideATransaction},
 		{"ListStaleTasksFiltersByStateAndAge", testStaleTasks},
 		{"20ConcurrentClaimersNeverShareAWakeOrATask", testWakeClaimConcurrent},
 	}
@@ -298,6 +299,51 @@ func testWakeCountFollowsChanges(t *testing.T, s store.Store) {
 	w2.State = store.WakePending
 	saveWake(t, s, w2)
 	want("done to pending", 1, 1)
+}
+
+// A count read inside a transaction includes the wakes the transaction itself inserted and moved,
+// before it commits (the admission bound of a group of acceptances counts the group's own wakes).
+func testWakeCountInsideATransaction(t *testing.T, s store.Store) {
+	w1 := taskWake("alice", "w1", "t1", t0)
+	insertWakes(t, s, w1)
+	err := s.Update(context.Background(), func(ctx context.Context, tx store.Tx) error {
+		want := func(step string, pending, active int) error {
+			for state, n := range map[store.WakeState]int{store.WakePending: pending, store.WakeActive: active} {
+				got, err := tx.CountWakes(ctx, state, 0)
+				if err != nil {
+					return err
+				}
+				if got != n {
+					t.Errorf("%s: CountWakes(%s) in the transaction = %d, want %d", step, state, got, n)
+				}
+			}
+			return nil
+		}
+		if err := want("before", 1, 0); err != nil {
+			return err
+		}
+		for _, id := range []string{"w2", "w3"} {
+			if err := tx.InsertWake(ctx, taskWake("alice", id, "t-"+id, t0)); err != nil {
+				return err
+			}
+		}
+		if err := want("two inserted", 3, 0); err != nil {
+			return err
+		}
+		w1.State = store.WakeActive
+		if err := tx.SaveWake(ctx, w1); err != nil {
+			return err
+		}
+		return want("one moved to active", 2, 1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for state, n := range map[store.WakeState]int{store.WakePending: 2, store.WakeActive: 1} {
+		if got, err := s.CountWakes(context.Background(), state, 0); err != nil || got != n {
+			t.Errorf("CountWakes(%s) after the commit = %d, %v; want %d", state, got, err, n)
+		}
+	}
 }
 
 func testStaleTasks(t *testing.T, s store.Store) {
