@@ -58,7 +58,7 @@ var Executors = []string{"echo", "conformance", "a2a", "worker", "exec"}
 // query may hold a key, printed as its scheme and host, and also accepted by reference).
 type Config struct {
 	Listen          string        `yaml:"listen" usage:"address the HTTP server listens on"`
-	PublicURL       string        `yaml:"public_url" usage:"absolute base URL clients use to reach this server (default http://<listen>)"`
+	PublicURL       string        `yaml:"public_url" usage:"absolute base URL clients use to reach this server (default http://<listen>, with 127.0.0.1 for a listen address of all interfaces)"`
 	Store           string        `yaml:"store" secret:"url" usage:"store URL: sqlite:///path/to/channels.db or postgres://user@host/db"`
 	Executor        string        `yaml:"executor" usage:"agent that works tasks: echo, conformance, a2a, worker or exec (docs/executors.md)"`
 	Credentials     string        `yaml:"credentials" usage:"JSON file of bearer tokens and their principals"`
