@@ -165,7 +165,9 @@ func (t *Turn) Grant() *Grant { return t.grant }
 // finish. A consumer whose calls may be retried (the worker API) then never settles a task twice:
 // a settling update that failed changed nothing, and one that committed left no turn to retry
 // under. Ended reports whether an update ended the turn so; EndTurn is then not needed (it finds
-// no turn). A native task's result, with a Results hook, still goes home through EndTurn.
+// no turn). A native task's result, with a Results hook, goes home right after that commit; the
+// transaction holds a wake for it (as a cancel's does), so a claimer hands it home again if this
+// process dies first.
 func (t *Turn) EndWhenSettled() { t.endOnSettle = true }
 
 // Ended reports whether one of the turn's updates ended it (see EndWhenSettled).
@@ -195,6 +197,7 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 	var (
 		nt    *Task
 		ended bool
+		held  store.Wake // the wake held for the result of a native task this update settled and ended
 	)
 	// The changes are worked out here, off the store's writer, on the task as this turn last had
 	// it from the plane (t.base); the transaction writes them if the task is still that version.
@@ -218,6 +221,7 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 			stale = prep == nil // applied to the task as stored, which may hold a follow-up
 		}
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
+			held = store.Wake{}
 			now := p.clock()
 			if g.TaskID != taskID || g.Principal != principal {
 				return ErrNoTurn
@@ -251,14 +255,21 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 				}
 			}
 			// A finished task needs no more turns: retire the wake now rather than in a
-			// transaction of its own (EndTurn). A native task's result goes home first, so its
-			// wake is left to EndTurn.
-			ended = (t.endOnFinish && nt.Status.State.Terminal() || t.endOnSettle && settledState(nt)) &&
-				!(p.queue.results != nil && native(nt))
-			if ended {
-				return retire(ctx, tx, w, store.WakeDone, "settled: "+string(nt.Status.State), now)
+			// transaction of its own (EndTurn). A native task's result goes home first, so a
+			// Dispatcher's turn leaves its wake to EndTurn. A turn that ends when settled (its
+			// calls may be retried) ends here all the same, or a retry after a failed EndTurn
+			// would settle the task again (a second question): a wake held for the result hands
+			// it home after the commit, or after a crash before that.
+			homeFirst := p.queue.results != nil && native(nt)
+			ended = (t.endOnFinish && nt.Status.State.Terminal() && !homeFirst) || (t.endOnSettle && settledState(nt))
+			if !ended {
+				return nil
 			}
-			return nil
+			if err := retire(ctx, tx, w, store.WakeDone, "settled: "+string(nt.Status.State), now); err != nil {
+				return err
+			}
+			held, err = p.holdResultTx(ctx, tx, nt, now)
+			return err
 		})
 	})
 	t.changed = t.changed || stale
@@ -270,6 +281,9 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 	}
 	if ended {
 		t.ended.Store(true)
+	}
+	if held.ID != "" {
+		p.sendHomeHeld(ctx, nt, held)
 	}
 	// The next update starts from this one's row: the prepared one as written, or the task as
 	// the transaction read and changed it, encoded before the executor gets it back.

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -80,5 +82,122 @@ func TestRetriedRequireInputAfterA503AsksOnce(t *testing.T) {
 				t.Fatalf("the task holds %d questions and %d INPUT_REQUIRED events, want 1 and 1", questions, interrupted)
 			}
 		})
+	}
+}
+
+// settledHome records the results a plane hands home (a taskplane.Results), by status message id.
+type settledHome struct {
+	mu  sync.Mutex
+	ids map[string]taskplane.State
+}
+
+func (h *settledHome) Settled(_ context.Context, t *taskplane.Task) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ids == nil {
+		h.ids = map[string]taskplane.State{}
+	}
+	if t.Status.Message != nil {
+		h.ids[t.Status.Message.ID] = t.Status.State
+	}
+	return nil
+}
+
+func (h *settledHome) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ids)
+}
+
+// The same for a task of a provider source whose answers go home through a delivery (a Results
+// hook, as `channels serve` wires it): there the question commits before the turn's end, which
+// hands it home first, so a 503 for a failed end used to have the retry ask a second question,
+// and the person was sent both.
+func TestRetriedRequireInputOfANativeTaskAfterA503AsksOnce(t *testing.T) {
+	for pass := range 3 { // transactions that go through before the one that fails
+		t.Run(fmt.Sprintf("the store fails transaction %d", pass+1), func(t *testing.T) {
+			st := &blipStore{Store: storetest.OpenSQLite(t)}
+			home := &settledHome{}
+			e := newEnv(t, st, taskplane.WithResults(home))
+			p := e.plane
+			e.accept(t, "bob", "webhook", "m-1")
+			id, lease := e.claim(t, tokenAll)
+
+			st.pass.Store(int64(pass))
+			st.armed.Store(true)
+			code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
+				map[string]any{"question": "which branch?"})
+			if code == http.StatusServiceUnavailable {
+				code, body = e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
+					map[string]any{"question": "which branch?"})
+			}
+			st.armed.Store(false)
+			if code != http.StatusOK {
+				t.Fatalf("require-input (retried after a 503): %d %v", code, body)
+			}
+			task, err := p.GetTask(context.Background(), "bob", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			questions := 0
+			for _, m := range task.History {
+				if m.Role == taskplane.RoleAgent {
+					questions++
+				}
+			}
+			if questions != 1 || home.count() != 1 {
+				t.Fatalf("the task holds %d questions and %d were handed home, want 1 and 1", questions, home.count())
+			}
+			ws, err := st.ListTaskWakes(context.Background(), "bob", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range ws {
+				if w.State == store.WakeActive {
+					t.Fatalf("the turn was not ended: wake %s is %s", w.ID, w.State)
+				}
+			}
+		})
+	}
+}
+
+// failingHome fails its first hand-off, as a process that died before it would leave it undone.
+type failingHome struct {
+	settledHome
+	failed atomic.Bool
+}
+
+func (h *failingHome) Settled(ctx context.Context, t *taskplane.Task) error {
+	if h.failed.CompareAndSwap(false, true) {
+		return fmt.Errorf("delivery store away: %w", io.ErrUnexpectedEOF)
+	}
+	return h.settledHome.Settled(ctx, t)
+}
+
+// A native task's question whose hand-off after the require-input failed is handed off again by
+// the wake held for it, which grants no turn: the task stays waiting for its answer.
+func TestANativeQuestionWhoseHandOffFailedIsHandedOffAgainWithoutATurn(t *testing.T) {
+	home := &failingHome{}
+	e := newEnv(t, storetest.OpenSQLite(t), taskplane.WithResults(home))
+	e.accept(t, "bob", "webhook", "m-1")
+	id, lease := e.claim(t, tokenAll)
+	if code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
+		map[string]any{"question": "which branch?"}); code != http.StatusOK {
+		t.Fatalf("require-input: %d %v", code, body)
+	}
+	if home.count() != 0 {
+		t.Fatalf("%d results handed home, want none yet (the first hand-off fails)", home.count())
+	}
+	e.clock.Advance(2 * time.Minute)
+	g, err := e.plane.ClaimTurn(context.Background(), taskplane.ClaimRequest{Owner: "next", Lease: time.Minute})
+	if err != nil || g != nil {
+		t.Fatalf("claim after the failed hand-off: grant %v, err %v; want no turn", g, err)
+	}
+	task, err := e.plane.GetTask(context.Background(), "bob", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if home.count() != 1 || task.Status.State != taskplane.StateInputRequired {
+		t.Fatalf("%d results handed home, task %s; want 1, INPUT_REQUIRED", home.count(), task.Status.State)
 	}
 }
