@@ -548,7 +548,7 @@ func (a *API) finish(w http.ResponseWriter, r *http.Request, turn *taskplane.Tur
 		a.fail(w, err)
 		return
 	}
-	if !turn.Ended() { // a native task's result goes home first (or an update not settling)
+	if !turn.Ended() { // an update that did not settle the task
 		err = a.plane.EndTurn(r.Context(), turn.Grant(), taskplane.TurnEnd{})
 	}
 	if err != nil && !errors.Is(err, taskplane.ErrNoTurn) {
