@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/internal/wakecount"
 )
 
 // pipe is the querier of one Update: a connection in an explicit READ COMMITTED transaction whose
@@ -33,6 +34,13 @@ type pipe struct {
 	// The savepoint of the running fn (group commit): its place in pending until sent.
 	marked, markSent bool
 	mark             int
+	// wakes counts the transaction's pending wakes for the admission bound, read once per
+	// transaction (a group of acceptances) and followed through its own inserts; forgotten at
+	// any other change to the wakes and when a savepoint is rolled back. Other transactions'
+	// commits meanwhile are not seen, as a count read inside a READ COMMITTED transaction does not
+	// see those still running: the bound is approximate by the wakes of the transactions in
+	// flight, at most the committers' groups.
+	wakes wakecount.Pending
 }
 
 // heldWrite is a write waiting in a pipe.
@@ -77,6 +85,7 @@ func (p *pipe) savepoint() {
 // held-back writes; when none of the fn's statements reached the server, there is nothing to
 // roll back.
 func (p *pipe) undo() error {
+	p.wakes.Forget() // the fn's wakes are rolled back with it
 	if !p.marked {
 		return errors.New("postgres: no savepoint to roll back to")
 	}

@@ -212,6 +212,9 @@ func (t *tx) InsertEvidence(ctx context.Context, e store.Evidence) error {
 }
 
 func (t *tx) InsertWake(ctx context.Context, w store.Wake) error {
+	if w.State == store.WakePending {
+		t.p.wakes.Add() // if the held write fails, so does the fn, and undo forgets the count
+	}
 	t.p.later("insert wake", `INSERT INTO wakes (principal, id, task_id, activation, state, attempts, detail,
 		lease_owner, lease_until, due_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, nil,
 		w.Principal, w.ID, w.TaskID, w.Activation, string(w.State), w.Attempts, w.Detail,
@@ -220,6 +223,7 @@ func (t *tx) InsertWake(ctx context.Context, w store.Wake) error {
 }
 
 func (t *tx) UpdateWake(ctx context.Context, w store.Wake) error {
+	t.p.wakes.Forget()
 	t.p.later("update wake", mustTouch(`UPDATE wakes SET state = $3, attempts = $4, updated_at = $5, detail = $6
 		WHERE principal = $1 AND id = $2 RETURNING 1`), notTouched,
 		w.Principal, w.ID, string(w.State), w.Attempts, w.UpdatedAt, w.Detail)
@@ -332,6 +336,7 @@ func collectKeys(rows pgx.Rows) (principals, ids []string, err error) {
 // Prune deletes old terminal work as store.Tx specifies. limit bounds each kind it deletes (tasks,
 // claims, contexts) per call; 0 means no limit.
 func (t *tx) Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
+	t.p.wakes.Forget()
 	var res store.PruneResult
 	var lim *int // NULL: no limit
 	if limit > 0 {

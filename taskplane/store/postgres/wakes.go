@@ -87,6 +87,26 @@ func ownChange(state string) string {
 	return `coalesce(nullif(current_setting('channels.wake_` + state + `', true), ''), '0')::bigint`
 }
 
+// CountWakes in a transaction reads the pending count once and follows the transaction's own
+// changes from there (see pipe.wakes).
+func (t *tx) CountWakes(ctx context.Context, state store.WakeState, upTo int) (int, error) {
+	if state != store.WakePending {
+		return t.reader.CountWakes(ctx, state, upTo)
+	}
+	if n, ok := t.p.wakes.Get(upTo); ok {
+		return n, nil
+	}
+	n, err := t.reader.CountWakes(ctx, state, 0)
+	if err != nil {
+		return 0, err
+	}
+	t.p.wakes.Set(n, 0)
+	if upTo > 0 {
+		n = min(n, upTo)
+	}
+	return n, nil
+}
+
 func (r reader) ListStaleTasks(ctx context.Context, states []string, cutoff time.Time, limit int) ([]store.Task, error) {
 	if len(states) == 0 {
 		return nil, nil
@@ -140,6 +160,7 @@ func (t *tx) ClaimWakes(ctx context.Context, c store.WakeClaim) ([]store.Wake, e
 			FROM c WHERE w.principal = c.principal AND w.id = c.id
 			RETURNING w.*)
 		SELECT ` + wakeColumns + ` FROM u ORDER BY created_at, seq`
+	t.p.wakes.Forget()
 	rows, _ := t.q.Query(ctx, query, args...)
 	out, err := pgx.CollectRows(rows, scanWake)
 	if err != nil {
@@ -149,6 +170,7 @@ func (t *tx) ClaimWakes(ctx context.Context, c store.WakeClaim) ([]store.Wake, e
 }
 
 func (t *tx) SaveWake(ctx context.Context, w store.Wake) error {
+	t.p.wakes.Forget()
 	t.p.later("save wake "+w.ID, mustTouch(`UPDATE wakes SET state = $3, attempts = $4, detail = $5, activation = $6,
 		lease_owner = $7, lease_until = $8, due_at = $9, updated_at = $10 WHERE principal = $1 AND id = $2 RETURNING 1`),
 		notTouched, w.Principal, w.ID, string(w.State), w.Attempts, w.Detail, w.Activation, w.LeaseOwner, w.LeaseUntil,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/internal/wakecount"
 )
 
 // querier is what both the read pool (*sql.DB) and the writer's transaction (*sql.Tx) offer.
@@ -76,7 +77,7 @@ var errTxDone = errors.New("sqlite store: Tx used after its Update fn returned")
 // other fns sharing the transaction.
 type txn struct {
 	q       querier
-	pending *pendingCount // the writer's count of pending wakes in the current transaction
+	pending *wakecount.Pending // the writer's count of pending wakes in the current transaction
 
 	mu   sync.Mutex // held during each operation, so finish waits for one in flight
 	done bool
@@ -234,11 +235,11 @@ func (t *txn) InsertEvidence(ctx context.Context, e store.Evidence) error {
 func (t *txn) InsertWake(ctx context.Context, w store.Wake) error {
 	return do0(ctx, t, func(ctx context.Context, q querier) error {
 		if err := insertWake(ctx, q, w); err != nil {
-			t.pending.forget()
+			t.pending.Forget()
 			return err
 		}
 		if w.State == store.WakePending {
-			t.pending.add()
+			t.pending.Add()
 		}
 		return nil
 	})
@@ -246,7 +247,7 @@ func (t *txn) InsertWake(ctx context.Context, w store.Wake) error {
 
 func (t *txn) UpdateWake(ctx context.Context, w store.Wake) error {
 	return do0(ctx, t, func(ctx context.Context, q querier) error {
-		t.pending.forget()
+		t.pending.Forget()
 		return updateWake(ctx, q, w)
 	})
 }
@@ -259,7 +260,7 @@ func (t *txn) AdvanceCheckpoint(ctx context.Context, c store.Checkpoint) (store.
 
 func (t *txn) Prune(ctx context.Context, cutoff time.Time, terminal []string, limit int) (store.PruneResult, error) {
 	return do(ctx, t, func(ctx context.Context, q querier) (store.PruneResult, error) {
-		t.pending.forget()
+		t.pending.Forget()
 		return prune(ctx, q, cutoff, terminal, limit)
 	})
 }

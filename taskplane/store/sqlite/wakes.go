@@ -194,12 +194,12 @@ func (t *txn) CountWakes(ctx context.Context, state store.WakeState, upTo int) (
 		if state != store.WakePending {
 			return countWakes(ctx, q, state, upTo)
 		}
-		if n, ok := t.pending.get(upTo); ok {
+		if n, ok := t.pending.Get(upTo); ok {
 			return n, nil
 		}
 		n, err := countWakes(ctx, q, state, upTo)
 		if err == nil {
-			t.pending.set(n, upTo)
+			t.pending.Set(n, upTo)
 		}
 		return n, err
 	})
@@ -213,53 +213,14 @@ func (t *txn) ListStaleTasks(ctx context.Context, states []string, cutoff time.T
 
 func (t *txn) ClaimWakes(ctx context.Context, c store.WakeClaim) ([]store.Wake, error) {
 	return do(ctx, t, func(ctx context.Context, q querier) ([]store.Wake, error) {
-		t.pending.forget()
+		t.pending.Forget()
 		return claimWakes(ctx, q, c)
 	})
 }
 
 func (t *txn) SaveWake(ctx context.Context, w store.Wake) error {
 	return do0(ctx, t, func(ctx context.Context, q querier) error {
-		t.pending.forget()
+		t.pending.Forget()
 		return saveWake(ctx, q, w)
 	})
 }
-
-// pendingCount is the writer's count of pending wakes, kept for the transaction in progress so
-// that the admission bound (a count per acceptance) queries the wakes table once per transaction,
-// not once per acceptance. The SQLite store is the only writer of its file and every write goes
-// through the writer, so between two statements of one transaction only that transaction's own
-// writes change the count: an inserted pending wake adds one; any other change to the wakes
-// table, a failed statement, or a savepoint rolled back forgets the count, and the next count
-// queries the table again.
-type pendingCount struct {
-	known bool
-	n     int
-	exact bool // n is the count; otherwise the count is at least n (a count capped by its upTo)
-}
-
-// get returns the count capped at upTo, if it is known well enough to answer.
-func (c *pendingCount) get(upTo int) (int, bool) {
-	switch {
-	case !c.known:
-		return 0, false
-	case upTo <= 0: // no cap
-		return c.n, c.exact
-	case !c.exact && c.n < upTo:
-		return 0, false
-	}
-	return min(c.n, upTo), true
-}
-
-// set records a count read from the table with cap upTo.
-func (c *pendingCount) set(n, upTo int) {
-	c.known, c.n, c.exact = true, n, upTo <= 0 || n < upTo
-}
-
-func (c *pendingCount) add() {
-	if c.known {
-		c.n++
-	}
-}
-
-func (c *pendingCount) forget() { c.known = false }

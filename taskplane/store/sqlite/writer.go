@@ -10,6 +10,7 @@ import (
 
 	"github.com/channels-dev/channels/taskplane/store"
 	"github.com/channels-dev/channels/taskplane/store/groupcommit"
+	"github.com/channels-dev/channels/taskplane/store/internal/wakecount"
 )
 
 // maxBatch bounds how many fns share one transaction, so one commit's latency (and the time the
@@ -24,7 +25,10 @@ type writer struct {
 	q     *groupcommit.Queue
 
 	batches atomic.Int64 // committed or attempted transactions, for tests and metrics
-	pending pendingCount // pending wakes in the transaction in progress (writer goroutine only)
+	// pending counts the pending wakes in the transaction in progress (writer goroutine only).
+	// The store is the only writer of its file and every write goes through the writer, so
+	// between two statements of one transaction only its own writes change the count.
+	pending wakecount.Pending
 }
 
 // writerKey marks the context handed to an fn, to catch an Update nested inside an fn: it would
@@ -84,7 +88,7 @@ func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Re
 		fail(batch, fmt.Errorf("sqlite store: begin: %w", err))
 		return nil
 	}
-	w.pending.forget()
+	w.pending.Forget()
 	ok := make([]*groupcommit.Request, 0, len(batch))
 	// The savepoint statements go through the statement cache too (prepared once, not parsed
 	// per fn); the rollback's two statements run from their text, on the rare failure path.
@@ -98,7 +102,7 @@ func (w *writer) runBatch(batch []*groupcommit.Request) (retry []*groupcommit.Re
 		fnErr := w.call(r, tx)
 		var endErr error
 		if fnErr != nil {
-			w.pending.forget() // fn's wakes are rolled back with it
+			w.pending.Forget() // fn's wakes are rolled back with it
 			_, endErr = tx.ExecContext(bg, "ROLLBACK TO fn; RELEASE fn")
 		} else {
 			_, endErr = q.ExecContext(bg, "RELEASE fn")
