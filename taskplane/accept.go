@@ -459,12 +459,14 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		// granted here to an idle claimer, is the next step of the task's log, and the row is
 		// inserted as that turn made it (WORKING): one write. acc.Task stays the task as the
 		// event made it (SUBMITTED), which subscribers and push configs start after.
-		var ready func(w *store.Wake, admitted bool) error
+		var ready func(w *store.Wake, admitted, first bool) error
 		if newRow != nil {
 			submitted := acc.Task
-			ready = func(w *store.Wake, admitted bool) error {
+			ready = func(w *store.Wake, admitted, first bool) error {
 				row := *newRow
-				if admitted && hand.c != nil {
+				// Only while no earlier wake waits (hints cover this process's; the count, every
+				// process's): the queue is served oldest first.
+				if admitted && first && hand.c != nil {
 					var err error
 					if hand.g, row, err = p.grantNewTx(ctx, tx, hand.c, w, submitted, now); err != nil {
 						return err

@@ -253,9 +253,11 @@ func (p *Plane) wakeHints() <-chan struct{} {
 // enqueueWake inserts the wake of an accepted or continued task in the acceptance transaction.
 // Past the admission bound the wake is recorded failed, the task FAILED (reason overflow) and
 // wake-failed evidence written: the caller sees the refusal, nothing is dropped silently. Once
-// admission is decided, and before anything is written, ready (if not nil) gets the wake and the
-// decision: an admitted wake it changes (grantNewTx leases it) is inserted so.
-func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time, ready func(w *store.Wake, admitted bool) error) (*Task, error) {
+// admission is decided, and before anything is written, ready (if not nil) gets the wake, the
+// decision, and whether no other wake is pending (first: no wake, of this process or of another
+// sharing the store, waits that a claim would take before this one): an admitted wake it changes
+// (grantNewTx leases it) is inserted so.
+func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time, ready func(w *store.Wake, admitted, first bool) error) (*Task, error) {
 	w := store.Wake{ID: p.newID(), Principal: t.Origin.Principal, TaskID: t.ID, Activation: t.LastSeq,
 		State: store.WakePending, CreatedAt: now, UpdatedAt: now}
 	limit := p.queue.limit()
@@ -264,7 +266,7 @@ func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *
 		return nil, fmt.Errorf("enqueue wake: %w", err)
 	}
 	if ready != nil {
-		if err := ready(&w, waiting < limit); err != nil {
+		if err := ready(&w, waiting < limit, waiting == 0); err != nil {
 			return nil, err
 		}
 	}

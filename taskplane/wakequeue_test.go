@@ -1041,6 +1041,29 @@ func TestAcceptanceHandsNoTurnWhileAnEarlierWakeWaits(t *testing.T) {
 	})
 }
 
+// An earlier wake accepted by another process sharing the store is waiting too: this process's
+// acceptance leaves its idle claimer to claim the oldest wake instead of handing it the new task.
+func TestAcceptanceHandsNoTurnWhileAnotherProcesssEarlierWakeWaits(t *testing.T) {
+	stores := storetest.OpenPostgresShared(t, 2)
+	pa, pb := taskplane.New(stores[0]), taskplane.New(stores[1])
+	ctx := context.Background()
+	pa.WakeHints()
+	first, err := pb.Accept(ctx, a2aEvent("m-1", "first")) // accepted by the other process
+	if err != nil {
+		t.Fatal(err)
+	}
+	handed := pa.ParkClaimer("disp-a", time.Minute)
+	if _, err := pa.Accept(ctx, a2aEvent("m-2", "second")); err != nil {
+		t.Fatal(err)
+	}
+	if g, taken := handed(); taken && g != nil {
+		t.Fatalf("the second task's acceptance handed the idle claimer task %s while the first task's wake, accepted by another process, waited", g.TaskID)
+	}
+	if g := claimAs(t, pa, "disp-a"); g == nil || g.TaskID != first.Task.ID {
+		t.Fatalf("claim: %+v; want the first task (oldest first)", g)
+	}
+}
+
 func TestAcceptanceThatMakesNoTaskReleasesTheClaimer(t *testing.T) {
 	eachDriverWith(t, func(t *testing.T, p *taskplane.Plane) {
 		ctx := context.Background()
