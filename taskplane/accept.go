@@ -464,8 +464,8 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 			submitted := acc.Task
 			ready = func(w *store.Wake, admitted, first bool) error {
 				row := *newRow
-				// Only while no earlier wake waits (hints cover this process's; the count, every
-				// process's): the queue is served oldest first.
+				// Only while no earlier wake waits (hints cover this process's; on a shared store,
+				// the count every process's): the queue is served oldest first.
 				if admitted && first && hand.c != nil {
 					var err error
 					if hand.g, row, err = p.grantNewTx(ctx, tx, hand.c, w, submitted, now); err != nil {

@@ -254,9 +254,9 @@ func (p *Plane) wakeHints() <-chan struct{} {
 // Past the admission bound the wake is recorded failed, the task FAILED (reason overflow) and
 // wake-failed evidence written: the caller sees the refusal, nothing is dropped silently. Once
 // admission is decided, and before anything is written, ready (if not nil) gets the wake, the
-// decision, and whether no other wake is pending (first: no wake, of this process or of another
-// sharing the store, waits that a claim would take before this one): an admitted wake it changes
-// (grantNewTx leases it) is inserted so.
+// decision, and whether no other process's wake may wait (first: on a store several processes
+// share, no wake is pending at all, so none accepted elsewhere would be overtaken; this process's
+// own are covered by its hints): an admitted wake it changes (grantNewTx leases it) is inserted so.
 func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *Task, now time.Time, ready func(w *store.Wake, admitted, first bool) error) (*Task, error) {
 	w := store.Wake{ID: p.newID(), Principal: t.Origin.Principal, TaskID: t.ID, Activation: t.LastSeq,
 		State: store.WakePending, CreatedAt: now, UpdatedAt: now}
@@ -266,7 +266,11 @@ func (p *Plane) enqueueWake(ctx context.Context, tx store.Tx, source string, t *
 		return nil, fmt.Errorf("enqueue wake: %w", err)
 	}
 	if ready != nil {
-		if err := ready(&w, waiting < limit, waiting == 0); err != nil {
+		// A store of one process has no wake this process's hints do not cover; the count is
+		// of every pending wake, leased ones (turns running) included, so it would stop the
+		// hand-off whenever any turn runs.
+		first := waiting == 0 || !p.store.Capabilities().MultiProcess
+		if err := ready(&w, waiting < limit, first); err != nil {
 			return nil, err
 		}
 	}
