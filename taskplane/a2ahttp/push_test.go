@@ -449,3 +449,39 @@ func TestIDsNoStoreCanHoldAreCleanAnswersOnBothBindings(t *testing.T) {
 		}
 	}
 }
+
+// On a REST route whose body is the request (body "*"), a field the path does not bind comes
+// from the body, tenant included, as SendMessage reads it: CancelTask and
+// CreateTaskPushNotificationConfig echo the body's tenant (in the task locator, in the config)
+// as JSON-RPC does with params.tenant, and a path tenant still wins.
+func TestARESTBodyTenantIsReadWhereThePathHasNone(t *testing.T) {
+	e, _ := newPushEnv(t, push.Options{AllowPrivateNetworks: true}, false)
+	ext := map[string]string{"A2A-Extensions": a2awire.ExtOutfitterTask}
+	task := send(t, e.client(a2awire.BindingHTTPJSON, tokenAlice), userMessage("input"), nil)
+
+	status, _, b := e.raw(http.MethodPost, "/tasks/"+string(task.ID)+"/pushNotificationConfigs", tokenAlice,
+		[]byte(`{"tenant":"acme","url":"http://127.0.0.1:9/hook"}`), nil)
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); status != http.StatusOK || err != nil || cfg["tenant"] != "acme" {
+		t.Errorf("create with a body tenant: %d %s, want the config with tenant acme", status, b)
+	}
+	status, _, b = e.raw(http.MethodPost, "/other/tasks/"+string(task.ID)+"/pushNotificationConfigs", tokenAlice,
+		[]byte(`{"tenant":"acme","url":"http://127.0.0.1:9/hook"}`), nil)
+	if err := json.Unmarshal(b, &cfg); status != http.StatusOK || err != nil || cfg["tenant"] != "other" {
+		t.Errorf("create with path and body tenants: %d %s, want the path's tenant, other", status, b)
+	}
+
+	status, _, b = e.raw(http.MethodPost, "/tasks/"+string(task.ID)+":cancel", tokenAlice, []byte(`{"tenant":"acme"}`), ext)
+	var canceled struct {
+		Metadata map[string]map[string]any `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &canceled); status != http.StatusOK || err != nil ||
+		canceled.Metadata[a2awire.ExtOutfitterTask]["tenant"] != "acme" {
+		t.Errorf("cancel with a body tenant: %d %s, want the locator's tenant acme", status, b)
+	}
+	status, _, b = e.raw(http.MethodPost, "/other/tasks/"+string(task.ID)+":cancel", tokenAlice, []byte(`{"tenant":"acme"}`), ext)
+	if err := json.Unmarshal(b, &canceled); status != http.StatusOK || err != nil ||
+		canceled.Metadata[a2awire.ExtOutfitterTask]["tenant"] != "other" {
+		t.Errorf("cancel with path and body tenants: %d %s, want the path's tenant, other", status, b)
+	}
+}

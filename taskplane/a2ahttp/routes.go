@@ -160,6 +160,9 @@ func (s *Server) cancelTask(w http.ResponseWriter, r *http.Request, call a2aserv
 		return werr
 	}
 	req.ID = id // the path wins
+	if call.Tenant == "" {
+		call.Tenant = req.Tenant // a field the path does not bind comes from the body, as on send
+	}
 	t, err := s.svc.CancelTask(r.Context(), call, req)
 	if err != nil {
 		return err
@@ -206,6 +209,9 @@ func (s *Server) pushConfigs(w http.ResponseWriter, r *http.Request, call a2aser
 		return werr
 	}
 	req.TaskID = taskID
+	if call.Tenant == "" {
+		call.Tenant = req.Tenant // as on cancel
+	}
 	resp, err := s.svc.CreatePushConfig(r.Context(), call, req)
 	if err != nil {
 		return err
