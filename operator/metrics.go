@@ -167,10 +167,10 @@ func (m *Metrics) storeUnanswered(op string, err error) {
 }
 
 // isStoreFailure reports whether err is a failure of the store, not an ordinary outcome (nil,
-// not found, a cancelled or timed-out caller).
+// not found, a concurrent transaction's change, a cancelled or timed-out caller).
 func isStoreFailure(err error) bool {
-	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, context.Canceled) &&
-		!errors.Is(err, context.DeadlineExceeded)
+	return err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConcurrentModification) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // Store returns st instrumented: every committed transaction's evidence feeds the intake and
@@ -213,6 +213,14 @@ func (t evidenceTx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim
 		*t.claimed = true
 	}
 	return existing, inserted, err
+}
+
+func (t evidenceTx) InsertNewClaim(ctx context.Context, c store.Claim) error {
+	err := store.InsertNewClaim(ctx, t.Tx, c)
+	if err == nil {
+		*t.claimed = true // a held-back insert that fails later fails the Update, which then counts nothing
+	}
+	return err
 }
 
 func (t evidenceTx) InsertEvidence(ctx context.Context, e store.Evidence) error {

@@ -505,12 +505,11 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	} else {
 		claim.OutcomeKind, claim.TaskID = "task", acc.Task.ID
 	}
-	if _, inserted, err := tx.InsertClaim(ctx, claim); err != nil {
+	// Another acceptance of this identity that committed since the read fails this one with
+	// ErrConcurrentModification (here, or when the driver sends the held-back write): it rolls
+	// back and Accept runs it again (retryConcurrent), when it finds that claim.
+	if err := store.InsertNewClaim(ctx, tx, claim); err != nil {
 		return acc, fmt.Errorf("claim: %w", err)
-	} else if !inserted {
-		// Another acceptance of this identity committed since the read: this one rolls back and
-		// Accept runs it again (retryConcurrent), when it finds that claim.
-		return acc, fmt.Errorf("claim %s/%s taken by a concurrent acceptance: %w", ev.Source, ev.Identity, ErrConcurrentModification)
 	}
 	return acc, nil
 }
@@ -540,10 +539,8 @@ func (p *Plane) settleNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 	}
 	claim.State, claim.ContextID, claim.UpdatedAt = store.ClaimDone, t.ContextID, now
 	claim.OutcomeKind, claim.TaskID = "task", t.ID
-	if _, inserted, err := tx.InsertClaim(ctx, claim); err != nil {
+	if err := store.InsertNewClaim(ctx, tx, claim); err != nil {
 		return Acceptance{}, fmt.Errorf("claim: %w", err)
-	} else if !inserted {
-		return Acceptance{}, fmt.Errorf("claim %s/%s taken by a concurrent acceptance: %w", ev.Source, ev.Identity, ErrConcurrentModification)
 	}
 	return Acceptance{Outcome: SettledOutcome, Task: t, ContextID: t.ContextID}, nil
 }

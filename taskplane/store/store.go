@@ -11,6 +11,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -143,7 +144,8 @@ type Tx interface {
 
 	// InsertClaim inserts c unless a claim with the same (Principal, Source, Identity) exists, in
 	// which case it returns the existing claim and inserted=false. On Postgres a concurrent
-	// uncommitted claim makes this wait for that transaction.
+	// uncommitted claim makes this wait for that transaction. (InsertNewClaim is the form for a
+	// claim the caller has found absent.)
 	InsertClaim(ctx context.Context, c Claim) (existing Claim, inserted bool, err error)
 	// DeleteClaim deletes the claim of (principal, source, identity) if it still names taskID (the
 	// claim of a task retention has pruned, whose identity is new work again); deleted reports
@@ -416,4 +418,38 @@ type PruneResult struct {
 	Wakes    int
 	// PushConfigs counts the push-notification configs deleted with their tasks.
 	PushConfigs int
+}
+
+// NewClaimInserter is a Tx that can insert a claim the caller has found absent without waiting for
+// the outcome (see InsertNewClaim): the Postgres driver holds the write back and sends it with the
+// transaction's next statement, a round trip fewer per acceptance.
+type NewClaimInserter interface {
+	// InsertNewClaim inserts c. If a claim of c's identity exists, or a concurrent transaction
+	// commits one first, the error wraps ErrConcurrentModification: from this call, or, when
+	// the write is held back, from the statement that sends it or from the commit, so the Update
+	// fails either way and nothing of it commits.
+	InsertNewClaim(ctx context.Context, c Claim) error
+}
+
+// InsertNewClaim inserts c, a claim the caller found absent earlier in tx, with
+// NewClaimInserter when tx has it and InsertClaim otherwise. A claim of c's identity that exists
+// after all (a concurrent transaction committed it) is an error wrapping
+// ErrConcurrentModification, returned here or by the Update (see NewClaimInserter).
+func InsertNewClaim(ctx context.Context, tx Tx, c Claim) error {
+	if n, ok := tx.(NewClaimInserter); ok {
+		return n.InsertNewClaim(ctx, c)
+	}
+	_, inserted, err := tx.InsertClaim(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		return ClaimTaken(c)
+	}
+	return nil
+}
+
+// ClaimTaken is the error of InsertNewClaim for c when a claim of its identity exists.
+func ClaimTaken(c Claim) error {
+	return fmt.Errorf("claim %s/%s taken by a concurrent transaction: %w", c.Source, c.Identity, ErrConcurrentModification)
 }

@@ -66,6 +66,22 @@ func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool,
 	return store.Claim{}, false, fmt.Errorf("insert claim: conflicting claim vanished %d times", maxLookups)
 }
 
+// InsertNewClaim holds the insert back (see pipe); a claim of the identity that exists by the time
+// it runs fails it on the server, so the transaction (or the fn's savepoint) is rolled back.
+func (t *tx) InsertNewClaim(ctx context.Context, c store.Claim) error {
+	t.p.later("insert claim", mustTouch(`INSERT INTO claims (`+claimColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (principal, source, identity) DO NOTHING RETURNING 1`),
+		func(err error) error {
+			if errors.Is(notTouched(err), store.ErrNotFound) {
+				return store.ClaimTaken(c)
+			}
+			return err
+		},
+		c.Principal, c.Source, c.Identity, c.Digest, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID,
+		c.Message, c.CreatedAt, c.UpdatedAt)
+	return nil
+}
+
 func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (string, error) {
 	if conversationKey == "" {
 		// Every keyless call would create a context; that is InsertContext's job, said explicitly.
