@@ -152,8 +152,10 @@ func (a *app) checkConfig(cmd *cobra.Command, connect bool) configReport {
 	}
 	r.Errors = append(r.Errors, checkSources(cfg.Sources, r.Errors, &r.Warnings)...)
 
-	// What serve would accept but an operator likely did not mean.
-	if !cfg.ListensOnLoopback() {
+	// What serve would accept but an operator likely did not mean. (A listen address reported
+	// wrong already, one without a port, is no more "not loopback" than it is loopback.)
+	listenWrong := slices.ContainsFunc(r.Errors, func(e string) bool { return strings.Contains(e, `listen "`) })
+	if !cfg.ListensOnLoopback() && !listenWrong {
 		// An admin_token_file or admin_token_env that does not resolve is an error already.
 		if cfg.AdminToken == "" && !slices.ContainsFunc(r.Errors, func(e string) bool { return strings.Contains(e, "admin_token") }) {
 			r.Warnings = append(r.Warnings, fmt.Sprintf("listen %s is not loopback and admin_token is unset: /admin and /admin/api will refuse every request (set admin_token_env or admin_token_file)", cfg.Listen))

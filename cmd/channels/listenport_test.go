@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,5 +67,21 @@ func TestOperatorBearerSchemeIsCaseInsensitive(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET /metrics with %q scheme and the right token: %d, want 200", scheme, resp.StatusCode)
 		}
+	}
+}
+
+// A listen address without a port is reported once, as the error it is, not also warned of as an
+// address off loopback (127.0.0.1 is loopback).
+func TestConfigCheckReportsAListenWithoutAPortOnlyAsAnError(t *testing.T) {
+	c := newCLI(t, nil)
+	if code := c.run(context.Background(), "config", "check", "--listen", "127.0.0.1"); code == 0 {
+		t.Fatalf("config check --listen 127.0.0.1 passed: %s", c.stdout.String())
+	}
+	out := c.stdout.String() + c.stderr.String()
+	if !strings.Contains(out, "missing port") {
+		t.Errorf("config check --listen 127.0.0.1 does not name the missing port:\n%s", out)
+	}
+	if strings.Contains(out, "not loopback") {
+		t.Errorf("config check --listen 127.0.0.1 warns that it is not loopback:\n%s", out)
 	}
 }

@@ -216,8 +216,8 @@ func DefaultStoreURL() string {
 }
 
 // ErrNoStore is the error of a command that needs the store when none is configured and the
-// default has no place: neither XDG_DATA_HOME nor HOME is set.
-var ErrNoStore = errors.New("no store: neither XDG_DATA_HOME nor HOME is set, so the default SQLite store has no place; set XDG_DATA_HOME (the store is then $XDG_DATA_HOME/channels/channels.db), or store (--store, CHANNELS_STORE or the config file)")
+// default has no place: neither XDG_DATA_HOME (an absolute path) nor HOME is set.
+var ErrNoStore = errors.New("no store: neither XDG_DATA_HOME (an absolute path) nor HOME is set, so the default SQLite store has no place; set XDG_DATA_HOME (the store is then $XDG_DATA_HOME/channels/channels.db), or store (--store, CHANNELS_STORE or the config file)")
 
 // DefaultPath is $XDG_CONFIG_HOME/channels/channels.yaml if that file exists, else "".
 func DefaultPath() string {
