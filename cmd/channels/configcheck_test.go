@@ -52,8 +52,8 @@ func TestConfigCheckCatchesEachMistake(t *testing.T) {
 		// What serve's driver refuses in the URL's form is found without --connect.
 		{"sqlite URL with a query", "store: sqlite:///tmp/channels.db?mode=ro\n", []string{"the URL takes no query parameters or fragment"}, false},
 		{"bad duration", "retention: forever\n", []string{"key retention: want a duration such as 90s or 1h"}, false},
-		{"negative refresh", "admin_refresh: -1s\n", []string{"admin_refresh must be at least 1s"}, false},
-		{"sub-second refresh", "admin_refresh: 500ms\n", []string{"admin_refresh must be at least 1s"}, false},
+		{"negative refresh", "admin_refresh: -1s\n", []string{"admin_refresh must be whole seconds, at least 1s"}, false},
+		{"sub-second refresh", "admin_refresh: 500ms\n", []string{"admin_refresh must be whole seconds, at least 1s"}, false},
 		{"open listener", "listen: 0.0.0.0:8788\n", []string{"no credentials are configured", "admin_token is unset"}, false},
 		{"plain secret in source options", strings.Replace(webhookSource, "secret_env: TEST_WEBHOOK_SECRET", "secret: hunter2hunter2hunter2", 1),
 			[]string{"sources[0] (webhook ci): option secret is a secret: give it as secret_env"}, false},

@@ -99,7 +99,7 @@ type Config struct {
 
 	// Operator surface (/admin, /readyz).
 	AdminToken          string        `yaml:"admin_token" secret:"true" usage:"operator token for /admin and /admin/api (a Bearer token, or the password of HTTP Basic)"`
-	AdminRefresh        time.Duration `yaml:"admin_refresh" usage:"how often the /admin page reloads itself (at least 1s; 0 = never)"`
+	AdminRefresh        time.Duration `yaml:"admin_refresh" usage:"how often the /admin page reloads itself (whole seconds, at least 1s; 0 = never)"`
 	HealthInterval      time.Duration `yaml:"health_interval" usage:"how often each configured source's health is checked"`
 	SourceFailureWindow time.Duration `yaml:"source_failure_window" usage:"how long a source may keep failing its health check before /readyz answers 503"`
 
@@ -820,8 +820,8 @@ func (c *Config) Validate() error {
 	if c.PushTimeout < 10*time.Second || c.PushTimeout > 30*time.Second {
 		errs = append(errs, fmt.Errorf("push_timeout must be between 10s and 30s, got %s", c.PushTimeout))
 	}
-	if c.AdminRefresh < 0 || (c.AdminRefresh > 0 && c.AdminRefresh < time.Second) {
-		errs = append(errs, fmt.Errorf("admin_refresh must be at least 1s (the page reloads in whole seconds), or 0 to turn the refresh off; got %s", c.AdminRefresh))
+	if c.AdminRefresh < 0 || (c.AdminRefresh > 0 && c.AdminRefresh < time.Second) || c.AdminRefresh%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("admin_refresh must be whole seconds, at least 1s (the page reloads in whole seconds), or 0 to turn the refresh off; got %s", c.AdminRefresh))
 	}
 	errs = append(errs, validateSources(c.Sources)...)
 	errs = append(errs, c.ExecutorProblems()...)

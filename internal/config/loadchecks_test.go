@@ -73,3 +73,18 @@ func TestSubSecondAdminRefreshIsNotSilentlyNever(t *testing.T) {
 		t.Fatal("admin_refresh 500ms validated, and the dashboard then never refreshes")
 	}
 }
+
+// A refresh of a second and a half would reload every second: refused, as the docs give it in
+// whole seconds, rather than rounded without a word.
+func TestAdminRefreshOfAFractionOfASecondIsRefused(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	c := Default()
+	c.AdminRefresh = 1500 * time.Millisecond
+	if err := c.Validate(); err == nil {
+		t.Fatal("admin_refresh 1.5s validated; the page would reload every 1s")
+	}
+	c.AdminRefresh = 90 * time.Second
+	if err := c.Validate(); err != nil {
+		t.Fatalf("admin_refresh 90s: %v", err)
+	}
+}
