@@ -88,25 +88,27 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 		return "", errors.New("ensure context: empty conversation key")
 	}
 	for range maxLookups {
-		// Same shape as InsertClaim: a concurrent creator of the same conversation makes the insert
-		// wait; afterwards the read sees its id, so every caller gets one id.
+		// The conversation's context usually exists: read it first, one round trip. FOR KEY SHARE
+		// keeps a concurrent Prune from deleting it under this transaction; if a Prune deleted it
+		// first, the read waits for it and finds nothing.
 		var id string
-		err := t.q.QueryRow(ctx, `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
+		err := t.q.QueryRow(ctx, `SELECT id FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
+			FOR KEY SHARE`, principal, source, conversationKey).Scan(&id)
+		if err == nil {
+			return id, t.TouchContext(ctx, principal, id, now) // the event's activity, as the contract says
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("ensure context: %w", err)
+		}
+		// Same shape as InsertClaim: a concurrent creator of the same conversation makes the insert
+		// wait; if it committed, the insert does nothing and the next read, a new statement, sees
+		// its id, so every caller gets one id.
+		err = t.q.QueryRow(ctx, `INSERT INTO contexts (principal, id, source, conversation_key, created_at, last_event_at)
 			VALUES ($1, $2, $3, $4, $5, $5)
 			ON CONFLICT (principal, source, conversation_key) WHERE conversation_key <> '' DO NOTHING
 			RETURNING id`, principal, candidateID, source, conversationKey, now).Scan(&id)
 		if err == nil {
 			return id, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return "", fmt.Errorf("ensure context: %w", err)
-		}
-		// FOR KEY SHARE keeps a concurrent Prune from deleting the context under this transaction;
-		// if a Prune deleted it first, the read waits for it, finds nothing, and the loop inserts.
-		err = t.q.QueryRow(ctx, `SELECT id FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
-			FOR KEY SHARE`, principal, source, conversationKey).Scan(&id)
-		if err == nil {
-			return id, t.TouchContext(ctx, principal, id, now) // the event's activity, as the contract says
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return "", fmt.Errorf("ensure context: %w", err)
