@@ -287,12 +287,15 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 	}
 	// The next update starts from this one's row: the prepared one as written, or the task as
 	// the transaction read and changed it, encoded before the executor gets it back.
+	var committed *store.Task
 	if prep != nil {
-		t.base = prep.row
+		t.base, committed = prep.row, &prep.row
+	} else if row, err := encodeTask(nt); err == nil {
+		t.base, committed = row, &row
 	} else {
-		t.base, _ = encodeTask(nt)
+		t.base = store.Task{}
 	}
-	p.broker.publish(principal, taskID)
+	p.broker.publishRow(principal, taskID, committed)
 	return nt, nil
 }
 

@@ -13,18 +13,77 @@ import (
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
-// broker wakes in-process subscribers of a task after a commit. It carries no data: a woken
-// subscriber reads the durable event log after the last sequence it has, so a lost or duplicated
-// poke never loses or repeats an event.
+// broker wakes in-process subscribers of a task after a commit. It carries no data to them: a
+// woken subscriber reads the durable event log after the last sequence it has, so a lost or
+// duplicated poke never loses or repeats an event. A waiter (WaitTask) is handed the task's row as
+// a turn of this process committed it, so it needs no read; any other commit it hears of, it reads.
 type broker struct {
-	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	mu      sync.Mutex
+	subs    map[string]map[chan struct{}]struct{}
+	waiters map[string]map[*waiter]struct{}
 	// streams counts the subscriptions of clients' streams (FollowStream), the only ones the
 	// subscriber count reports: a running turn's watch and a blocking send's wait are not streams.
 	streams int
 }
 
-func newBroker() *broker { return &broker{subs: map[string]map[chan struct{}]struct{}{}} }
+func newBroker() *broker {
+	return &broker{subs: map[string]map[chan struct{}]struct{}{}, waiters: map[string]map[*waiter]struct{}{}}
+}
+
+// waiter is a WaitTask's subscription: poked as a subscriber is, and handed the newest row a
+// commit of this process published (publishRow); read is set when a commit was only announced.
+type waiter struct {
+	ch   chan struct{}
+	row  store.Task // guarded by the broker's mu
+	has  bool
+	read bool
+}
+
+// wait subscribes a waiter to (principal, taskID).
+func (b *broker) wait(principal, taskID string) (*waiter, func()) {
+	w := &waiter{ch: make(chan struct{}, 1)}
+	k := brokerKey(principal, taskID)
+	b.mu.Lock()
+	if b.waiters[k] == nil {
+		b.waiters[k] = map[*waiter]struct{}{}
+	}
+	b.waiters[k][w] = struct{}{}
+	b.mu.Unlock()
+	return w, func() {
+		b.mu.Lock()
+		delete(b.waiters[k], w)
+		if len(b.waiters[k]) == 0 {
+			delete(b.waiters, k)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// take returns what w was handed since the last take: the newest row published, and whether a
+// commit was announced without one (the waiter must then read).
+func (b *broker) take(w *waiter) (row store.Task, has, read bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	row, has, read = w.row, w.has, w.read
+	w.row, w.has, w.read = store.Task{}, false, false
+	return row, has, read
+}
+
+// pokeWaiters pokes the waiters of key, handing them row when it is not nil (mu held).
+func (b *broker) pokeWaiters(key string, row *store.Task) {
+	for w := range b.waiters[key] {
+		switch {
+		case row == nil:
+			w.read = true
+		case !w.has || row.LastSeq > w.row.LastSeq:
+			w.row, w.has = *row, true
+		}
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
 
 func brokerKey(principal, taskID string) string { return principal + "\x00" + taskID }
 
@@ -72,6 +131,9 @@ func (b *broker) watch(principal, taskID string) (<-chan struct{}, func()) {
 // publishAll pokes every subscriber: notifications may have been lost (the listener reconnected).
 func (b *broker) publishAll() {
 	b.mu.Lock()
+	for k := range b.waiters {
+		b.pokeWaiters(k, nil)
+	}
 	for _, subs := range b.subs {
 		for ch := range subs {
 			select {
@@ -83,9 +145,14 @@ func (b *broker) publishAll() {
 	b.mu.Unlock()
 }
 
-func (b *broker) publish(principal, taskID string) {
+func (b *broker) publish(principal, taskID string) { b.publishRow(principal, taskID, nil) }
+
+// publishRow is publish for a commit that wrote row, the task's row as committed (nil: not
+// known); waiters get it instead of reading it.
+func (b *broker) publishRow(principal, taskID string, row *store.Task) {
 	k := brokerKey(principal, taskID)
 	b.mu.Lock()
+	b.pokeWaiters(k, row)
 	for ch := range b.subs[k] {
 		select {
 		case ch <- struct{}{}:
@@ -221,6 +288,60 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, f
 			return fmt.Errorf("follow task %s: %w", taskID, store.ErrClosed)
 		case <-poke:
 		case <-recheck:
+		}
+	}
+}
+
+// WaitTask waits until t, a task its owner has from the plane (Accept, GetTask, Apply...), has a
+// committed version for which done returns true, and returns that version; t itself, if done(t).
+// A version a turn of this process committed is handed over as committed, without reading the
+// store; any other change is read (as FollowedTask reads, a failed read retried). It returns
+// ctx.Err() when ctx ends first, and ErrTaskNotFound if the task is pruned meanwhile.
+func (p *Plane) WaitTask(ctx context.Context, t *Task, done func(*Task) bool) (*Task, error) {
+	if done(t) {
+		return t, nil
+	}
+	principal, taskID := t.Origin.Principal, t.ID
+	w, cancel := p.broker.wait(principal, taskID)
+	defer cancel()
+	var recheck <-chan time.Time
+	if p.store.Capabilities().MultiProcess {
+		t := time.NewTicker(followRecheck)
+		defer t.Stop()
+		recheck = t.C
+	}
+	cur, read := t, true // a commit between t's and the subscription would not have poked w
+	for {
+		if read {
+			nt, err := p.FollowedTask(ctx, principal, taskID)
+			if err != nil {
+				return nil, err
+			}
+			cur, read = nt, false
+		}
+		if done(cur) {
+			return cur, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.store.Done():
+			return nil, fmt.Errorf("wait for task %s: %w", taskID, store.ErrClosed)
+		case <-recheck:
+			read = true
+		case <-w.ch:
+			row, has, mustRead := p.broker.take(w)
+			switch {
+			case mustRead:
+				read = true
+			case has && row.LastSeq > cur.LastSeq:
+				nt, err := decodeTask(row)
+				if err != nil {
+					read = true // the store's copy is the authority
+					break
+				}
+				cur = nt
+			}
 		}
 	}
 }

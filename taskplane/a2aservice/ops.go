@@ -172,24 +172,16 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 	defer cancel()
 	wctx, cancelT := context.WithTimeout(wctx, s.cfg.BlockingTimeout)
 	defer cancelT()
-	err := s.plane.FollowTask(wctx, t, t.LastSeq, func(ev taskplane.TaskEvent) error {
-		if ev.Kind == taskplane.EventStatus && ev.Status != nil && settled(ev.Status.Status.State) {
-			return taskplane.ErrStopFollowing
-		}
-		return nil
-	})
+	nt, err := s.plane.WaitTask(wctx, t, func(t *taskplane.Task) bool { return settled(t.Status.State) })
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if err == nil || wctx.Err() != nil {
-		// The task as it settled is read as the wait read it, a failed read tried again; past
-		// the blocking timeout, once.
-		read := s.plane.FollowedTask
-		if err != nil {
-			read = s.plane.GetTask
-		}
-		var nt *taskplane.Task
-		if nt, err = read(ctx, principal, t.ID); err == nil {
+	if err == nil {
+		return nt, nil
+	}
+	if wctx.Err() != nil {
+		// Past the blocking timeout: the task as it stands, read once.
+		if nt, err = s.plane.GetTask(ctx, principal, t.ID); err == nil {
 			return nt, nil
 		}
 	}
