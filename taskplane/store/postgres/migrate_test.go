@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -151,4 +152,64 @@ func TestARoleWithoutCreateUsesAMigratedStore(t *testing.T) {
 		t.Fatalf("a role without CREATE could not open a migrated store: %v", err)
 	}
 	s.Close()
+}
+
+// A process of an older build that has locked a wake in its transaction (a turn reading the wake
+// it then writes: GetWake in a transaction, then SaveWake) while migration 0011 starts goes on to
+// write the wake and commits; neither it nor the migration dies of a deadlock, and the counts
+// hold its change.
+func TestAWakeLockedByAnOlderProcessDoesNotDeadlockMigration0011(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Back to the schema before 0011: 0005's triggers, with a pending wake in it.
+	track, err := os.ReadFile("migrations/0005_wake_counts.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, triggers, ok := strings.Cut(string(track), "DO $migration$")
+	if !ok {
+		t.Fatal("0005 has no DO block")
+	}
+	u, conn := beforeMigration(t, `DROP FUNCTION wake_counts_note() CASCADE; DROP FUNCTION wake_counts_apply() CASCADE;
+		DO $migration$`+triggers+`
+		DELETE FROM schema_migrations WHERE version = 11`)
+	if _, err := conn.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
+		VALUES ('alice', 'w1', 't1', 1, 'pending', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+
+	older, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback(ctx) //nolint:errcheck
+	if _, err := older.Exec(ctx, `SELECT id FROM wakes WHERE principal = 'alice' AND id = 'w1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(ctx, u)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	waitLockWaitOn(t, u, "%0011_wake_counts_at_commit%")
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := older.Exec(wctx, `UPDATE wakes SET state = 'active' WHERE principal = 'alice' AND id = 'w1'`); err != nil {
+		t.Errorf("the older process's write of its wake: %v", err)
+	} else if err := older.Commit(wctx); err != nil {
+		t.Errorf("the older process's commit: %v", err)
+	}
+	older.Rollback(ctx) //nolint:errcheck // ends it if the write failed, so the migration goes on
+	if err := <-opened; err != nil {
+		t.Fatalf("open (migration 0011) while an older process wrote its locked wake: %v", err)
+	}
+	s := open(t, u)
+	for state, want := range map[store.WakeState]int{store.WakePending: 0, store.WakeActive: 1} {
+		if n, err := s.CountWakes(ctx, state, 0); err != nil || n != want {
+			t.Errorf("CountWakes(%s) = %d, %v; want %d", state, n, err, want)
+		}
+	}
 }

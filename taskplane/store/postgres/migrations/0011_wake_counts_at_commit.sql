@@ -18,8 +18,10 @@
 -- names.
 --
 -- Writers of wakes wait until this migration commits, so every change of a wake is counted by the
--- old triggers or by the new ones, never by both or neither.
-LOCK TABLE wakes IN SHARE ROW EXCLUSIVE MODE;
+-- old triggers or by the new ones, never by both or neither. The lock is the one DROP TRIGGER
+-- takes, from the start: a weaker one taken first would be raised while an older process's
+-- transaction that has read a wake (a turn's GetWake, FOR UPDATE) waits to write it, a deadlock.
+LOCK TABLE wakes IN ACCESS EXCLUSIVE MODE;
 
 DROP TRIGGER wakes_count_insert ON wakes;
 DROP TRIGGER wakes_count_update ON wakes;
