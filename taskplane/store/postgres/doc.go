@@ -10,12 +10,14 @@
 //
 // # Schema and migrations
 //
-// Open applies the embedded migrations (migrations/NNNN_name.sql, recorded in schema_migrations)
-// in one transaction. Unqualified table names resolve through the connection's search_path, and
+// Open applies the embedded migrations (migrations/NNNN_name.sql, recorded in schema_migrations),
+// each in a transaction of its own, so one migration's locks are released before the next takes
+// its own (an older process still running may wait for one while holding what the next needs).
+// Unqualified table names resolve through the connection's search_path, and
 // pgx sends unknown URL parameters to the server as run-time parameters, so
 // "?search_path=tenant_a" keeps a whole store in schema tenant_a; the tests give each test its own
-// schema this way. Processes that start together serialize on a transaction-scoped advisory lock
-// keyed by the schema name, so the schema migrates once.
+// schema this way. Processes that start together serialize on an advisory lock keyed by the
+// schema name, held across the migrations, so the schema migrates once.
 //
 // # Transactions
 //

@@ -161,18 +161,8 @@ func TestARoleWithoutCreateUsesAMigratedStore(t *testing.T) {
 func TestAWakeLockedByAnOlderProcessDoesNotDeadlockMigration0011(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// Back to the schema before 0011: 0005's triggers, with a pending wake in it.
-	track, err := os.ReadFile("migrations/0005_wake_counts.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, triggers, ok := strings.Cut(string(track), "DO $migration$")
-	if !ok {
-		t.Fatal("0005 has no DO block")
-	}
-	u, conn := beforeMigration(t, `DROP FUNCTION wake_counts_note() CASCADE; DROP FUNCTION wake_counts_apply() CASCADE;
-		DO $migration$`+triggers+`
-		DELETE FROM schema_migrations WHERE version = 11`)
+	// Back to the schema before 0011, with a pending wake in it.
+	u, conn := beforeMigration(t, undoWakeCountsAtCommit(t))
 	if _, err := conn.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
 		VALUES ('alice', 'w1', 't1', 1, 'pending', now(), now())`); err != nil {
 		t.Fatal(err)
@@ -211,5 +201,73 @@ func TestAWakeLockedByAnOlderProcessDoesNotDeadlockMigration0011(t *testing.T) {
 		if n, err := s.CountWakes(ctx, state, 0); err != nil || n != want {
 			t.Errorf("CountWakes(%s) = %d, %v; want %d", state, n, err, want)
 		}
+	}
+}
+
+// undoWakeCountsAtCommit returns SQL that takes a schema back to before migration 0011: 0005's
+// triggers instead of 0011's.
+func undoWakeCountsAtCommit(t *testing.T) string {
+	t.Helper()
+	track, err := os.ReadFile("migrations/0005_wake_counts.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, triggers, ok := strings.Cut(string(track), "DO $migration$")
+	if !ok {
+		t.Fatal("0005 has no DO block")
+	}
+	return `DROP FUNCTION wake_counts_note() CASCADE; DROP FUNCTION wake_counts_apply() CASCADE;
+		DO $migration$` + triggers + `
+		DELETE FROM schema_migrations WHERE version = 11;`
+}
+
+// A store of a build before migration 0010 is opened by this one while a process of that build
+// accepts an event: the acceptance has read the claim and written its wake, and inserts the claim
+// only once 0010 has begun to build its claims indexes, so it waits for them; 0011 then waits for
+// the acceptance's wake. Neither dies of a deadlock: the new process starts and the acceptance
+// commits.
+func TestAnOlderAcceptanceDuringMigrations0010And0011DoesNotFailTheStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, conn := beforeMigration(t, undoWakeCountsAtCommit(t)+`
+		DROP INDEX claims_done_task; DROP INDEX claims_done_untasked;
+		DELETE FROM schema_migrations WHERE version = 10`)
+
+	older, err := conn.Begin(ctx) // the acceptance, as an older build runs it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback(ctx) //nolint:errcheck
+	if _, err := older.Exec(ctx, `SELECT * FROM claims WHERE principal = 'alice' AND source = 'webhook' AND identity = 'e1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := older.Exec(ctx, `INSERT INTO wakes (principal, id, task_id, activation, state, created_at, updated_at)
+		VALUES ('alice', 'w1', 't1', 1, 'pending', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(ctx, u)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	waitLockWaitOn(t, u, "%0011_wake_counts_at_commit%") // 0010 is done and holds its locks
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := older.Exec(wctx, `INSERT INTO claims (principal, source, identity, state, task_id, created_at, updated_at)
+		VALUES ('alice', 'webhook', 'e1', 'done', 't1', now(), now())`); err != nil {
+		t.Errorf("the older process's claim insert: %v", err)
+	} else if err := older.Commit(wctx); err != nil {
+		t.Errorf("the older process's commit: %v", err)
+	}
+	older.Rollback(ctx) //nolint:errcheck // ends it if the insert failed, so the migration goes on
+	if err := <-opened; err != nil {
+		t.Fatalf("open (migrations 0010 and 0011) while an older process accepted an event: %v", err)
+	}
+	s := open(t, u)
+	if n, err := s.CountWakes(ctx, store.WakePending, 0); err != nil || n != 1 {
+		t.Errorf("CountWakes(pending) = %d, %v; want the acceptance's 1", n, err)
 	}
 }

@@ -37,7 +37,7 @@ type features struct {
 	// notify: pg_notify after an Update that appended task events, LISTEN in Listen
 	// (Capabilities.Listen).
 	notify bool
-	// advisoryLocks: pg_advisory_xact_lock serializes migrations (else a lease row would).
+	// advisoryLocks: pg_advisory_lock serializes migrations (else a lease row would).
 	advisoryLocks bool
 }
 
