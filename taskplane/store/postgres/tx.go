@@ -91,10 +91,16 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 		// The conversation's context usually exists: read it first, one round trip. FOR KEY SHARE
 		// keeps a concurrent Prune from deleting it under this transaction; if a Prune deleted it
 		// first, the read waits for it and finds nothing.
-		var id string
-		err := t.q.QueryRow(ctx, `SELECT id FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
-			FOR KEY SHARE`, principal, source, conversationKey).Scan(&id)
+		var (
+			id   string
+			last time.Time
+		)
+		err := t.q.QueryRow(ctx, `SELECT id, last_event_at FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
+			FOR KEY SHARE`, principal, source, conversationKey).Scan(&id, &last)
 		if err == nil {
+			if !last.Before(now.Add(-store.TouchGranularity)) {
+				return id, nil // recent enough: the touch would change nothing (see TouchContext)
+			}
 			return id, t.TouchContext(ctx, principal, id, now) // the event's activity, as the contract says
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
