@@ -1,6 +1,10 @@
 package taskplane
 
-import "time"
+import (
+	"time"
+
+	"github.com/channels-dev/channels/taskplane/store"
+)
 
 // ParkClaimer parks an idle claimer as a waiting Dispatcher claimer does. handed reports, without
 // waiting, whether an acceptance took it and what it handed over (a grant, or nil).
@@ -39,4 +43,29 @@ func ListenRestartAfter(t interface{ Cleanup(func()) }, d time.Duration) {
 	old := listenRestart
 	listenRestart = d
 	t.Cleanup(func() { listenRestart = old })
+}
+
+// Waiting reports whether a WaitTask waits for (principal, taskID).
+func (p *Plane) Waiting(principal, taskID string) bool {
+	p.broker.mu.Lock()
+	defer p.broker.mu.Unlock()
+	return len(p.broker.waiters[brokerKey(principal, taskID)]) > 0
+}
+
+// HandRows hands the waiters of each task's (principal, id) its committed row, all at once, as
+// turns committing in quick succession would before a waiter wakes.
+func (p *Plane) HandRows(ts ...*Task) error {
+	rows := make([]store.Task, len(ts))
+	for i, t := range ts {
+		var err error
+		if rows[i], err = encodeTask(t); err != nil {
+			return err
+		}
+	}
+	p.broker.mu.Lock()
+	defer p.broker.mu.Unlock()
+	for i, t := range ts {
+		p.broker.pokeWaiters(brokerKey(t.Origin.Principal, t.ID), &rows[i])
+	}
+	return nil
 }

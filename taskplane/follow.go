@@ -1,11 +1,13 @@
 package taskplane
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,14 +32,17 @@ func newBroker() *broker {
 	return &broker{subs: map[string]map[chan struct{}]struct{}{}, waiters: map[string]map[*waiter]struct{}{}}
 }
 
-// waiter is a WaitTask's subscription: poked as a subscriber is, and handed the newest row a
-// commit of this process published (publishRow); read is set when a commit was only announced.
+// waiter is a WaitTask's subscription: poked as a subscriber is, and handed the rows commits of
+// this process published (publishRow), in the order they were published; read is set when a
+// commit was only announced, or more rows came than the waiter keeps.
 type waiter struct {
 	ch   chan struct{}
-	row  store.Task // guarded by the broker's mu
-	has  bool
+	rows []store.Task // guarded by the broker's mu
 	read bool
 }
+
+// maxWaiterRows bounds the rows a waiter keeps between two wake-ups; past it, it reads.
+const maxWaiterRows = 16
 
 // wait subscribes a waiter to (principal, taskID).
 func (b *broker) wait(principal, taskID string) (*waiter, func()) {
@@ -59,24 +64,23 @@ func (b *broker) wait(principal, taskID string) (*waiter, func()) {
 	}
 }
 
-// take returns what w was handed since the last take: the newest row published, and whether a
-// commit was announced without one (the waiter must then read).
-func (b *broker) take(w *waiter) (row store.Task, has, read bool) {
+// take returns what w was handed since the last take: the rows published, and whether a commit
+// was announced without one (the waiter must then read).
+func (b *broker) take(w *waiter) (rows []store.Task, read bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	row, has, read = w.row, w.has, w.read
-	w.row, w.has, w.read = store.Task{}, false, false
-	return row, has, read
+	rows, read = w.rows, w.read
+	w.rows, w.read = nil, false
+	return rows, read
 }
 
 // pokeWaiters pokes the waiters of key, handing them row when it is not nil (mu held).
 func (b *broker) pokeWaiters(key string, row *store.Task) {
 	for w := range b.waiters[key] {
-		switch {
-		case row == nil:
+		if row == nil || len(w.rows) == maxWaiterRows {
 			w.read = true
-		case !w.has || row.LastSeq > w.row.LastSeq:
-			w.row, w.has = *row, true
+		} else {
+			w.rows = append(w.rows, *row)
 		}
 		select {
 		case w.ch <- struct{}{}:
@@ -330,17 +334,23 @@ func (p *Plane) WaitTask(ctx context.Context, t *Task, done func(*Task) bool) (*
 		case <-recheck:
 			read = true
 		case <-w.ch:
-			row, has, mustRead := p.broker.take(w)
-			switch {
-			case mustRead:
-				read = true
-			case has && row.LastSeq > cur.LastSeq:
+			// Every version handed over is looked at, so a settled one that a later commit has
+			// already moved on from is still the one returned.
+			rows, mustRead := p.broker.take(w)
+			read = mustRead
+			slices.SortFunc(rows, func(a, b store.Task) int { return cmp.Compare(a.LastSeq, b.LastSeq) })
+			for _, row := range rows {
+				if row.LastSeq <= cur.LastSeq {
+					continue // older than what the wait has (published out of order)
+				}
 				nt, err := decodeTask(row)
 				if err != nil {
 					read = true // the store's copy is the authority
 					break
 				}
-				cur = nt
+				if cur = nt; done(cur) {
+					return cur, nil
+				}
 			}
 		}
 	}

@@ -121,3 +121,40 @@ func TestAWaitReadsAChangeAnnouncedWithoutItsRow(t *testing.T) {
 		}
 	})
 }
+
+// Two versions handed over before the wait wakes, the first settled (a question) and the second
+// not (a follow-up moved the task on): the wait returns the settled one, whatever order they were
+// handed in.
+func TestAWaitReturnsASettledVersionALaterCommitMovedOnFrom(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	acc := mustAccept(t, p, a2aEvent("m-1", "hello"))
+	for _, order := range []string{"in order", "out of order"} {
+		out := make(chan waitOutcome, 1)
+		go func() {
+			nt, err := p.WaitTask(ctx, acc.Task, settledTask)
+			out <- waitOutcome{nt, err}
+		}()
+		for !p.Waiting("alice", acc.Task.ID) {
+			time.Sleep(time.Millisecond)
+		}
+		asked, movedOn := *acc.Task, *acc.Task
+		asked.Status.State, asked.LastSeq, asked.Version = taskplane.StateInputRequired, acc.Task.LastSeq+1, acc.Task.Version+1
+		movedOn.Status.State, movedOn.LastSeq, movedOn.Version = taskplane.StateWorking, acc.Task.LastSeq+2, acc.Task.Version+2
+		rows := []*taskplane.Task{&asked, &movedOn}
+		if order == "out of order" {
+			rows = []*taskplane.Task{&movedOn, &asked}
+		}
+		if err := p.HandRows(rows...); err != nil {
+			t.Fatal(err)
+		}
+		got := <-out
+		if got.err != nil {
+			t.Fatalf("%s: %v", order, got.err)
+		}
+		if got.task.Status.State != taskplane.StateInputRequired || got.task.LastSeq != asked.LastSeq {
+			t.Errorf("%s: WaitTask = %s at seq %d, want the INPUT_REQUIRED version (seq %d)", order, got.task.Status.State, got.task.LastSeq, asked.LastSeq)
+		}
+	}
+}
