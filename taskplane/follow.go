@@ -244,14 +244,8 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, f
 	}
 	poke, cancel := subscribe(principal, taskID)
 	defer cancel()
-	// Another process's notification is a hint that can be lost (a crash between its commit and
-	// its NOTIFY): on a shared store, also re-read the log now and then.
-	var recheck <-chan time.Time
-	if p.store.Capabilities().MultiProcess {
-		t := time.NewTicker(followRecheck)
-		defer t.Stop()
-		recheck = t.C
-	}
+	recheck, stop := p.recheck()
+	defer stop()
 	for {
 		var rows []store.TaskEvent
 		err := p.retryRead(ctx, func() (err error) {
@@ -308,12 +302,8 @@ func (p *Plane) WaitTask(ctx context.Context, t *Task, done func(*Task) bool) (*
 	principal, taskID := t.Origin.Principal, t.ID
 	w, cancel := p.broker.wait(principal, taskID)
 	defer cancel()
-	var recheck <-chan time.Time
-	if p.store.Capabilities().MultiProcess {
-		t := time.NewTicker(followRecheck)
-		defer t.Stop()
-		recheck = t.C
-	}
+	recheck, stop := p.recheck()
+	defer stop()
 	cur, read := t, true // a commit between t's and the subscription would not have poked w
 	for {
 		if read {
@@ -354,6 +344,18 @@ func (p *Plane) WaitTask(ctx context.Context, t *Task, done func(*Task) bool) (*
 			}
 		}
 	}
+}
+
+// recheck returns the channel that tells a follower to read again though nothing poked it, and
+// the function that stops it. Another process's notification is a hint that can be lost (a crash
+// between its commit and its NOTIFY), so on a shared store it ticks every followRecheck; on a
+// store of one process, whose commits all poke, never.
+func (p *Plane) recheck() (<-chan time.Time, func()) {
+	if !p.store.Capabilities().MultiProcess {
+		return nil, func() {}
+	}
+	t := time.NewTicker(followRecheck)
+	return t.C, t.Stop
 }
 
 // FollowedTask is GetTask for a follower (a blocking send's wait, a stream): a failed read is
