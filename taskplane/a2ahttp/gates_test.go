@@ -305,9 +305,12 @@ func TestGateUnsupportedVersionFails(t *testing.T) {
 			t.Fatalf("A2A-Version %s: %d %d %s %s", v, status, code, st, reason)
 		}
 	}
-	status, _, body := e.raw(http.MethodGet, "/tasks?A2A-Version=99.0", tokenAlice, nil, nil)
-	if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "VERSION_NOT_SUPPORTED" {
-		t.Fatalf("query parameter 99.0: %d %s", status, reason)
+	// A service parameter's name is case-insensitive (SPEC §3.2.6), as a query parameter too.
+	for _, name := range []string{"A2A-Version", "a2a-version", "A2A-VERSION"} {
+		status, _, body := e.raw(http.MethodGet, "/tasks?"+name+"=99.0", tokenAlice, nil, nil)
+		if _, _, reason := restError(t, body); status != http.StatusBadRequest || reason != "VERSION_NOT_SUPPORTED" {
+			t.Fatalf("query parameter %s=99.0: %d %s", name, status, reason)
+		}
 	}
 	for _, v := range []string{"1.0", "1.0.7", ""} {
 		if status, _, body := e.raw(http.MethodGet, "/tasks", tokenAlice, nil, map[string]string{"A2A-Version": v}); status != http.StatusOK {

@@ -98,7 +98,7 @@ func SetChallenge(w http.ResponseWriter, err *a2awire.Error) {
 func (s *Service) Negotiate(r *http.Request) (a2awire.Extensions, *a2awire.Error) {
 	v := strings.TrimSpace(r.Header.Get(HeaderVersion))
 	if v == "" {
-		v = strings.TrimSpace(r.URL.Query().Get(HeaderVersion))
+		v = queryParam(r, HeaderVersion)
 	}
 	if v != "" && !supportedVersion(v) {
 		return nil, a2awire.Errorf(a2awire.ErrVersionNotSupported, "A2A-Version %q is not supported; this server speaks %s", v, a2awire.ProtocolVersion)
@@ -123,6 +123,24 @@ func (s *Service) Negotiate(r *http.Request) (a2awire.Extensions, *a2awire.Error
 		}
 	}
 	return act, nil
+}
+
+// queryParam is the value of the service parameter name given as a query parameter: its name
+// matched without regard to case, as a service parameter's is (SPEC §3.2.6), the exact spelling
+// first; "" when absent.
+func queryParam(r *http.Request, name string) string {
+	q := r.URL.Query()
+	if v := strings.TrimSpace(q.Get(name)); v != "" {
+		return v
+	}
+	for k, vs := range q {
+		if strings.EqualFold(k, name) && len(vs) > 0 {
+			if v := strings.TrimSpace(vs[0]); v != "" {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 func supportedVersion(v string) bool {
