@@ -223,6 +223,10 @@ func (t evidenceTx) InsertNewClaim(ctx context.Context, c store.Claim) error {
 	return err
 }
 
+func (t evidenceTx) PrefetchAcceptance(ctx context.Context, principal, source, identity, conversationKey string) error {
+	return store.PrefetchAcceptance(ctx, t.Tx, principal, source, identity, conversationKey)
+}
+
 func (t evidenceTx) InsertEvidence(ctx context.Context, e store.Evidence) error {
 	err := t.Tx.InsertEvidence(ctx, e)
 	if err == nil {

@@ -272,6 +272,13 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 	// The claim is read first and inserted last, with the outcome: one write. A concurrent
 	// acceptance of the same identity on a shared engine, not visible to the read, makes the
 	// insert wait for its commit and then find the claim taken (see acceptNew).
+	if ev.ConversationKey != "" && ev.TaskID == "" && ev.ReplyTo == "" {
+		// New work in a conversation reads its claim and its context first: together, where the
+		// store can (one round trip on Postgres).
+		if err := store.PrefetchAcceptance(ctx, tx, ev.Principal, ev.Source, ev.Identity, ev.ConversationKey); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+	}
 	claim, err := tx.GetClaim(ctx, ev.Principal, ev.Source, ev.Identity)
 	switch {
 	case err == nil:

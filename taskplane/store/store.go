@@ -453,3 +453,20 @@ func InsertNewClaim(ctx context.Context, tx Tx, c Claim) error {
 func ClaimTaken(c Claim) error {
 	return fmt.Errorf("claim %s/%s taken by a concurrent transaction: %w", c.Source, c.Identity, ErrConcurrentModification)
 }
+
+// AcceptPrefetcher is a Tx that can read, in one round trip, what an acceptance of new work reads
+// first: the claim of its identity and the context of its conversation (locked as EnsureContext
+// locks it). Each result serves the first GetClaim, or EnsureContext, for the same key that
+// follows in the same fn, once; later calls read again.
+type AcceptPrefetcher interface {
+	PrefetchAcceptance(ctx context.Context, principal, source, identity, conversationKey string) error
+}
+
+// PrefetchAcceptance asks tx to prefetch an acceptance's first reads when it is an
+// AcceptPrefetcher; otherwise it does nothing.
+func PrefetchAcceptance(ctx context.Context, tx Tx, principal, source, identity, conversationKey string) error {
+	if p, ok := tx.(AcceptPrefetcher); ok {
+		return p.PrefetchAcceptance(ctx, principal, source, identity, conversationKey)
+	}
+	return nil
+}

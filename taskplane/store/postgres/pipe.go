@@ -146,9 +146,20 @@ func (p *pipe) direct() bool { return p.begun && len(p.pending) == 0 }
 // sendWith sends the held-back writes (and BEGIN, once) with one more statement, reads their
 // results, and returns the batch positioned at that statement's result; the caller closes it.
 func (p *pipe) sendWith(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	return p.batch(ctx, func(b *pgx.Batch) { b.Queue(sql, args...) })
+}
+
+// batch sends the held-back writes (and BEGIN, once) with the statements queue adds, in one round
+// trip, reads the writes' results, and returns the batch positioned at the first added statement's
+// result; the caller reads one result per statement it added, then closes it.
+func (p *pipe) batch(ctx context.Context, queue func(b *pgx.Batch)) (pgx.BatchResults, error) {
+	ctx, err := p.io(ctx)
+	if err != nil {
+		return nil, err
+	}
 	b := &pgx.Batch{}
 	p.send(b)
-	b.Queue(sql, args...)
+	queue(b)
 	br := p.conn.SendBatch(ctx, b)
 	if err := p.settle(br); err != nil {
 		br.Close()

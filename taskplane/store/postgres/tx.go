@@ -22,6 +22,68 @@ type tx struct {
 	// hints are the "principal/taskID" payloads of the tasks this transaction appended events to;
 	// Update sends them right after the commit (see notifySQL).
 	hints []string
+	pre   prefetched // what PrefetchAcceptance read, until used
+}
+
+// prefetched holds the reads of PrefetchAcceptance for the GetClaim and EnsureContext calls of
+// the same keys that follow in the fn; each is used once.
+type prefetched struct {
+	claimKey, ctxKey [3]string
+	claimSet, ctxSet bool
+	claim            store.Claim
+	claimErr         error     // the claim's read: nil, or not found
+	ctxID            string    // "" when the conversation had no context
+	ctxLast          time.Time // its last activity
+}
+
+// contextByKeySQL reads a conversation's context, locked against a concurrent Prune (see
+// EnsureContext).
+const contextByKeySQL = `SELECT id, last_event_at FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
+	FOR KEY SHARE`
+
+// PrefetchAcceptance reads the claim and the conversation's context in one round trip (with the
+// writes held back so far); the GetClaim and EnsureContext calls that follow for these keys take
+// the results.
+func (t *tx) PrefetchAcceptance(ctx context.Context, principal, source, identity, conversationKey string) error {
+	br, err := t.p.batch(ctx, func(b *pgx.Batch) {
+		b.Queue(`SELECT `+claimColumns+` FROM claims WHERE principal = $1 AND source = $2 AND identity = $3`,
+			principal, source, identity)
+		b.Queue(contextByKeySQL, principal, source, conversationKey)
+	})
+	if err != nil {
+		return err
+	}
+	pre := prefetched{claimKey: [3]string{principal, source, identity}, ctxKey: [3]string{principal, source, conversationKey},
+		claimSet: true, ctxSet: true}
+	rows, _ := br.Query()
+	pre.claim, err = pgx.CollectExactlyOneRow(rows, scanClaim)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		br.Close()
+		return fmt.Errorf("get claim: %w", err)
+	}
+	pre.claimErr = notFound(err)
+	if pre.claimErr != nil {
+		pre.claimErr = fmt.Errorf("get claim: %w", pre.claimErr)
+	}
+	err = br.QueryRow().Scan(&pre.ctxID, &pre.ctxLast)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		br.Close()
+		return fmt.Errorf("ensure context: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	t.pre = pre
+	return nil
+}
+
+// GetClaim takes the claim PrefetchAcceptance read for this key, once; otherwise it reads.
+func (t *tx) GetClaim(ctx context.Context, principal, source, identity string) (store.Claim, error) {
+	if t.pre.claimSet && t.pre.claimKey == [3]string{principal, source, identity} {
+		t.pre.claimSet = false
+		return t.pre.claim, t.pre.claimErr
+	}
+	return t.reader.GetClaim(ctx, principal, source, identity)
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -88,15 +150,23 @@ func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationK
 		return "", errors.New("ensure context: empty conversation key")
 	}
 	for range maxLookups {
-		// The conversation's context usually exists: read it first, one round trip. FOR KEY SHARE
-		// keeps a concurrent Prune from deleting it under this transaction; if a Prune deleted it
-		// first, the read waits for it and finds nothing.
+		// The conversation's context usually exists: read it first, one round trip (none when
+		// PrefetchAcceptance read it). FOR KEY SHARE keeps a concurrent Prune from deleting it under
+		// this transaction; if a Prune deleted it first, the read waits for it and finds nothing.
 		var (
 			id   string
 			last time.Time
+			err  error
 		)
-		err := t.q.QueryRow(ctx, `SELECT id, last_event_at FROM contexts WHERE principal = $1 AND source = $2 AND conversation_key = $3
-			FOR KEY SHARE`, principal, source, conversationKey).Scan(&id, &last)
+		if t.pre.ctxSet && t.pre.ctxKey == [3]string{principal, source, conversationKey} {
+			t.pre.ctxSet = false
+			id, last = t.pre.ctxID, t.pre.ctxLast
+			if id == "" {
+				err = pgx.ErrNoRows
+			}
+		} else {
+			err = t.q.QueryRow(ctx, contextByKeySQL, principal, source, conversationKey).Scan(&id, &last)
+		}
 		if err == nil {
 			if !last.Before(now.Add(-store.TouchGranularity)) {
 				return id, nil // recent enough: the touch would change nothing (see TouchContext)
