@@ -269,9 +269,6 @@ type handOff struct {
 func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool, hand *handOff) error {
 	*acc, *conflict = Acceptance{}, false
 	now := p.clock()
-	// The claim is read first and inserted last, with the outcome: one write. A concurrent
-	// acceptance of the same identity on a shared engine, not visible to the read, makes the
-	// insert wait for its commit and then find the claim taken (see acceptNew).
 	if ev.ConversationKey != "" && ev.TaskID == "" && ev.ReplyTo == "" {
 		// New work in a conversation reads its claim and its context first: together, where the
 		// store can (one round trip on Postgres).
@@ -279,6 +276,10 @@ func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string,
 			return fmt.Errorf("claim: %w", err)
 		}
 	}
+	// The claim is read first and inserted last, with the outcome: one write. A concurrent
+	// acceptance of the same identity on a shared engine, not visible to the read, makes the
+	// insert fail, at once or when the driver sends it, and the acceptance runs again (see
+	// acceptNew).
 	claim, err := tx.GetClaim(ctx, ev.Principal, ev.Source, ev.Identity)
 	switch {
 	case err == nil:

@@ -287,13 +287,14 @@ func (t *Turn) update(ctx context.Context, also func(ctx context.Context, tx sto
 	}
 	// The next update starts from this one's row: the prepared one as written, or the task as
 	// the transaction read and changed it, encoded before the executor gets it back.
-	var committed *store.Task
 	if prep != nil {
-		t.base, committed = prep.row, &prep.row
-	} else if row, err := encodeTask(nt); err == nil {
-		t.base, committed = row, &row
+		t.base = prep.row
 	} else {
-		t.base = store.Task{}
+		t.base, _ = encodeTask(nt) // a zero row when it cannot be encoded: the next update reads the task
+	}
+	var committed *store.Task // the row waiters are handed (publishRow copies it), when there is one
+	if t.base.ID != "" {
+		committed = &t.base
 	}
 	p.broker.publishRow(principal, taskID, committed)
 	return nt, nil

@@ -42,33 +42,11 @@ func TestRetriedRequireInputAfterA503AsksOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("the store fails transaction %d", pass+1), func(t *testing.T) {
 			st := &blipStore{Store: storetest.OpenSQLite(t)}
 			e := newEnv(t, st)
-			p := e.plane
 			e.accept(t, "bob", taskplane.SourceA2A, "m-1")
 			id, lease := e.claim(t, tokenAll)
 
-			st.pass.Store(int64(pass))
-			st.armed.Store(true)
-			code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
-				map[string]any{"question": "which branch?"})
-			if code == http.StatusServiceUnavailable {
-				code, body = e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
-					map[string]any{"question": "which branch?"})
-			}
-			st.armed.Store(false)
-			if code != http.StatusOK {
-				t.Fatalf("require-input (retried after a 503): %d %v", code, body)
-			}
-			task, err := p.GetTask(context.Background(), "bob", id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			questions := 0
-			for _, m := range task.History {
-				if m.Role == taskplane.RoleAgent {
-					questions++
-				}
-			}
-			evs, err := p.Events(context.Background(), "bob", id, 0, 100)
+			questions := requireInputRetried(t, e, st, pass, id, lease)
+			evs, err := e.plane.Events(context.Background(), "bob", id, 0, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,6 +61,36 @@ func TestRetriedRequireInputAfterA503AsksOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requireInputRetried asks bob's task id a question with lease while st fails the transaction
+// after pass more, retries it once if it was answered 503 (as documented), and returns how many
+// agent messages (questions) the task then holds.
+func requireInputRetried(t *testing.T, e *env, st *blipStore, pass int, id, lease string) int {
+	t.Helper()
+	st.pass.Store(int64(pass))
+	st.armed.Store(true)
+	code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
+		map[string]any{"question": "which branch?"})
+	if code == http.StatusServiceUnavailable {
+		code, body = e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
+			map[string]any{"question": "which branch?"})
+	}
+	st.armed.Store(false)
+	if code != http.StatusOK {
+		t.Fatalf("require-input (retried after a 503): %d %v", code, body)
+	}
+	task, err := e.plane.GetTask(context.Background(), "bob", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	questions := 0
+	for _, m := range task.History {
+		if m.Role == taskplane.RoleAgent {
+			questions++
+		}
+	}
+	return questions
 }
 
 // settledHome records the results a plane hands home (a taskplane.Results), by status message id.
@@ -119,32 +127,10 @@ func TestRetriedRequireInputOfANativeTaskAfterA503AsksOnce(t *testing.T) {
 			st := &blipStore{Store: storetest.OpenSQLite(t)}
 			home := &settledHome{}
 			e := newEnv(t, st, taskplane.WithResults(home))
-			p := e.plane
 			e.accept(t, "bob", "webhook", "m-1")
 			id, lease := e.claim(t, tokenAll)
 
-			st.pass.Store(int64(pass))
-			st.armed.Store(true)
-			code, body := e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
-				map[string]any{"question": "which branch?"})
-			if code == http.StatusServiceUnavailable {
-				code, body = e.call(t, http.MethodPost, "/worker/v1/tasks/"+id+"/require-input", tokenAll, lease,
-					map[string]any{"question": "which branch?"})
-			}
-			st.armed.Store(false)
-			if code != http.StatusOK {
-				t.Fatalf("require-input (retried after a 503): %d %v", code, body)
-			}
-			task, err := p.GetTask(context.Background(), "bob", id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			questions := 0
-			for _, m := range task.History {
-				if m.Role == taskplane.RoleAgent {
-					questions++
-				}
-			}
+			questions := requireInputRetried(t, e, st, pass, id, lease)
 			if questions != 1 || home.count() != 1 {
 				t.Fatalf("the task holds %d questions and %d were handed home, want 1 and 1", questions, home.count())
 			}

@@ -176,14 +176,7 @@ func TestAWakeLockedByAnOlderProcessDoesNotDeadlockMigration0011(t *testing.T) {
 	if _, err := older.Exec(ctx, `SELECT id FROM wakes WHERE principal = 'alice' AND id = 'w1' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	opened := make(chan error, 1)
-	go func() {
-		s, err := postgres.Open(ctx, u)
-		if err == nil {
-			s.Close()
-		}
-		opened <- err
-	}()
+	opened := openAndClose(ctx, u)
 	waitLockWaitOn(t, u, "%0011_wake_counts_at_commit%")
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -245,14 +238,7 @@ func TestAnOlderAcceptanceDuringMigrations0010And0011DoesNotFailTheStart(t *test
 		VALUES ('alice', 'w1', 't1', 1, 'pending', now(), now())`); err != nil {
 		t.Fatal(err)
 	}
-	opened := make(chan error, 1)
-	go func() {
-		s, err := postgres.Open(ctx, u)
-		if err == nil {
-			s.Close()
-		}
-		opened <- err
-	}()
+	opened := openAndClose(ctx, u)
 	waitLockWaitOn(t, u, "%0011_wake_counts_at_commit%") // 0010 is done and holds its locks
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -270,4 +256,18 @@ func TestAnOlderAcceptanceDuringMigrations0010And0011DoesNotFailTheStart(t *test
 	if n, err := s.CountWakes(ctx, store.WakePending, 0); err != nil || n != 1 {
 		t.Errorf("CountWakes(pending) = %d, %v; want the acceptance's 1", n, err)
 	}
+}
+
+// openAndClose opens a store of u in the background (migrating it), closes it, and sends the
+// outcome of the open.
+func openAndClose(ctx context.Context, u *url.URL) <-chan error {
+	opened := make(chan error, 1)
+	go func() {
+		s, err := postgres.Open(ctx, u)
+		if err == nil {
+			s.Close()
+		}
+		opened <- err
+	}()
+	return opened
 }

@@ -178,8 +178,16 @@ func scanClaim(row pgx.CollectableRow) (store.Claim, error) {
 }
 
 func (r reader) GetClaim(ctx context.Context, principal, source, identity string) (store.Claim, error) {
-	rows, _ := r.q.Query(ctx, `SELECT `+claimColumns+` FROM claims WHERE principal = $1 AND source = $2 AND identity = $3`,
-		principal, source, identity)
+	rows, _ := r.q.Query(ctx, claimByKeySQL, principal, source, identity)
+	return collectClaim(rows)
+}
+
+// claimByKeySQL reads the claim of (principal, source, identity).
+const claimByKeySQL = `SELECT ` + claimColumns + ` FROM claims WHERE principal = $1 AND source = $2 AND identity = $3`
+
+// collectClaim reads the one claim of rows (claimByKeySQL's); none is an error wrapping
+// store.ErrNotFound.
+func collectClaim(rows pgx.Rows) (store.Claim, error) {
 	c, err := pgx.CollectExactlyOneRow(rows, scanClaim)
 	if err != nil {
 		return store.Claim{}, fmt.Errorf("get claim: %w", notFound(err))

@@ -31,7 +31,7 @@ type prefetched struct {
 	claimKey, ctxKey [3]string
 	claimSet, ctxSet bool
 	claim            store.Claim
-	claimErr         error     // the claim's read: nil, or not found
+	claimErr         error     // the claim's read: nil, or wrapping ErrNotFound
 	ctxID            string    // "" when the conversation had no context
 	ctxLast          time.Time // its last activity
 }
@@ -46,8 +46,7 @@ const contextByKeySQL = `SELECT id, last_event_at FROM contexts WHERE principal 
 // the results.
 func (t *tx) PrefetchAcceptance(ctx context.Context, principal, source, identity, conversationKey string) error {
 	br, err := t.p.batch(ctx, func(b *pgx.Batch) {
-		b.Queue(`SELECT `+claimColumns+` FROM claims WHERE principal = $1 AND source = $2 AND identity = $3`,
-			principal, source, identity)
+		b.Queue(claimByKeySQL, principal, source, identity)
 		b.Queue(contextByKeySQL, principal, source, conversationKey)
 	})
 	if err != nil {
@@ -56,14 +55,9 @@ func (t *tx) PrefetchAcceptance(ctx context.Context, principal, source, identity
 	pre := prefetched{claimKey: [3]string{principal, source, identity}, ctxKey: [3]string{principal, source, conversationKey},
 		claimSet: true, ctxSet: true}
 	rows, _ := br.Query()
-	pre.claim, err = pgx.CollectExactlyOneRow(rows, scanClaim)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if pre.claim, pre.claimErr = collectClaim(rows); pre.claimErr != nil && !errors.Is(pre.claimErr, store.ErrNotFound) {
 		br.Close()
-		return fmt.Errorf("get claim: %w", err)
-	}
-	pre.claimErr = notFound(err)
-	if pre.claimErr != nil {
-		pre.claimErr = fmt.Errorf("get claim: %w", pre.claimErr)
+		return pre.claimErr
 	}
 	err = br.QueryRow().Scan(&pre.ctxID, &pre.ctxLast)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -106,10 +100,7 @@ func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool,
 		// On a conflict with a concurrent uncommitted claim the insert waits for that transaction,
 		// then does nothing if it committed; the read that follows is a new statement, so in READ
 		// COMMITTED it sees the committed claim.
-		tag, err := t.q.Exec(ctx, `INSERT INTO claims (`+claimColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-			ON CONFLICT (principal, source, identity) DO NOTHING`,
-			c.Principal, c.Source, c.Identity, c.Digest, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID,
-			c.Message, c.CreatedAt, c.UpdatedAt)
+		tag, err := t.q.Exec(ctx, insertClaimSQL, claimArgs(c)...)
 		if err != nil {
 			return store.Claim{}, false, fmt.Errorf("insert claim: %w", err)
 		}
@@ -131,17 +122,25 @@ func (t *tx) InsertClaim(ctx context.Context, c store.Claim) (store.Claim, bool,
 // InsertNewClaim holds the insert back (see pipe); a claim of the identity that exists by the time
 // it runs fails it on the server, so the transaction (or the fn's savepoint) is rolled back.
 func (t *tx) InsertNewClaim(ctx context.Context, c store.Claim) error {
-	t.p.later("insert claim", mustTouch(`INSERT INTO claims (`+claimColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-		ON CONFLICT (principal, source, identity) DO NOTHING RETURNING 1`),
+	t.p.later("insert claim", mustTouch(insertClaimSQL+` RETURNING 1`),
 		func(err error) error {
 			if errors.Is(notTouched(err), store.ErrNotFound) {
 				return store.ClaimTaken(c)
 			}
 			return err
 		},
-		c.Principal, c.Source, c.Identity, c.Digest, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID,
-		c.Message, c.CreatedAt, c.UpdatedAt)
+		claimArgs(c)...)
 	return nil
+}
+
+// insertClaimSQL inserts a claim (claimArgs) unless one of its identity exists.
+const insertClaimSQL = `INSERT INTO claims (` + claimColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	ON CONFLICT (principal, source, identity) DO NOTHING`
+
+// claimArgs are c's values in the order of claimColumns.
+func claimArgs(c store.Claim) []any {
+	return []any{c.Principal, c.Source, c.Identity, c.Digest, string(c.State), c.OutcomeKind, c.TaskID, c.ContextID,
+		c.Message, c.CreatedAt, c.UpdatedAt}
 }
 
 func (t *tx) EnsureContext(ctx context.Context, principal, source, conversationKey, candidateID string, now time.Time) (string, error) {

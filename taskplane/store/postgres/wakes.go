@@ -93,18 +93,12 @@ func (t *tx) CountWakes(ctx context.Context, state store.WakeState, upTo int) (i
 	if state != store.WakePending {
 		return t.reader.CountWakes(ctx, state, upTo)
 	}
-	if n, ok := t.p.wakes.Get(upTo); ok {
-		return n, nil
-	}
-	n, err := t.reader.CountWakes(ctx, state, 0)
-	if err != nil {
-		return 0, err
-	}
-	t.p.wakes.Set(n, 0)
+	// The sum is exact whatever the cap, so it is kept uncapped and capped here.
+	n, err := t.p.wakes.Count(0, func(int) (int, error) { return t.reader.CountWakes(ctx, state, 0) })
 	if upTo > 0 {
 		n = min(n, upTo)
 	}
-	return n, nil
+	return n, err
 }
 
 func (r reader) ListStaleTasks(ctx context.Context, states []string, cutoff time.Time, limit int) ([]store.Task, error) {

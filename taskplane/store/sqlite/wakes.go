@@ -194,14 +194,7 @@ func (t *txn) CountWakes(ctx context.Context, state store.WakeState, upTo int) (
 		if state != store.WakePending {
 			return countWakes(ctx, q, state, upTo)
 		}
-		if n, ok := t.pending.Get(upTo); ok {
-			return n, nil
-		}
-		n, err := countWakes(ctx, q, state, upTo)
-		if err == nil {
-			t.pending.Set(n, upTo)
-		}
-		return n, err
+		return t.pending.Count(upTo, func(upTo int) (int, error) { return countWakes(ctx, q, state, upTo) })
 	})
 }
 

@@ -41,3 +41,16 @@ func (c *Pending) Add() {
 
 // Forget drops the count.
 func (c *Pending) Forget() { c.known = false }
+
+// Count returns the count capped at upTo, from c when it is known well enough, or else from
+// read, which counts with the same cap and whose answer c then keeps.
+func (c *Pending) Count(upTo int, read func(upTo int) (int, error)) (int, error) {
+	if n, ok := c.Get(upTo); ok {
+		return n, nil
+	}
+	n, err := read(upTo)
+	if err == nil {
+		c.Set(n, upTo)
+	}
+	return n, err
+}
