@@ -37,9 +37,24 @@ type databaseClockAt struct {
 // Now returns the database's time as this process best knows it (store.Clock): the last
 // measurement of the database's clock plus the monotonic time since. Its error is half the round
 // trip of the measurement, and the drift of this host's clock over at most clockRefresh.
+//
+// Now never goes back. A measurement that finds the database behind where this process had
+// carried it (this host's clock ran fast, or it counted a suspend the database did not) would
+// step it back; Now stands still at the latest time it returned until the database's time
+// passes it, so a lease or a due time it wrote is never followed by an earlier one.
 func (s *Store) Now() time.Time {
 	m := s.clock.Load()
-	return m.db.Add(s.elapsed() - m.elapsed)
+	t := m.db.Add(s.elapsed() - m.elapsed)
+	n := t.UnixNano()
+	for {
+		latest := s.latest.Load()
+		if n <= latest {
+			return t.Add(time.Duration(latest - n))
+		}
+		if s.latest.CompareAndSwap(latest, n) {
+			return t
+		}
+	}
 }
 
 // ClockOffset returns how far the database's clock was ahead of this host's wall clock at the

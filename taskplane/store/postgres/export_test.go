@@ -80,3 +80,6 @@ func SetSessionDefault(tb interface{ Cleanup(func()) }, name, value string) {
 		}
 	})
 }
+
+// MeasureClock measures the database's clock again now, as keepClock does every clockRefresh.
+func (s *Store) MeasureClock(ctx context.Context) error { return s.measureClock(ctx) }

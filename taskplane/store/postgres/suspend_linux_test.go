@@ -40,3 +40,44 @@ func TestASuspendIsCountedOnce(t *testing.T) {
 		t.Fatalf("2.5 s after a further 5 s suspend the store's Now is %v ahead of the database's clock, want about 5 s (sampled every second)", d)
 	}
 }
+
+// Now never goes back. A suspend the database's clock did not see carried the store's Now ahead
+// of the database; the next measurement of the database's clock would step it back by the
+// suspend. Instead Now stands still until the database's time passes it, then follows the
+// database again.
+func TestNowNeverGoesBackWhenAMeasurementFindsTheDatabaseBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u := newSchema(t)
+	s, suspend, err := postgres.OpenOnSuspendedHost(ctx, u, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	conn := connect(t, u)
+	ahead := func() time.Duration {
+		t.Helper()
+		var db time.Time
+		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+			t.Fatal(err)
+		}
+		return s.Now().Sub(db)
+	}
+	const lead = 2 * time.Second
+	suspend(lead)
+	time.Sleep(1500 * time.Millisecond) // past the store's next sample of the suspend
+	if d := ahead(); d < lead/2 {
+		t.Fatalf("after a %v suspend the database did not see, the store's Now is only %v ahead of it", lead, d)
+	}
+	before := s.Now()
+	if err := s.MeasureClock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.Now(); after.Before(before) {
+		t.Fatalf("a measurement of the database's clock stepped Now back by %v", before.Sub(after))
+	}
+	time.Sleep(lead + 500*time.Millisecond) // the database's time has passed where Now stood
+	if d := ahead(); d.Abs() > 300*time.Millisecond {
+		t.Fatalf("once the database's time passed it, the store's Now is %v off the database's clock", d)
+	}
+}
