@@ -41,7 +41,9 @@ type waiter struct {
 	read bool
 }
 
-// maxWaiterRows bounds the rows a waiter keeps between two wake-ups; past it, it reads.
+// maxWaiterRows bounds the rows a waiter keeps between two wake-ups. Past it, the oldest row whose
+// state the next one repeats is dropped, so every change of state is still handed over (a turn
+// streaming an artifact in many updates, then asking a question); with none such, the waiter reads.
 const maxWaiterRows = 16
 
 // wait subscribes a waiter to (principal, taskID).
@@ -77,6 +79,9 @@ func (b *broker) take(w *waiter) (rows []store.Task, read bool) {
 // pokeWaiters pokes the waiters of key, handing them row when it is not nil (mu held).
 func (b *broker) pokeWaiters(key string, row *store.Task) {
 	for w := range b.waiters[key] {
+		if row != nil && len(w.rows) == maxWaiterRows {
+			w.rows = dropRepeated(w.rows)
+		}
 		if row == nil || len(w.rows) == maxWaiterRows {
 			w.read = true
 		} else {
@@ -87,6 +92,16 @@ func (b *broker) pokeWaiters(key string, row *store.Task) {
 		default:
 		}
 	}
+}
+
+// dropRepeated removes the oldest of rows whose state the next row repeats, if there is one.
+func dropRepeated(rows []store.Task) []store.Task {
+	for i := 0; i+1 < len(rows); i++ {
+		if rows[i].State == rows[i+1].State {
+			return slices.Delete(rows, i, i+1)
+		}
+	}
+	return rows
 }
 
 func brokerKey(principal, taskID string) string { return principal + "\x00" + taskID }
@@ -293,8 +308,10 @@ func (p *Plane) follow(ctx context.Context, t *Task, after int64, stream bool, f
 // WaitTask waits until t, a task its owner has from the plane (Accept, GetTask, Apply...), has a
 // committed version for which done returns true, and returns that version; t itself, if done(t).
 // A version a turn of this process committed is handed over as committed, without reading the
-// store; any other change is read (as FollowedTask reads, a failed read retried). It returns
-// ctx.Err() when ctx ends first, and ErrTaskNotFound if the task is pruned meanwhile.
+// store; any other change is read (as FollowedTask reads, a failed read retried). Of many versions
+// committed between two of its wake-ups, one whose state the next repeats may be passed over (see
+// maxWaiterRows): done is meant to look at the state. It returns ctx.Err() when ctx ends first,
+// and ErrTaskNotFound if the task is pruned meanwhile.
 func (p *Plane) WaitTask(ctx context.Context, t *Task, done func(*Task) bool) (*Task, error) {
 	if done(t) {
 		return t, nil

@@ -158,3 +158,42 @@ func TestAWaitReturnsASettledVersionALaterCommitMovedOnFrom(t *testing.T) {
 		}
 	}
 }
+
+// More versions handed over before the wait wakes than a waiter keeps: a turn's many updates (an
+// artifact streamed in chunks), then its question, then a follow-up's move on. The wait still
+// returns the question, not the task as it is when it reads.
+func TestAWaitReturnsASettledVersionHandedAfterManyOthers(t *testing.T) {
+	p := taskplane.New(storetest.OpenSQLite(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	acc := mustAccept(t, p, a2aEvent("m-1", "hello"))
+	out := make(chan waitOutcome, 1)
+	go func() {
+		nt, err := p.WaitTask(ctx, acc.Task, settledTask)
+		out <- waitOutcome{nt, err}
+	}()
+	for !p.Waiting("alice", acc.Task.ID) {
+		time.Sleep(time.Millisecond)
+	}
+	version := func(n int64, state taskplane.State) *taskplane.Task {
+		v := *acc.Task
+		v.Status.State, v.LastSeq, v.Version = state, acc.Task.LastSeq+n, acc.Task.Version+n
+		return &v
+	}
+	var rows []*taskplane.Task
+	for n := int64(1); n <= 40; n++ {
+		rows = append(rows, version(n, taskplane.StateWorking))
+	}
+	asked := version(41, taskplane.StateInputRequired)
+	rows = append(rows, asked, version(42, taskplane.StateWorking))
+	if err := p.HandRows(rows...); err != nil {
+		t.Fatal(err)
+	}
+	got := <-out
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.task.Status.State != taskplane.StateInputRequired || got.task.LastSeq != asked.LastSeq {
+		t.Errorf("WaitTask = %s at seq %d, want the INPUT_REQUIRED version (seq %d)", got.task.Status.State, got.task.LastSeq, asked.LastSeq)
+	}
+}
