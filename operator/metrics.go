@@ -387,6 +387,15 @@ func (m *Metrics) WatchStreams(open func() int) {
 	}, func() float64 { return float64(open()) }))
 }
 
+// WatchBlockingSends registers the gauge of the blocking A2A sends waiting for their task
+// (a2aservice's BlockingSends), each holding one of max_blocking_sends' slots.
+func (m *Metrics) WatchBlockingSends(waiting func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "channels_a2a_blocking_sends_waiting",
+		Help: "Blocking A2A sends waiting for their task in this process, each holding one of max_blocking_sends' slots.",
+	}, func() float64 { return float64(waiting()) }))
+}
+
 // WatchHealth registers channels_source_up (1 healthy, 0 not) per configured instance.
 func (m *Metrics) WatchHealth(h *Health) {
 	m.reg.MustRegister(&healthCollector{h: h})

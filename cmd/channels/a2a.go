@@ -42,6 +42,9 @@ func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskpla
 
 			MaxStreams:             cfg.MaxStreams,
 			MaxStreamsPerPrincipal: cfg.MaxStreamsPerPrincipal,
+
+			MaxBlockingSends:             cfg.MaxBlockingSends,
+			MaxBlockingSendsPerPrincipal: cfg.MaxBlockingSendsPerPrincipal,
 		},
 		Logger: log,
 	}

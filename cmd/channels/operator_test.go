@@ -225,6 +225,7 @@ func TestOperatorSurfaceAfterAScriptedRun(t *testing.T) {
 		`channels_source_up{instance="ci",source="webhook"}`:                              1,
 		`channels_sse_subscribers`:                        0,
 		`channels_a2a_streams_open`:                       0,
+		`channels_a2a_blocking_sends_waiting`:             0,
 		`channels_store_errors_total{operation="update"}`: 0,
 	} {
 		if got := metricValue(metrics, series); got != want {

@@ -91,6 +91,10 @@ type Config struct {
 	// Streams open at once; one past a bound is refused with RESOURCE_EXHAUSTED (HTTP 429).
 	MaxStreams             int `yaml:"max_streams" usage:"most A2A streams open at once on the server"`
 	MaxStreamsPerPrincipal int `yaml:"max_streams_per_principal" usage:"most A2A streams one caller may have open at once"`
+	// Blocking sends waiting at once; one past a bound does not wait (it answers with the task as
+	// accepted).
+	MaxBlockingSends             int `yaml:"max_blocking_sends" usage:"most blocking A2A sends waiting for their task at once on the server (one more answers at once with the task as accepted)"`
+	MaxBlockingSendsPerPrincipal int `yaml:"max_blocking_sends_per_principal" usage:"most blocking A2A sends of one caller waiting for their task at once"`
 
 	// Push notifications (docs/push.md).
 	PushNotifications        bool          `yaml:"push_notifications" usage:"offer A2A push notifications (the card declares pushNotifications)"`
@@ -164,6 +168,9 @@ func Default() Config {
 
 		MaxStreams:             1000,
 		MaxStreamsPerPrincipal: 100,
+
+		MaxBlockingSends:             1000,
+		MaxBlockingSendsPerPrincipal: 100,
 
 		PushNotifications: true,
 		PushTimeout:       15 * time.Second,
@@ -812,7 +819,8 @@ func (c *Config) Validate() error {
 	}{{"concurrency", c.Concurrency}, {"max_body_bytes", c.MaxBodyBytes}, {"max_parts", c.MaxParts},
 		{"max_text_bytes", c.MaxTextBytes}, {"max_raw_bytes", c.MaxRawBytes}, {"max_data_bytes", c.MaxDataBytes},
 		{"max_data_depth", c.MaxDataDepth}, {"max_metadata_bytes", c.MaxMetadataBytes}, {"max_history_length", c.MaxHistoryLength},
-		{"max_page_bytes", c.MaxPageBytes}, {"max_streams", c.MaxStreams}, {"max_streams_per_principal", c.MaxStreamsPerPrincipal}} {
+		{"max_page_bytes", c.MaxPageBytes}, {"max_streams", c.MaxStreams}, {"max_streams_per_principal", c.MaxStreamsPerPrincipal},
+		{"max_blocking_sends", c.MaxBlockingSends}, {"max_blocking_sends_per_principal", c.MaxBlockingSendsPerPrincipal}} {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.key, n.v))
 		}

@@ -142,7 +142,8 @@ func (s *Service) accept(ctx context.Context, call Call, req *a2awire.SendMessag
 
 // SendMessage accepts a message and answers with a direct Message or the Task. Unless
 // configuration.returnImmediately is set it waits until the task is terminal or interrupted,
-// at most BlockingTimeout, then returns the current snapshot.
+// at most BlockingTimeout, then returns the current snapshot; past MaxBlockingSends or
+// MaxBlockingSendsPerPrincipal it does not wait (see settle).
 func (s *Service) SendMessage(ctx context.Context, call Call, req *a2awire.SendMessageRequest) (*a2awire.SendMessageResponse, error) {
 	acc, err := s.accept(ctx, call, req)
 	if err != nil {
@@ -164,10 +165,22 @@ func (s *Service) SendMessage(ctx context.Context, call Call, req *a2awire.SendM
 
 // settle waits until t is terminal or interrupted, BlockingTimeout passes, or the service
 // closes, and returns the task as it then is.
+//
+// A waiting send holds a goroutine and a connection, so it holds one of the slots bounded by
+// MaxBlockingSends and MaxBlockingSendsPerPrincipal while it waits, and only then. A send past
+// either bound does not wait: its message is accepted all the same, and it answers at once with
+// the task as accepted, not settled, as a send whose blocking timeout passed does (the protocol
+// allows a blocking send to answer with a task not yet settled). Not with an error, which would
+// read as "not accepted" and invite the same send again.
 func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Task) (*taskplane.Task, error) {
 	if settled(t.Status.State) {
 		return t, nil
 	}
+	release, full := s.sends.take(principal, s.lim.MaxBlockingSendsPerPrincipal, s.lim.MaxBlockingSends)
+	if full != notFull {
+		return t, nil
+	}
+	defer release()
 	wctx, cancel := s.withBase(ctx)
 	defer cancel()
 	wctx, cancelT := context.WithTimeout(wctx, s.cfg.BlockingTimeout)
@@ -191,6 +204,10 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 	s.log.Warn("blocking send: reading the task failed; answering with the task as accepted", "task", t.ID, "err", err)
 	return t, nil
 }
+
+// BlockingSends reports how many blocking sends hold a slot now (over both bindings): those
+// waiting for their task to settle, from the start of the wait until its answer is ready.
+func (s *Service) BlockingSends() int { return s.sends.held() }
 
 // GetTask returns a task of the caller.
 func (s *Service) GetTask(ctx context.Context, call Call, req *a2awire.GetTaskRequest) (*a2awire.Task, error) {

@@ -140,7 +140,8 @@ type Service struct {
 
 	card *cardCache
 
-	streams streamSlots
+	streams slots // open streams (max_streams)
+	sends   slots // blocking sends waiting (max_blocking_sends)
 }
 
 // New returns a Service over plane. dispatcher (may be nil) lets cancel stop a running turn;

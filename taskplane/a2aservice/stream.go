@@ -2,7 +2,6 @@ package a2aservice
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane"
@@ -193,7 +192,7 @@ func (s *Service) OneEventStream(ev Event) *Stream {
 // withSlot runs open while holding a stream slot of principal. The slot goes with the stream
 // (ServeSSE gives it back when the stream ends), or back at once if open fails or panics.
 func (s *Service) withSlot(principal string, open func() (*Stream, error)) (*Stream, error) {
-	release, err := s.streams.take(principal, s.lim)
+	release, err := s.takeStreamSlot(principal)
 	if err != nil {
 		return nil, err
 	}
@@ -211,47 +210,20 @@ func (s *Service) withSlot(principal string, open func() (*Stream, error)) (*Str
 	return st, nil
 }
 
-// OpenStreams reports how many streams hold a slot now (SendStreamingMessage, SubscribeToTask,
-// over both bindings): from the moment one is admitted, before its first write, until it ends.
-func (s *Service) OpenStreams() int {
-	s.streams.mu.Lock()
-	defer s.streams.mu.Unlock()
-	return s.streams.total
-}
-
-// streamSlots counts the open streams, in total and per principal, against the limits.
-type streamSlots struct {
-	mu    sync.Mutex
-	total int
-	per   map[string]int
-}
-
-// take holds a slot for a stream of principal, or refuses with RESOURCE_EXHAUSTED. The returned
-// func gives it back (once, however often it is called).
-func (sl *streamSlots) take(principal string, lim a2awire.Limits) (func(), error) {
-	sl.mu.Lock()
-	defer sl.mu.Unlock()
-	switch {
-	case sl.per[principal] >= lim.MaxStreamsPerPrincipal:
+// takeStreamSlot holds a stream slot of principal, or refuses with RESOURCE_EXHAUSTED. The
+// returned func gives it back.
+func (s *Service) takeStreamSlot(principal string) (func(), error) {
+	release, full := s.streams.take(principal, s.lim.MaxStreamsPerPrincipal, s.lim.MaxStreams)
+	switch full {
+	case principalFull:
 		return nil, a2awire.Errorf(a2awire.ErrResourceExhausted,
-			"this caller has reached its limit of %d open streams; close one or retry later", lim.MaxStreamsPerPrincipal)
-	case sl.total >= lim.MaxStreams:
+			"this caller has reached its limit of %d open streams; close one or retry later", s.lim.MaxStreamsPerPrincipal)
+	case serverFull:
 		return nil, a2awire.Errorf(a2awire.ErrResourceExhausted, "the server has as many streams open as it allows; retry later")
 	}
-	if sl.per == nil {
-		sl.per = map[string]int{}
-	}
-	sl.total++
-	sl.per[principal]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			sl.mu.Lock()
-			defer sl.mu.Unlock()
-			sl.total--
-			if sl.per[principal]--; sl.per[principal] <= 0 {
-				delete(sl.per, principal)
-			}
-		})
-	}, nil
+	return release, nil
 }
+
+// OpenStreams reports how many streams hold a slot now (SendStreamingMessage, SubscribeToTask,
+// over both bindings): from the moment one is admitted, before its first write, until it ends.
+func (s *Service) OpenStreams() int { return s.streams.held() }

@@ -39,6 +39,12 @@ type Limits struct {
 	// past either is refused before it opens, with RESOURCE_EXHAUSTED.
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
+	// MaxBlockingSends bounds the blocking SendMessage calls waiting for their task at once on
+	// the server, and MaxBlockingSendsPerPrincipal those of one caller (defaults 1000 and 100).
+	// A send past either is accepted as any other but does not wait: it answers at once with the
+	// task as accepted, as one whose blocking timeout passed does.
+	MaxBlockingSends             int
+	MaxBlockingSendsPerPrincipal int
 }
 
 // DefaultLimits returns the default limits.
@@ -61,6 +67,9 @@ func DefaultLimits() Limits {
 
 		MaxStreams:             1000,
 		MaxStreamsPerPrincipal: 100,
+
+		MaxBlockingSends:             1000,
+		MaxBlockingSendsPerPrincipal: 100,
 	}
 }
 
@@ -93,6 +102,8 @@ func (l Limits) WithDefaults() Limits {
 	set(&l.MaxPageBytes, d.MaxPageBytes)
 	set(&l.MaxStreams, d.MaxStreams)
 	set(&l.MaxStreamsPerPrincipal, d.MaxStreamsPerPrincipal)
+	set(&l.MaxBlockingSends, d.MaxBlockingSends)
+	set(&l.MaxBlockingSendsPerPrincipal, d.MaxBlockingSendsPerPrincipal)
 	set(&l.DefaultPageSize, d.DefaultPageSize)
 	if l.DefaultPageSize > l.MaxPageSize {
 		l.DefaultPageSize = l.MaxPageSize
