@@ -3,6 +3,7 @@ package a2ahttp
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -36,9 +37,44 @@ func (rt routeMatch) checkIDs(maxID int) *a2awire.Error {
 
 func (rt routeMatch) allows(method string) bool { return slices.Contains(rt.methods, method) }
 
-// route resolves the path segments (tenant already removed). Go's ServeMux cannot match the
-// custom verbs of "tasks/{id}:cancel", so the last segment is split by hand.
-func route(segs []string) (routeMatch, bool) {
+// pathSegments splits an escaped path (r.URL.EscapedPath) at its slashes, leading slash aside,
+// and decodes each segment on its own, so that a %2F stays inside its segment: the segments as
+// sent (raw) and decoded (segs), index for index. ok is false for a malformed escape, which
+// net/http refuses before a handler sees it.
+func pathSegments(escaped string) (raw, segs []string, ok bool) {
+	raw = strings.Split(strings.TrimPrefix(escaped, "/"), "/")
+	segs = make([]string, len(raw))
+	for i, r := range raw {
+		seg, err := url.PathUnescape(r)
+		if err != nil {
+			return nil, nil, false
+		}
+		segs[i] = seg
+	}
+	return raw, segs, true
+}
+
+// restRoute resolves a REST path, given as pathSegments' raw and decoded segments with the
+// public URL's path removed: empty segments at either end are ignored (/tasks/ is /tasks), and
+// the first of two or more segments is the tenant unless it is one of the roots.
+func restRoute(raw, segs []string) (tenant string, rt routeMatch, ok bool) {
+	for len(segs) > 0 && segs[0] == "" {
+		raw, segs = raw[1:], segs[1:]
+	}
+	for len(segs) > 0 && segs[len(segs)-1] == "" {
+		raw, segs = raw[:len(raw)-1], segs[:len(segs)-1]
+	}
+	if len(segs) > 1 && !roots[segs[0]] {
+		tenant, raw, segs = segs[0], raw[1:], segs[1:]
+	}
+	rt, ok = route(raw, segs)
+	return tenant, rt, ok
+}
+
+// route resolves the path segments (tenant already removed), as sent (raw) and decoded (segs).
+// Go's ServeMux cannot match the custom verbs of "tasks/{id}:cancel", so the last segment is
+// split by hand, at its first colon as sent: a colon escaped as %3A belongs to the id.
+func route(raw, segs []string) (routeMatch, bool) {
 	get, post := []string{http.MethodGet}, []string{http.MethodPost}
 	switch {
 	case len(segs) == 1 && segs[0] == "message:send":
@@ -50,7 +86,10 @@ func route(segs []string) (routeMatch, bool) {
 	case len(segs) == 1 && segs[0] == "extendedAgentCard":
 		return routeMatch{op: "GetExtendedAgentCard", methods: get, serve: (*Server).extendedCard}, true
 	case len(segs) == 2 && segs[0] == "tasks" && segs[1] != "":
-		id, verb, hasVerb := strings.Cut(segs[1], ":")
+		rawID, rawVerb, hasVerb := strings.Cut(raw[1], ":")
+		// Both halves decode: a colon is never inside an escape of the segment, which decoded.
+		id, _ := url.PathUnescape(rawID)
+		verb, _ := url.PathUnescape(rawVerb)
 		if id == "" {
 			return routeMatch{}, false
 		}

@@ -19,8 +19,11 @@ package a2ahttp
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +48,9 @@ func LoadCredentials(path string) ([]Credential, error) { return a2aservice.Load
 type Server struct {
 	svc *a2aservice.Service
 	rpc http.Handler
+	// base is the public URL's path, as decoded segments (none at the root): a request path under
+	// it is routed without it.
+	base []string
 }
 
 // NewServer returns the A2A server over plane. dispatcher (may be nil) lets a cancel stop a
@@ -55,7 +61,18 @@ func NewServer(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec ta
 	if err != nil {
 		return nil, err
 	}
-	return &Server{svc: svc, rpc: a2ajsonrpc.NewHandler(svc)}, nil
+	s := &Server{svc: svc, rpc: a2ajsonrpc.NewHandler(svc)}
+	u, err := url.Parse(svc.PublicURL()) // checked by a2aservice.New
+	if err != nil {
+		return nil, err
+	}
+	if p := strings.Trim(u.EscapedPath(), "/"); p != "" {
+		var ok bool
+		if _, s.base, ok = pathSegments(p); !ok {
+			return nil, fmt.Errorf("a2a server: the public URL's path %q is not a valid escaped path", u.EscapedPath())
+		}
+	}
+	return s, nil
 }
 
 // Close ends open streams and blocking waits. Register it with http.Server.RegisterOnShutdown.
@@ -68,8 +85,15 @@ func (s *Server) CloseStreams() { s.svc.Close() }
 // Service returns the shared service.
 func (s *Server) Service() *a2aservice.Service { return s.svc }
 
+// The paths, as decoded segments, of the public agent card and the JSON-RPC binding: exactly
+// these, under the public URL's path.
+var (
+	cardPath    = []string{".well-known", "agent-card.json"}
+	jsonrpcPath = []string{strings.TrimPrefix(a2aservice.JSONRPCPath, "/")}
+)
+
 // Top-level path segments of the REST binding; any other first segment is a tenant. A tenant
-// cannot be named like one of these.
+// cannot be named like one of these (decoded: %74asks is tasks).
 var roots = map[string]bool{
 	"message:send": true, "message:stream": true, "tasks": true, "extendedAgentCard": true,
 	".well-known": true, "jsonrpc": true,
@@ -77,33 +101,36 @@ var roots = map[string]bool{
 	"sources": true, "worker": true,
 }
 
-// ServeHTTP routes a request.
+// ServeHTTP routes a request. It routes on the path as sent, split at its slashes, each segment
+// decoded on its own: {tenant} and {id} are one segment each, so a tenant or task id holding a
+// "/" arrives as %2F and stays whole (r.URL.Path, decoded at once, would split it).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path := r.URL.Path
-	if base := s.svc.BasePath(); base != "" && (path == base || strings.HasPrefix(path, base+"/")) {
-		path = strings.TrimPrefix(path, base)
+	raw, segs, ok := pathSegments(r.URL.EscapedPath())
+	if ok && len(segs) >= len(s.base) && slices.Equal(segs[:len(s.base)], s.base) {
+		raw, segs = raw[len(s.base):], segs[len(s.base):]
 	}
-	switch path {
-	case "/.well-known/agent-card.json":
+	switch {
+	case ok && slices.Equal(segs, cardPath):
 		s.publicCard(w, r)
 		return
-	case a2aservice.JSONRPCPath:
+	case ok && slices.Equal(segs, jsonrpcPath):
 		s.rpc.ServeHTTP(w, r)
 		return
 	}
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	tenant := ""
-	if len(segs) > 1 && !roots[segs[0]] {
-		tenant, segs = segs[0], segs[1:]
+	var (
+		tenant string
+		rt     routeMatch
+	)
+	if ok {
+		tenant, rt, ok = restRoute(raw, segs)
 	}
-	rt, ok := route(segs)
 	if !ok {
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", shortPath(r.URL.Path)))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", shortPath(r.URL.EscapedPath())))
 		return
 	}
 	if !rt.allows(r.Method) {
 		w.Header().Set("Allow", strings.Join(rt.methods, ", "))
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", shortPath(r.URL.Path), r.Method))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", shortPath(r.URL.EscapedPath()), r.Method))
 		return
 	}
 	call, werr := s.begin(w, r, tenant, rt.op)
