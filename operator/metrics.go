@@ -388,12 +388,26 @@ func (m *Metrics) WatchStreams(open func() int) {
 }
 
 // WatchBlockingSends registers the gauge of the blocking A2A sends waiting for their task
-// (a2aservice's BlockingSends), each holding one of max_blocking_sends' slots.
-func (m *Metrics) WatchBlockingSends(waiting func() int) {
+// (a2aservice's BlockingSends), each holding one of max_blocking_sends' slots, and the counter of
+// those answered at once because a bound was full (BlockingSendsUnwaited).
+func (m *Metrics) WatchBlockingSends(waiting func() int, unwaited func() (principal, server int64)) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "channels_a2a_blocking_sends_waiting",
 		Help: "Blocking A2A sends waiting for their task in this process, each holding one of max_blocking_sends' slots.",
 	}, func() float64 { return float64(waiting()) }))
+	const name, help = "channels_a2a_blocking_sends_unwaited_total",
+		"Blocking A2A sends answered at once with the task as accepted, without waiting, because a bound was full: max_blocking_sends_per_principal (bound=principal) or max_blocking_sends (bound=server)."
+	for _, b := range []struct {
+		label string
+		value func() int64
+	}{
+		{"principal", func() int64 { p, _ := unwaited(); return p }},
+		{"server", func() int64 { _, s := unwaited(); return s }},
+	} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: name, Help: help, ConstLabels: prometheus.Labels{"bound": b.label},
+		}, func() float64 { return float64(b.value()) }))
+	}
 }
 
 // WatchHealth registers channels_source_up (1 healthy, 0 not) per configured instance.

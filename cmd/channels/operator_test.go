@@ -223,10 +223,12 @@ func TestOperatorSurfaceAfterAScriptedRun(t *testing.T) {
 		`channels_intake_events_total{disposition="accepted",source="a2a"}`:               1,
 		`channels_accept_duration_seconds_count{source="webhook"}`:                        5,
 		`channels_source_up{instance="ci",source="webhook"}`:                              1,
-		`channels_sse_subscribers`:                        0,
-		`channels_a2a_streams_open`:                       0,
-		`channels_a2a_blocking_sends_waiting`:             0,
-		`channels_store_errors_total{operation="update"}`: 0,
+		`channels_sse_subscribers`:                                      0,
+		`channels_a2a_streams_open`:                                     0,
+		`channels_a2a_blocking_sends_waiting`:                           0,
+		`channels_a2a_blocking_sends_unwaited_total{bound="principal"}`: 0,
+		`channels_a2a_blocking_sends_unwaited_total{bound="server"}`:    0,
+		`channels_store_errors_total{operation="update"}`:               0,
 	} {
 		if got := metricValue(metrics, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)

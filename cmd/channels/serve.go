@@ -263,7 +263,7 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	if srv, ok := a2a.(*a2ahttp.Server); ok {
 		ops.metrics.WatchStreams(srv.Service().OpenStreams)
-		ops.metrics.WatchBlockingSends(srv.Service().BlockingSends)
+		ops.metrics.WatchBlockingSends(srv.Service().BlockingSends, srv.Service().BlockingSendsUnwaited)
 	}
 
 	// Background workers run on their own context, stopped in order after HTTP has drained.

@@ -138,6 +138,9 @@ func TestABlockingSendPastItsCallersBoundAnswersAtOnceAndAnotherCallerStillWaits
 	if n := e.srv.Service().BlockingSends(); n != 1 {
 		t.Fatalf("after alice's send past her bound, %d blocking sends hold a slot, want 1", n)
 	}
+	if p, s := e.srv.Service().BlockingSendsUnwaited(); p != 1 || s != 0 {
+		t.Fatalf("sends answered at once: %d past a caller's bound and %d past the server's, want 1 and 0", p, s)
+	}
 
 	fromBob := blockingSend(ctxT(t), bob, "g")
 	waitBlocking(t, e, 2) // bob waits: alice's bound is hers
@@ -163,6 +166,9 @@ func TestABlockingSendPastTheServersBoundAnswersAtOnce(t *testing.T) {
 	over := sendsAtOnce(t, e, alice, "alice", "g", "past max_blocking_sends")
 	if n := e.srv.Service().BlockingSends(); n != 2 {
 		t.Fatalf("after a send past the server's bound, %d blocking sends hold a slot, want 2", n)
+	}
+	if p, s := e.srv.Service().BlockingSendsUnwaited(); p != 0 || s != 1 {
+		t.Fatalf("sends answered at once: %d past a caller's bound and %d past the server's, want 0 and 1", p, s)
 	}
 
 	x.open("g")

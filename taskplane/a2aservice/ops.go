@@ -177,7 +177,12 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 		return t, nil
 	}
 	release, full := s.sends.take(principal, s.lim.MaxBlockingSendsPerPrincipal, s.lim.MaxBlockingSends)
-	if full != notFull {
+	switch full {
+	case principalFull:
+		s.unwaited[0].Add(1)
+		return t, nil
+	case serverFull:
+		s.unwaited[1].Add(1)
 		return t, nil
 	}
 	defer release()
@@ -208,6 +213,13 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 // BlockingSends reports how many blocking sends hold a slot now (over both bindings): those
 // waiting for their task to settle, from the start of the wait until its answer is ready.
 func (s *Service) BlockingSends() int { return s.sends.held() }
+
+// BlockingSendsUnwaited reports how many blocking sends so far were answered at once, without
+// waiting, because the caller's bound (MaxBlockingSendsPerPrincipal) or the server's
+// (MaxBlockingSends) was full.
+func (s *Service) BlockingSendsUnwaited() (principal, server int64) {
+	return s.unwaited[0].Load(), s.unwaited[1].Load()
+}
 
 // GetTask returns a task of the caller.
 func (s *Service) GetTask(ctx context.Context, call Call, req *a2awire.GetTaskRequest) (*a2awire.Task, error) {
