@@ -52,6 +52,20 @@ type waitOutcome struct {
 	err  error
 }
 
+// waitSettledInBackground starts WaitTask(ctx, t, settledTask) and returns its outcome's channel
+// once the wait is registered, so that rows handed from then on reach it.
+func waitSettledInBackground(ctx context.Context, p *taskplane.Plane, t *taskplane.Task) <-chan waitOutcome {
+	out := make(chan waitOutcome, 1)
+	go func() {
+		nt, err := p.WaitTask(ctx, t, settledTask)
+		out <- waitOutcome{nt, err}
+	}()
+	for !p.Waiting(t.Origin.Principal, t.ID) {
+		time.Sleep(time.Millisecond)
+	}
+	return out
+}
+
 // A blocking send's wait gets the version a turn of this process commits as the turn committed it,
 // with no read of the store after its first.
 func TestAWaitIsHandedTheVersionATurnCommitsWithoutReadingIt(t *testing.T) {
@@ -131,14 +145,7 @@ func TestAWaitReturnsASettledVersionALaterCommitMovedOnFrom(t *testing.T) {
 	defer cancel()
 	acc := mustAccept(t, p, a2aEvent("m-1", "hello"))
 	for _, order := range []string{"in order", "out of order"} {
-		out := make(chan waitOutcome, 1)
-		go func() {
-			nt, err := p.WaitTask(ctx, acc.Task, settledTask)
-			out <- waitOutcome{nt, err}
-		}()
-		for !p.Waiting("alice", acc.Task.ID) {
-			time.Sleep(time.Millisecond)
-		}
+		out := waitSettledInBackground(ctx, p, acc.Task)
 		asked, movedOn := *acc.Task, *acc.Task
 		asked.Status.State, asked.LastSeq, asked.Version = taskplane.StateInputRequired, acc.Task.LastSeq+1, acc.Task.Version+1
 		movedOn.Status.State, movedOn.LastSeq, movedOn.Version = taskplane.StateWorking, acc.Task.LastSeq+2, acc.Task.Version+2
@@ -167,14 +174,7 @@ func TestAWaitReturnsASettledVersionHandedAfterManyOthers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	acc := mustAccept(t, p, a2aEvent("m-1", "hello"))
-	out := make(chan waitOutcome, 1)
-	go func() {
-		nt, err := p.WaitTask(ctx, acc.Task, settledTask)
-		out <- waitOutcome{nt, err}
-	}()
-	for !p.Waiting("alice", acc.Task.ID) {
-		time.Sleep(time.Millisecond)
-	}
+	out := waitSettledInBackground(ctx, p, acc.Task)
 	version := func(n int64, state taskplane.State) *taskplane.Task {
 		v := *acc.Task
 		v.Status.State, v.LastSeq, v.Version = state, acc.Task.LastSeq+n, acc.Task.Version+n

@@ -14,22 +14,7 @@ import (
 // within a couple of seconds (here the database's clock does not see it, so Now runs ahead).
 func TestASuspendIsCountedOnce(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	u := newSchema(t)
-	s, suspend, err := postgres.OpenOnSuspendedHost(ctx, u, 10*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	conn := connect(t, u)
-	ahead := func() time.Duration {
-		t.Helper()
-		var db time.Time
-		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
-			t.Fatal(err)
-		}
-		return s.Now().Sub(db)
-	}
+	_, suspend, ahead := openSuspended(t, 10*time.Minute)
 	time.Sleep(1500 * time.Millisecond) // past the store's first sample
 	if d := ahead(); d.Abs() > 2*time.Second {
 		t.Fatalf("after a 10-minute suspend the store's Now is %v off the database's clock", d)
@@ -47,22 +32,7 @@ func TestASuspendIsCountedOnce(t *testing.T) {
 // database again.
 func TestNowNeverGoesBackWhenAMeasurementFindsTheDatabaseBehind(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	u := newSchema(t)
-	s, suspend, err := postgres.OpenOnSuspendedHost(ctx, u, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	conn := connect(t, u)
-	ahead := func() time.Duration {
-		t.Helper()
-		var db time.Time
-		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
-			t.Fatal(err)
-		}
-		return s.Now().Sub(db)
-	}
+	s, suspend, ahead := openSuspended(t, 0)
 	const lead = 2 * time.Second
 	suspend(lead)
 	time.Sleep(1500 * time.Millisecond) // past the store's next sample of the suspend
@@ -70,7 +40,7 @@ func TestNowNeverGoesBackWhenAMeasurementFindsTheDatabaseBehind(t *testing.T) {
 		t.Fatalf("after a %v suspend the database did not see, the store's Now is only %v ahead of it", lead, d)
 	}
 	before := s.Now()
-	if err := s.MeasureClock(ctx); err != nil {
+	if err := s.MeasureClock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if after := s.Now(); after.Before(before) {
@@ -79,5 +49,27 @@ func TestNowNeverGoesBackWhenAMeasurementFindsTheDatabaseBehind(t *testing.T) {
 	time.Sleep(lead + 500*time.Millisecond) // the database's time has passed where Now stood
 	if d := ahead(); d.Abs() > 300*time.Millisecond {
 		t.Fatalf("once the database's time passed it, the store's Now is %v off the database's clock", d)
+	}
+}
+
+// openSuspended opens a store on a host just back from a suspend of lag (OpenOnSuspendedHost),
+// and returns it, its suspend, and how far its Now is ahead of the database's clock.
+func openSuspended(t *testing.T, lag time.Duration) (*postgres.Store, func(time.Duration), func() time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	u := newSchema(t)
+	s, suspend, err := postgres.OpenOnSuspendedHost(ctx, u, lag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	conn := connect(t, u)
+	return s, suspend, func() time.Duration {
+		t.Helper()
+		var db time.Time
+		if err := conn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&db); err != nil {
+			t.Fatal(err)
+		}
+		return s.Now().Sub(db)
 	}
 }
