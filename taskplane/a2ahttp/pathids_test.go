@@ -70,3 +70,31 @@ func TestARESTPushConfigIDIsBoundedLikeJSONRPCs(t *testing.T) {
 		}
 	}
 }
+
+// TestPushOperationsAreUnsupportedWhateverTheirPathIDs: with push notifications off, all four
+// push-config operations answer PUSH_NOTIFICATION_NOT_SUPPORTED (A2A §3.3.4), as JSON-RPC does
+// whatever ids its params carry; REST refused a path task id or config id over MaxIDBytes with
+// INVALID_PARAMS instead, so the two bindings answered the same request differently.
+func TestPushOperationsAreUnsupportedWhateverTheirPathIDs(t *testing.T) {
+	e := newEnv(t)
+	long := strings.Repeat("x", 4096)
+	r := e.rpc(tokenAlice, "GetTaskPushNotificationConfig", map[string]any{"taskId": long, "id": long}, nil)
+	if r.reason() != "PUSH_NOTIFICATION_NOT_SUPPORTED" {
+		t.Fatalf("jsonrpc control: %+v", r.Error)
+	}
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/tasks/" + long + "/pushNotificationConfigs"},
+		{http.MethodPost, "/tasks/" + long + "/pushNotificationConfigs"},
+		{http.MethodGet, "/tasks/t1/pushNotificationConfigs/" + long},
+		{http.MethodDelete, "/tasks/" + long + "/pushNotificationConfigs/c1"},
+	} {
+		var body []byte
+		if c.method == http.MethodPost {
+			body = []byte(`{"url":"https://example.com/hook"}`)
+		}
+		status, _, b := e.raw(c.method, c.path, tokenAlice, body, nil)
+		if _, _, reason := restError(t, b); status != http.StatusBadRequest || reason != "PUSH_NOTIFICATION_NOT_SUPPORTED" {
+			t.Errorf("%s %s…: HTTP %d %q, want 400 PUSH_NOTIFICATION_NOT_SUPPORTED", c.method, c.path[:20], status, reason)
+		}
+	}
+}

@@ -20,7 +20,9 @@ type routeMatch struct {
 	// idField names id as JSON-RPC's params do ("id", or "taskId" where a config id is "id");
 	// configID is a push config's id.
 	idField, configID string
-	serve             func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error
+	// push marks the push-config routes, unsupported as a whole when the server offers no push.
+	push  bool
+	serve func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error
 }
 
 // checkIDs refuses a path id longer than the ids a request body may carry (MaxIDBytes), as
@@ -104,11 +106,11 @@ func route(raw, segs []string) (routeMatch, bool) {
 		}
 	case len(segs) == 3 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs":
 		return routeMatch{op: "PushNotificationConfigs", methods: []string{http.MethodGet, http.MethodPost}, id: segs[1], idField: "taskId",
-			serve: (*Server).pushConfigs}, true
+			push: true, serve: (*Server).pushConfigs}, true
 	case len(segs) == 4 && segs[0] == "tasks" && segs[1] != "" && segs[2] == "pushNotificationConfigs" && segs[3] != "":
 		configID := segs[3]
 		return routeMatch{op: "PushNotificationConfig", methods: []string{http.MethodGet, http.MethodDelete}, id: segs[1],
-			idField: "taskId", configID: configID, serve: func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
+			idField: "taskId", configID: configID, push: true, serve: func(s *Server, w http.ResponseWriter, r *http.Request, call a2aservice.Call, id string) error {
 				return s.pushConfig(w, r, call, id, configID)
 			}}, true
 	}

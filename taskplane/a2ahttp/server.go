@@ -134,6 +134,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call, werr := s.begin(w, r, tenant, rt.op)
+	if werr == nil && rt.push {
+		// Without push notifications every push-config operation is unsupported, whatever ids
+		// its path holds, as on JSON-RPC.
+		if err := s.svc.PushSupported(); err != nil {
+			werr = a2awire.FromError(err)
+		}
+	}
 	if werr == nil {
 		werr = rt.checkIDs(s.svc.Limits().MaxIDBytes)
 	}
