@@ -38,21 +38,22 @@ type databaseClockAt struct {
 // measurement of the database's clock plus the monotonic time since. Its error is half the round
 // trip of the measurement, and the drift of this host's clock over at most clockRefresh.
 //
-// Now never goes back. A measurement that finds the database behind where this process had
-// carried it (this host's clock ran fast, or it counted a suspend the database did not) would
-// step it back; Now stands still at the latest time it returned until the database's time
-// passes it, so a lease or a due time it wrote is never followed by an earlier one.
+// Now never goes back, and no two calls return the same microsecond (the precision the store
+// keeps). A measurement that finds the database behind where this process had carried it (this
+// host's clock ran fast, or it counted a suspend the database did not) would step it back; Now
+// instead moves on from the latest time it returned by a microsecond a call until the database's
+// time passes it. So a lease or a due time it wrote is never followed by an earlier one, and two
+// updates of a task never share a time (a stream tells a task's updates apart by their events'
+// time, see a2aservice's Stream).
 func (s *Store) Now() time.Time {
 	m := s.clock.Load()
 	t := m.db.Add(s.elapsed() - m.elapsed)
 	n := t.UnixNano()
 	for {
 		latest := s.latest.Load()
-		if n <= latest {
-			return t.Add(time.Duration(latest - n))
-		}
-		if s.latest.CompareAndSwap(latest, n) {
-			return t
+		next := max(n, latest+int64(time.Microsecond))
+		if s.latest.CompareAndSwap(latest, next) {
+			return t.Add(time.Duration(next - n))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,5 +47,36 @@ func TestAStepOfAHostsClockDoesNotMoveItsNow(t *testing.T) {
 	if taken != nil {
 		t.Fatalf("the stepped process took the turn of task %s while the first one's lease runs to %s",
 			taken.TaskID, held.LeaseUntil.Format(time.RFC3339))
+	}
+}
+
+// No two calls of Now return the same microsecond, the precision the store keeps, however close
+// together and from however many goroutines: a stream tells a task's updates apart by their
+// events' times, and two updates stamped alike would read as one.
+func TestNowNeverReturnsAMicrosecondTwice(t *testing.T) {
+	t.Parallel()
+	s := open(t, newSchema(t))
+	const goroutines, calls = 4, 5000
+	got := make([][]int64, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for range calls {
+				got[g] = append(got[g], s.Now().UnixMicro())
+			}
+		})
+	}
+	wg.Wait()
+	seen := make(map[int64]bool, goroutines*calls)
+	for g := range got {
+		for i, us := range got[g] {
+			if i > 0 && us <= got[g][i-1] {
+				t.Fatalf("Now went from %d µs to %d µs in one goroutine", got[g][i-1], us)
+			}
+			if seen[us] {
+				t.Fatalf("Now returned the microsecond %d twice", us)
+			}
+			seen[us] = true
+		}
 	}
 }

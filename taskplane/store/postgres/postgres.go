@@ -75,7 +75,7 @@ type Store struct {
 	elapsed       func() time.Duration            // a monotonic clock: the time since Open (newElapsed)
 	sampleSuspend func()                          // keeps elapsed counting a suspended host's time (keepClock)
 	clock         atomic.Pointer[databaseClockAt] // the last measurement of the database's clock (see clock.go)
-	latest        atomic.Int64                    // the latest time Now returned, in Unix nanoseconds
+	latest        atomic.Int64                    // the latest time Now returned, in Unix nanoseconds (0: none yet)
 	clockDone     sync.WaitGroup                  // keepClock
 }
 

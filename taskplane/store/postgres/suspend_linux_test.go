@@ -28,8 +28,8 @@ func TestASuspendIsCountedOnce(t *testing.T) {
 
 // Now never goes back. A suspend the database's clock did not see carried the store's Now ahead
 // of the database; the next measurement of the database's clock would step it back by the
-// suspend. Instead Now stands still until the database's time passes it, then follows the
-// database again.
+// suspend. Instead Now moves on from where it was by a microsecond a call until the database's
+// time passes it, then follows the database again.
 func TestNowNeverGoesBackWhenAMeasurementFindsTheDatabaseBehind(t *testing.T) {
 	t.Parallel()
 	s, suspend, ahead := openSuspended(t, 0)
