@@ -3,6 +3,7 @@ package a2ahttp_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/channels-dev/channels/taskplane/a2awire"
@@ -79,5 +80,29 @@ func TestAPercentEncodedSlashStaysInsideItsPathSegment(t *testing.T) {
 				t.Fatalf("GET %s/acme%%2Feu/tasks/{id}: HTTP %d: %s", base, status, b)
 			}
 		})
+	}
+}
+
+// TestAPercentEncodedSlashStaysInsideItsSegmentBesideBytesSentUnescaped: a client may send
+// bytes of a tenant or id unescaped that an escaping client would escape (a "|", UTF-8), next
+// to the %2F of a "/". The path is still split as sent: net/url's EscapedPath, which re-escapes
+// the decoded path once the path as sent holds such a byte, would turn the %2F into a slash.
+func TestAPercentEncodedSlashStaysInsideItsSegmentBesideBytesSentUnescaped(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ path, id string }{
+		{"/tasks/a%2Fb|c", "a/b|c"},
+		{"/tasks/é%2Fb", "é/b"},
+		{"/équipe%2Feu/tasks/a", "a"},
+	} {
+		r := httptest.NewRequest(http.MethodGet, c.path, nil) // the request line as a server reads it
+		r.Header.Set("Authorization", "Bearer "+tokenAlice)
+		w := httptest.NewRecorder()
+		e.srv.ServeHTTP(w, r)
+		b := w.Body.Bytes()
+		_, _, reason := restError(t, b)
+		if w.Code != http.StatusNotFound || reason != "TASK_NOT_FOUND" || errorTaskID(t, b) != c.id {
+			t.Errorf("GET %s: HTTP %d %s naming task %q, want TASK_NOT_FOUND naming %q: %s",
+				c.path, w.Code, reason, errorTaskID(t, b), c.id, b)
+		}
 	}
 }

@@ -105,7 +105,8 @@ var roots = map[string]bool{
 // decoded on its own: {tenant} and {id} are one segment each, so a tenant or task id holding a
 // "/" arrives as %2F and stays whole (r.URL.Path, decoded at once, would split it).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	raw, segs, ok := pathSegments(r.URL.EscapedPath())
+	sent := sentPath(r.URL)
+	raw, segs, ok := pathSegments(sent)
 	if ok && len(segs) >= len(s.base) && slices.Equal(segs[:len(s.base)], s.base) {
 		raw, segs = raw[len(s.base):], segs[len(s.base):]
 	}
@@ -125,12 +126,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tenant, rt, ok = restRoute(raw, segs)
 	}
 	if !ok {
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", shortPath(r.URL.EscapedPath())))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", shortPath(sent)))
 		return
 	}
 	if !rt.allows(r.Method) {
 		w.Header().Set("Allow", strings.Join(rt.methods, ", "))
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", shortPath(r.URL.EscapedPath()), r.Method))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", shortPath(sent), r.Method))
 		return
 	}
 	call, werr := s.begin(w, r, tenant, rt.op)
@@ -151,6 +152,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := rt.serve(s, w, r, call, rt.id); err != nil {
 		writeError(w, s.svc.WireError(r.Context(), rt.op, err).WithTask(rt.id))
 	}
+}
+
+// sentPath is the path of u as the client sent it. That is u.RawPath where it is set, not
+// u.EscapedPath: once the path as sent holds a byte EscapedPath would have escaped (a "|", UTF-8),
+// EscapedPath escapes the decoded path afresh, and a %2F becomes a slash.
+func sentPath(u *url.URL) string {
+	if u.RawPath != "" {
+		if p, err := url.PathUnescape(u.RawPath); err == nil && p == u.Path {
+			return u.RawPath
+		}
+	}
+	return u.EscapedPath()
 }
 
 // shortPath is a request path as an error quotes it: at most 128 bytes of it, so a long one (up
