@@ -134,14 +134,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", shortPath(sent), r.Method))
 		return
 	}
-	call, werr := s.begin(w, r, tenant, rt.op)
-	if werr == nil && rt.push {
-		// Without push notifications every push-config operation is unsupported, whatever ids
-		// its path holds, as on JSON-RPC.
-		if err := s.svc.PushSupported(); err != nil {
-			werr = a2awire.FromError(err)
-		}
-	}
+	call, werr := s.begin(w, r, tenant, rt)
 	if werr == nil {
 		werr = rt.checkIDs(s.svc.Limits().MaxIDBytes)
 	}
@@ -176,8 +169,8 @@ func shortPath(p string) string {
 	return strings.ToValidUTF8(p[:most], "") + "…"
 }
 
-// begin authenticates and negotiates a request for operation op.
-func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant, op string) (a2aservice.Call, *a2awire.Error) {
+// begin authenticates and negotiates a request for the operation of rt.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant string, rt routeMatch) (a2aservice.Call, *a2awire.Error) {
 	principal, err := s.svc.Authenticate(r)
 	if err != nil {
 		a2aservice.SetChallenge(w, err)
@@ -188,9 +181,16 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, tenant, op string
 		return a2aservice.Call{}, err
 	}
 	a2aservice.SetExtensions(w, ext)
-	last, err := a2aservice.LastEventID(op, r)
+	last, err := a2aservice.LastEventID(rt.op, r)
 	if err != nil {
 		return a2aservice.Call{}, err
+	}
+	if rt.push {
+		// Without push notifications every push-config operation is unsupported, whatever its
+		// path, tenant or body hold, as on JSON-RPC, which does not read a push method's params.
+		if err := s.svc.PushSupported(); err != nil {
+			return a2aservice.Call{}, a2awire.FromError(err)
+		}
 	}
 	if tenant == "" {
 		tenant = r.URL.Query().Get("tenant")
