@@ -258,9 +258,6 @@ func (s *Service) Limits() a2awire.Limits { return s.lim }
 // PublicURL returns the advertised base URL, without a trailing slash.
 func (s *Service) PublicURL() string { return s.cfg.PublicURL }
 
-// BasePath returns the path of the public URL ("" at the root), which the bindings strip.
-func (s *Service) BasePath() string { return strings.TrimRight(s.publicURL.Path, "/") }
-
 // Plane returns the task plane.
 func (s *Service) Plane() *taskplane.Plane { return s.plane }
 
