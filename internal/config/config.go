@@ -432,17 +432,27 @@ func (l *Loaded) loadFile(path string, getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("read config file: %w", err)
 	}
-	var doc map[string]yaml.Node
+	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("parse config file %s: %w", path, err)
+	if err := dec.Decode(&root); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("parse config file %s: %w", path, oneLine(err))
+	}
+	var doc map[string]yaml.Node
+	if len(root.Content) > 0 {
+		top := root.Content[0]
+		if top.Kind != yaml.MappingNode && top.ShortTag() != "!!null" {
+			return fmt.Errorf("parse config file %s: line %d: want a mapping of keys (key: value), got %s", path, top.Line, gotNode(top))
+		}
+		if err := top.Decode(&doc); err != nil {
+			return fmt.Errorf("parse config file %s: %w", path, oneLine(err))
+		}
 	}
 	// A second document (after "---") would be neither applied nor checked.
 	var more yaml.Node
 	if err := dec.Decode(&more); err == nil && len(more.Content) > 0 {
 		return fmt.Errorf("parse config file %s: line %d: a second YAML document; the configuration is one document (remove the \"---\")", path, more.Line)
 	} else if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("parse config file %s: %w", path, err)
+		return fmt.Errorf("parse config file %s: %w", path, oneLine(err))
 	}
 	// Every problem of the file is reported at once, so one run of "channels config check"
 	// lists everything to fix.
@@ -676,16 +686,49 @@ func (l *Loaded) loadFlags(fs *pflag.FlagSet) error {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-// decodeNode decodes a YAML value into a field, accepting "90s"-style strings for durations.
+// decodeNode decodes a YAML value into a field, accepting "90s"-style strings for durations. Its
+// error is one line, naming the value's line, what is wanted and what was given.
 func decodeNode(n *yaml.Node, v reflect.Value) error {
 	if v.Type() == durationType {
 		var s string
 		if err := n.Decode(&s); err != nil {
-			return fmt.Errorf("want a duration such as 90s or 1h: %w", err)
+			return fmt.Errorf("line %d: want a duration such as 90s or 1h, got %s", n.Line, gotNode(n))
 		}
 		return setString(v, s)
 	}
-	return n.Decode(v.Addr().Interface())
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		want, ok := map[reflect.Kind]string{reflect.Bool: "true or false", reflect.Int: "an integer", reflect.String: "a string"}[v.Kind()]
+		if !ok {
+			return oneLine(err)
+		}
+		return fmt.Errorf("line %d: want %s, got %s", n.Line, want, gotNode(n))
+	}
+	return nil
+}
+
+// gotNode says what a YAML value is, for an error that says what was wanted instead.
+func gotNode(n *yaml.Node) string {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return strconv.Quote(n.Value)
+}
+
+// oneLine returns err on one line. yaml reports values it cannot decode as "yaml: unmarshal
+// errors:" and then an indented line per value, and config check reports each line of an error
+// as a problem of its own: the header would count as one, naming nothing.
+func oneLine(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	return errors.New(strings.Join(te.Errors, "; "))
 }
 
 // setString parses s into a field of kind string, bool, int or time.Duration.

@@ -484,3 +484,28 @@ func TestOnlyLoadResolvesTheSourcesSecrets(t *testing.T) {
 		t.Errorf("LoadWithoutSourceSecrets with an empty reference: %v", err)
 	}
 }
+
+// TestAValueOfTheWrongKindIsOneProblemOnOneLine: config check reports each line of an error as a
+// problem of its own, so a value of the wrong kind in the file (yaml's "unmarshal errors:" and
+// then a line per value) must come as one line, naming the key, its line and what is wanted.
+func TestAValueOfTheWrongKindIsOneProblemOnOneLine(t *testing.T) {
+	for name, c := range map[string]struct{ body, want string }{
+		"quoted int": {"listen: 127.0.0.1:1\nconcurrency: \"8\"\n", `key concurrency: line 2: want an integer, got "8"`},
+		"bool":       {"allow_anonymous: maybe\n", `key allow_anonymous: line 1: want true or false, got "maybe"`},
+		"list":       {"agent_name: [a, b]\n", `key agent_name: line 1: want a string, got a list`},
+		"duration":   {"blocking_timeout: {s: 1}\n", `key blocking_timeout: line 1: want a duration such as 90s or 1h, got a mapping`},
+		"sources":    {"sources: 3\n", `sources: line 1: want a list of {type, name, principal, options}, got "3"`},
+		"file":       {"- listen: x\n", `line 1: want a mapping of keys (key: value), got a list`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			getenv, environ := envOf(nil)
+			_, err := Load(writeFile(t, "c.yaml", c.body), nil, getenv, environ)
+			if err == nil {
+				t.Fatalf("%q accepted", c.body)
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) {
+				t.Fatalf("err = %q, want one line holding %q", msg, c.want)
+			}
+		})
+	}
+}

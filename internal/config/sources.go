@@ -79,9 +79,17 @@ func (l *Loaded) loadSources(path string, node *yaml.Node, getenv func(string) s
 		}
 	}
 	var list []SourceConfig
+	seq := node
+	if seq.Kind == yaml.AliasNode && seq.Alias != nil {
+		seq = seq.Alias
+	}
+	if seq.Kind != yaml.SequenceNode && seq.ShortTag() != "!!null" {
+		return fmt.Errorf("config file %s: %s: line %d: want a list of {%s}, got %s",
+			path, SourcesKey, node.Line, strings.Join(sourceFields, ", "), gotNode(node))
+	}
 	if err := node.Decode(&list); err != nil {
 		return errors.Join(append(errs, fmt.Errorf("config file %s: %s: want a list of {%s}: %w",
-			path, SourcesKey, strings.Join(sourceFields, ", "), err))...)
+			path, SourcesKey, strings.Join(sourceFields, ", "), oneLine(err)))...)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
