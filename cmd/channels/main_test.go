@@ -695,3 +695,25 @@ func TestSecretFlagsTakeFiles(t *testing.T) {
 		t.Fatalf("warning %v", w)
 	}
 }
+
+// serve's help says what a stop signal does in the order serve does it: the executor first (its
+// running turns interrupted, or given turn_drain_timeout), the streams, blocking sends and
+// worker claims ended, the requests drained, and only then the delivery engine and the sources,
+// as the README's Shutdown says.
+func TestServeHelpDescribesTheShutdownAsServeRunsIt(t *testing.T) {
+	c := newCLI(t, map[string]string{"CHANNELS_CONFIG": "/nonexistent/channels.yaml"})
+	if code := c.run(context.Background(), "serve", "--help"); code != 0 {
+		t.Fatalf("exit %d: %s", code, c.stderr.String())
+	}
+	help := strings.Join(strings.Fields(c.stdout.String()), " ")
+	order := []string{"SIGTERM or SIGINT", "/readyz turns 503", "claims no new turn", "turn_drain_timeout",
+		"blocking sends", "worker claims", "in-flight requests drain", "delivery engine and the sources stop", "store closes"}
+	at := 0
+	for _, p := range order {
+		i := strings.Index(help[at:], p)
+		if i < 0 {
+			t.Fatalf("serve --help lacks %q after %q:\n%s", p, help[:at], help)
+		}
+		at += i + len(p)
+	}
+}

@@ -69,8 +69,13 @@ $XDG_DATA_HOME/channels/, and answers with the built-in echo agent.
 takes writes, every configured source is connected and not failing for longer than
 source_failure_window, and the server is neither starting (serve waits up to 5s for its sources
 to connect) nor shutting down. /metrics serves Prometheus metrics; /admin is the operator
-dashboard (admin_token). SIGTERM or SIGINT stops accepting connections, drains in-flight requests
-(closing streams), stops the executor and closes the store.`,
+dashboard (admin_token).
+
+SIGTERM or SIGINT: /readyz turns 503, the executor claims no new turn (its running turns are
+interrupted at once, or may finish within turn_drain_timeout), the listener closes, open
+streams, blocking sends and worker claims end, in-flight requests drain (up to
+shutdown_timeout), then the delivery engine and the sources stop and the store closes. A second
+signal ends the process at once.`,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{runsSources: "its sources read their secrets"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
