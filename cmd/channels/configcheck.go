@@ -69,7 +69,7 @@ Exit status: 0 when the configuration is valid (warnings allowed), 1 when it is 
 usage mistake.`,
 		Example: `  channels config check
   channels config check --config /etc/channels/channels.yaml --connect
-  channels config check --listen 0.0.0.0:8788 --admin-token-file /etc/channels/admin_token
+  channels config check --listen 0.0.0.0:8788 --credentials /etc/channels/credentials.json --admin-token-file /etc/channels/admin_token
   channels config check --json | jq -r '.errors[]'`,
 		Annotations: map[string]string{noConfig: "loads it itself, to report its problems"},
 		Args:        cobra.NoArgs,
