@@ -1,6 +1,7 @@
 package a2ahttp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -490,6 +491,24 @@ func TestAJSONRPCStreamingSendRefusedBeforeParsingGivesTheClientItsError(t *test
 	if len(evs) != 1 || json.Unmarshal([]byte(evs[0].Data), &r) != nil || r.Error == nil || r.Error.Code != -32005 ||
 		r.reason() != "CONTENT_TYPE_NOT_SUPPORTED" || string(r.ID) != `"keep-me"` {
 		t.Fatalf("the refusal's stream: %+v, want one CONTENT_TYPE_NOT_SUPPORTED error under id \"keep-me\"", evs)
+	}
+	// A media type is case-insensitive, and Accept may come as several header lines.
+	for _, accept := range [][]string{{"Text/Event-Stream"}, {"application/json", "text/event-stream"}} {
+		req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, e.URL+"/jsonrpc", bytes.NewReader(body("SendStreamingMessage")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header["Accept"] = accept
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("Authorization", "Bearer "+tokenAlice)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+			t.Errorf("a refused streaming send with Accept %q: Content-Type %q, want a stream", accept, ct)
+		}
 	}
 	s, status, rb = e.openSSE(ctxT(t), http.MethodPost, "/jsonrpc", tokenAlice, body("SendMessage"), textPlain)
 	if s != nil {

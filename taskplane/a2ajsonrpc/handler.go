@@ -371,8 +371,15 @@ func orNil[T any](res *T, err error) any {
 	return res
 }
 
+// acceptsSSE reports whether r accepts text/event-stream, in any of its Accept lines and in any
+// case (media types are case-insensitive).
 func acceptsSSE(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	for _, v := range r.Header.Values("Accept") {
+		if strings.Contains(strings.ToLower(v), "text/event-stream") {
+			return true
+		}
+	}
+	return false
 }
 
 // encoder frames JSON-RPC stream events. pre, when set, is an error found before the stream
