@@ -66,7 +66,7 @@ func NewServer(plane *taskplane.Plane, dispatcher *taskplane.Dispatcher, exec ta
 	if err != nil {
 		return nil, err
 	}
-	if p := strings.Trim(u.EscapedPath(), "/"); p != "" {
+	if p := strings.Trim(sentPath(u), "/"); p != "" {
 		var ok bool
 		if _, s.base, ok = pathSegments(p); !ok {
 			return nil, fmt.Errorf("a2a server: the public URL's path %q is not a valid escaped path", u.EscapedPath())

@@ -177,12 +177,7 @@ func (s *Service) settle(ctx context.Context, principal string, t *taskplane.Tas
 		return t, nil
 	}
 	release, full := s.sends.take(principal, s.lim.MaxBlockingSendsPerPrincipal, s.lim.MaxBlockingSends)
-	switch full {
-	case principalFull:
-		s.unwaited[0].Add(1)
-		return t, nil
-	case serverFull:
-		s.unwaited[1].Add(1)
+	if full != notFull {
 		return t, nil
 	}
 	defer release()
@@ -218,7 +213,7 @@ func (s *Service) BlockingSends() int { return s.sends.held() }
 // waiting, because the caller's bound (MaxBlockingSendsPerPrincipal) or the server's
 // (MaxBlockingSends) was full.
 func (s *Service) BlockingSendsUnwaited() (principal, server int64) {
-	return s.unwaited[0].Load(), s.unwaited[1].Load()
+	return s.sends.refusedBy(principalFull), s.sends.refusedBy(serverFull)
 }
 
 // GetTask returns a task of the caller.

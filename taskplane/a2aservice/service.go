@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/channels-dev/channels/internal/mediarange"
@@ -143,9 +142,6 @@ type Service struct {
 
 	streams slots // open streams (max_streams)
 	sends   slots // blocking sends waiting (max_blocking_sends)
-	// unwaited counts the blocking sends answered at once because a bound was full, by bound:
-	// [0] the principal's (max_blocking_sends_per_principal), [1] the server's.
-	unwaited [2]atomic.Int64
 }
 
 // New returns a Service over plane. dispatcher (may be nil) lets cancel stop a running turn;

@@ -5,9 +5,10 @@ import "sync"
 // slots counts what holds one of a bounded number of slots (open streams, blocking sends
 // waiting), in total and per principal.
 type slots struct {
-	mu    sync.Mutex
-	total int
-	per   map[string]int
+	mu      sync.Mutex
+	total   int
+	per     map[string]int
+	refused [serverFull + 1]int64 // refusals so far, by the bound that refused
 }
 
 // full says which bound refused a slot.
@@ -27,8 +28,10 @@ func (sl *slots) take(principal string, perPrincipal, total int) (func(), full) 
 	defer sl.mu.Unlock()
 	switch {
 	case sl.per[principal] >= perPrincipal:
+		sl.refused[principalFull]++
 		return nil, principalFull
 	case sl.total >= total:
+		sl.refused[serverFull]++
 		return nil, serverFull
 	}
 	if sl.per == nil {
@@ -54,4 +57,11 @@ func (sl *slots) held() int {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	return sl.total
+}
+
+// refusedBy reports how many slots bound f has refused so far.
+func (sl *slots) refusedBy(f full) int64 {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.refused[f]
 }

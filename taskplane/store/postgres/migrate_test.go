@@ -178,14 +178,7 @@ func TestAWakeLockedByAnOlderProcessDoesNotDeadlockMigration0011(t *testing.T) {
 	}
 	opened := openAndClose(ctx, u)
 	waitLockWaitOn(t, u, "%0011_wake_counts_at_commit%")
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := older.Exec(wctx, `UPDATE wakes SET state = 'active' WHERE principal = 'alice' AND id = 'w1'`); err != nil {
-		t.Errorf("the older process's write of its wake: %v", err)
-	} else if err := older.Commit(wctx); err != nil {
-		t.Errorf("the older process's commit: %v", err)
-	}
-	older.Rollback(ctx) //nolint:errcheck // ends it if the write failed, so the migration goes on
+	olderWritesAndCommits(t, older, "write of its wake", `UPDATE wakes SET state = 'active' WHERE principal = 'alice' AND id = 'w1'`)
 	if err := <-opened; err != nil {
 		t.Fatalf("open (migration 0011) while an older process wrote its locked wake: %v", err)
 	}
@@ -240,15 +233,8 @@ func TestAnOlderAcceptanceDuringMigrations0010And0011DoesNotFailTheStart(t *test
 	}
 	opened := openAndClose(ctx, u)
 	waitLockWaitOn(t, u, "%0011_wake_counts_at_commit%") // 0010 is done and holds its locks
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := older.Exec(wctx, `INSERT INTO claims (principal, source, identity, state, task_id, created_at, updated_at)
-		VALUES ('alice', 'webhook', 'e1', 'done', 't1', now(), now())`); err != nil {
-		t.Errorf("the older process's claim insert: %v", err)
-	} else if err := older.Commit(wctx); err != nil {
-		t.Errorf("the older process's commit: %v", err)
-	}
-	older.Rollback(ctx) //nolint:errcheck // ends it if the insert failed, so the migration goes on
+	olderWritesAndCommits(t, older, "claim insert", `INSERT INTO claims (principal, source, identity, state, task_id, created_at, updated_at)
+		VALUES ('alice', 'webhook', 'e1', 'done', 't1', now(), now())`)
 	if err := <-opened; err != nil {
 		t.Fatalf("open (migrations 0010 and 0011) while an older process accepted an event: %v", err)
 	}
@@ -270,4 +256,19 @@ func openAndClose(ctx context.Context, u *url.URL) <-chan error {
 		opened <- err
 	}()
 	return opened
+}
+
+// olderWritesAndCommits runs sql (what it does, for the error) in older, an older process's
+// transaction, within 10 s, and commits it; it ends older either way, so a migration waiting on
+// it goes on.
+func olderWritesAndCommits(t *testing.T, older pgx.Tx, what, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := older.Exec(ctx, sql); err != nil {
+		t.Errorf("the older process's %s: %v", what, err)
+	} else if err := older.Commit(ctx); err != nil {
+		t.Errorf("the older process's commit: %v", err)
+	}
+	older.Rollback(context.Background()) //nolint:errcheck // ends it if sql failed
 }
