@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/channels-dev/channels/internal/config"
+	"github.com/channels-dev/channels/internal/fsyncprobe"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
@@ -123,7 +124,7 @@ func benchAccept(ctx context.Context, rawURL string, events, conc, convs int, pr
 	}
 	defer st.Close()
 
-	fsyncs, err := fsyncProbe(dir, probe)
+	fsyncs, err := fsyncprobe.Run(dir, probe)
 	if err != nil {
 		return acceptResult{}, err
 	}
@@ -284,31 +285,6 @@ func probeDir(rawURL string) (string, error) {
 		return "", fmt.Errorf("bench: store directory: %w", err)
 	}
 	return abs, nil
-}
-
-// fsyncProbe writes and fsyncs a 512-byte block of a file in dir for about d, and returns the
-// fsyncs per second: the durable-commit ceiling of one writer on that filesystem.
-func fsyncProbe(dir string, d time.Duration) (float64, error) {
-	f, err := os.CreateTemp(dir, ".channels-fsync-probe-")
-	if err != nil {
-		return 0, fmt.Errorf("fsync probe: %w", err)
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, 512)
-	n := 0
-	start := time.Now()
-	for time.Since(start) < d {
-		buf[0] = byte(n)
-		if _, err := f.WriteAt(buf, 0); err != nil {
-			return 0, fmt.Errorf("fsync probe: write: %w", err)
-		}
-		if err := f.Sync(); err != nil {
-			return 0, fmt.Errorf("fsync probe: fsync: %w", err)
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
 }
 
 // benchStore returns the store a bench writes to: --store (or --store-file) if given, else a fresh
