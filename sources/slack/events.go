@@ -65,13 +65,23 @@ func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "slack source is not running; retry", http.StatusServiceUnavailable)
 		return
 	}
+	// What the headers can refuse is refused before the body is read: a sender without the
+	// signing secret cannot make this source read up to MaxBody.
+	refuse := func(reason string) {
+		sink.Rejected(ctx, s.principal, reason)
+		http.Error(w, "request not signed by Slack: "+reason, http.StatusUnauthorized)
+	}
+	sv, reason := s.signed(r.Header)
+	if reason != "" {
+		refuse(reason)
+		return
+	}
 	body, ok := sink.ReadBody(w, r, s.principal, s.opt.MaxBody)
 	if !ok {
 		return
 	}
-	if reason := s.verify(r.Header, body); reason != "" {
-		sink.Rejected(ctx, s.principal, reason)
-		http.Error(w, "request not signed by Slack: "+reason, http.StatusUnauthorized)
+	if reason := authentic(sv, body); reason != "" {
+		refuse(reason)
 		return
 	}
 	var (
@@ -111,20 +121,27 @@ func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// verify checks Slack's v0 signature and its 5-minute timestamp window. It returns the evidence
-// reason, or "" when the request is Slack's.
-func (s *EventsSource) verify(h http.Header, body []byte) string {
+// signed checks what Slack's signature headers alone can show: both are there and the timestamp
+// is within the 5-minute window. It returns the evidence reason, or "" and the verifier that
+// authentic completes with the body.
+func (s *EventsSource) signed(h http.Header) (slack.SecretsVerifier, string) {
 	sv, err := slack.NewSecretsVerifier(h, s.opt.signingSecret)
 	switch {
 	case errors.Is(err, slack.ErrMissingHeaders):
-		return "unsigned"
+		return sv, "unsigned"
 	case errors.Is(err, slack.ErrExpiredTimestamp):
-		return "stale-timestamp"
+		return sv, "stale-timestamp"
 	case errors.As(err, new(*strconv.NumError)):
-		return "bad-timestamp"
+		return sv, "bad-timestamp"
 	case err != nil:
-		return "bad-signature"
+		return sv, "bad-signature"
 	}
+	return sv, ""
+}
+
+// authentic checks Slack's v0 signature over body (in constant time, by the verifier). It returns
+// the evidence reason, or "" when the request is Slack's.
+func authentic(sv slack.SecretsVerifier, body []byte) string {
 	if _, err := sv.Write(body); err != nil {
 		return "bad-signature"
 	}

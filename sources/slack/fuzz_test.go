@@ -289,6 +289,16 @@ func slackSign(secret, ts string, body []byte) string {
 	return "v0=" + hex.EncodeToString(m.Sum(nil))
 }
 
+// verify is both of ServeHTTP's checks, in its order: the headers, then the signature over the
+// body.
+func (s *EventsSource) verify(h http.Header, body []byte) string {
+	sv, reason := s.signed(h)
+	if reason != "" {
+		return reason
+	}
+	return authentic(sv, body)
+}
+
 // FuzzSlackVerify feeds arbitrary timestamps, signatures and bodies to the Events API signature
 // check. A request signed with the signing secret over its timestamp and body, within 5
 // minutes, is accepted; the same signature over any other body is refused; whatever is accepted

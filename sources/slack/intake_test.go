@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -805,12 +806,60 @@ func TestSlackUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
 	for i, endpoint := range []string{"events", "interactive"} {
 		req := httptest.NewRequest(http.MethodPost, "/sources/slack/"+endpoint, nil)
 		req.Body, req.ContentLength = &cutOffBody{}, 100
+		// Headers that pass: the body is read, for its signature.
+		now := time.Now()
+		req.Header.Set("X-Slack-Request-Timestamp", itoa(now))
+		req.Header.Set("X-Slack-Signature", sign(signing, now, []byte("x")))
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, req)
 		counts := h.counted(sources.EvidenceRejected)
 		if rec.Code != http.StatusBadRequest || counts[sources.RejectedUnreadable] != int64(i+1) || counts[sources.RejectedOversize] != 0 {
 			t.Fatalf("%s: a body cut off by its sender: HTTP %d %q, rejected evidence %v; want 400 and %q counted", endpoint, rec.Code,
 				strings.TrimSpace(rec.Body.String()), counts, sources.RejectedUnreadable)
+		}
+	}
+}
+
+// untouchedBody is a request body that records whether anything read it.
+type untouchedBody struct{ read bool }
+
+func (b *untouchedBody) Read([]byte) (int, error) { b.read = true; return 0, io.ErrUnexpectedEOF }
+func (b *untouchedBody) Close() error             { return nil }
+
+// A request whose headers show it is not Slack's is refused before its body is read, on both
+// endpoints: whoever lacks the signing secret cannot make the source read up to MaxBody.
+func TestSlackRefusesBadSignatureHeadersWithoutReadingTheBody(t *testing.T) {
+	h := newHarness(t, slacksrc.ModeEvents, nil)
+	mux := h.tr.(*eventsDriver).mux.Load()
+	now := time.Now()
+	for _, endpoint := range []string{"events", "interactive"} {
+		for _, tc := range []struct {
+			name, ts, sig, reason string
+		}{
+			{"no headers", "", "", "unsigned"},
+			{"no signature", itoa(now), "", "unsigned"},
+			{"timestamp not a number", "yesterday", sign(signing, now, nil), "bad-timestamp"},
+			{"stale timestamp", itoa(now.Add(-time.Hour)), sign(signing, now.Add(-time.Hour), nil), "stale-timestamp"},
+		} {
+			before := h.counted(sources.EvidenceRejected)[tc.reason]
+			b := &untouchedBody{}
+			req := httptest.NewRequest(http.MethodPost, "/sources/slack/"+endpoint, nil)
+			req.Body, req.ContentLength = b, 1<<30
+			if tc.ts != "" {
+				req.Header.Set("X-Slack-Request-Timestamp", tc.ts)
+			}
+			if tc.sig != "" {
+				req.Header.Set("X-Slack-Signature", tc.sig)
+			}
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized || b.read {
+				t.Fatalf("%s %s: HTTP %d %q, body read: %v; want 401 without reading the body", endpoint, tc.name,
+					rec.Code, strings.TrimSpace(rec.Body.String()), b.read)
+			}
+			if n := h.counted(sources.EvidenceRejected)[tc.reason]; n != before+1 {
+				t.Fatalf("%s %s: rejected evidence %q went from %d to %d, want one more", endpoint, tc.name, tc.reason, before, n)
+			}
 		}
 	}
 }

@@ -46,23 +46,36 @@ func mac(secret []byte, ts string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// verify checks the timestamp window and the signature in constant time. It returns the evidence
-// reason and the message for the sender, or "" when the request is authentic.
-func (s *Source) verify(h http.Header, body []byte) (reason, msg string) {
+// signature is what a request's headers claim: when it was signed, and the MAC.
+type signature struct {
+	ts  string
+	mac []byte
+}
+
+// signed checks what the headers alone can show: both are there, the timestamp is within the
+// window, the signature is well formed. A request they refuse is answered without reading its
+// body. It returns the evidence reason and the message for the sender, or the signature for
+// authentic.
+func (s *Source) signed(h http.Header) (sig signature, reason, msg string) {
 	tsRaw, sigRaw := h.Get(HeaderTimestamp), h.Get(HeaderSignature)
 	if tsRaw == "" || sigRaw == "" {
-		return "unsigned", "missing " + HeaderTimestamp + " or " + HeaderSignature
+		return sig, "unsigned", "missing " + HeaderTimestamp + " or " + HeaderSignature
 	}
 	sec, err := strconv.ParseInt(tsRaw, 10, 64)
 	if err != nil {
-		return "bad-timestamp", HeaderTimestamp + " is not unix seconds"
+		return sig, "bad-timestamp", HeaderTimestamp + " is not unix seconds"
 	}
 	if d := s.now().Sub(time.Unix(sec, 0)).Abs(); d > s.opt.window {
-		return "stale-timestamp", fmt.Sprintf("timestamp is %s away from now; the window is %s", d.Round(time.Second), s.opt.window)
+		return sig, "stale-timestamp", fmt.Sprintf("timestamp is %s away from now; the window is %s", d.Round(time.Second), s.opt.window)
 	}
 	got, err := hex.DecodeString(strings.TrimPrefix(sigRaw, "sha256="))
-	if err != nil || !strings.HasPrefix(sigRaw, "sha256=") || !hmac.Equal(got, mac(s.opt.secret, tsRaw, body)) {
-		return "bad-signature", "signature does not match"
+	if err != nil || !strings.HasPrefix(sigRaw, "sha256=") {
+		return sig, "bad-signature", "signature does not match"
 	}
-	return "", ""
+	return signature{ts: tsRaw, mac: got}, "", ""
+}
+
+// authentic reports whether sig is the MAC of body, compared in constant time.
+func (s *Source) authentic(sig signature, body []byte) bool {
+	return hmac.Equal(sig.mac, mac(s.opt.secret, sig.ts, body))
 }

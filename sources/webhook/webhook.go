@@ -76,13 +76,21 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "webhook source is not running; retry", http.StatusServiceUnavailable)
 		return
 	}
+	// What the headers can refuse is refused before the body is read: a sender without the
+	// secret cannot make this source read up to MaxBody.
+	sig, reason, msg := s.signed(r.Header)
+	if reason != "" {
+		sink.Rejected(ctx, s.principal, reason)
+		http.Error(w, msg, http.StatusUnauthorized)
+		return
+	}
 	body, ok := sink.ReadBody(w, r, s.principal, s.opt.MaxBody)
 	if !ok {
 		return
 	}
-	if reason, msg := s.verify(r.Header, body); reason != "" {
-		sink.Rejected(ctx, s.principal, reason)
-		http.Error(w, msg, http.StatusUnauthorized)
+	if !s.authentic(sig, body) {
+		sink.Rejected(ctx, s.principal, "bad-signature")
+		http.Error(w, "signature does not match", http.StatusUnauthorized)
 		return
 	}
 	ev, nonWork, problem := s.event(body)

@@ -772,6 +772,25 @@ func (f *cutOffBody) Close() error { return nil }
 // timeout) is 400 and counted as rejected "unreadable", not 413 and "oversize": only a body past
 // the limit is oversize.
 func TestAnUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
+	src, rejected := runningWebhook(t)
+	req := httptest.NewRequest(http.MethodPost, "/sources/webhook/ci", nil)
+	req.Body, req.ContentLength = &cutOffBody{}, 100
+	// Headers that pass: the body is read, for its MAC.
+	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	req.Header.Set(webhook.HeaderSignature, "sha256=00")
+	rec := httptest.NewRecorder()
+	src.ServeHTTP(rec, req)
+	counts := rejected()
+	if rec.Code != http.StatusBadRequest || counts[sources.RejectedUnreadable] != 1 || counts[sources.RejectedOversize] != 0 {
+		t.Fatalf("a body cut off by its sender: HTTP %d %q, rejected evidence %v; want 400 and one %q", rec.Code,
+			strings.TrimSpace(rec.Body.String()), counts, sources.RejectedUnreadable)
+	}
+}
+
+// runningWebhook runs the "ci" webhook source of alice on a SQLite plane until the test ends. It
+// returns the endpoint and a function that counts the source's rejected evidence by reason.
+func runningWebhook(t *testing.T) (sources.Endpoint, func() map[string]int64) {
+	t.Helper()
 	plane := taskplane.New(storetest.OpenSQLite(t))
 	sink, err := sources.NewSink(plane, webhook.Name)
 	if err != nil {
@@ -784,26 +803,64 @@ func TestAnUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sources.Run(ctx, src, sink) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
 	for deadline := time.Now().Add(10 * time.Second); src.(sources.HealthChecker).Health(ctx) != nil; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the webhook source never became healthy")
 		}
 	}
-	req := httptest.NewRequest(http.MethodPost, "/sources/webhook/ci", nil)
-	req.Body, req.ContentLength = &cutOffBody{}, 100
-	rec := httptest.NewRecorder()
-	src.(sources.Endpoint).ServeHTTP(rec, req)
-	if err := sink.Flush(ctx); err != nil {
-		t.Fatal(err)
+	return src.(sources.Endpoint), func() map[string]int64 {
+		t.Helper()
+		if err := sink.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		counts, err := sources.CountByReason(ctx, plane.Store(), store.EvidenceFilter{Principal: "alice", Source: webhook.Name, Kind: sources.EvidenceRejected})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return counts
 	}
-	counts, err := sources.CountByReason(ctx, plane.Store(), store.EvidenceFilter{Principal: "alice", Source: webhook.Name, Kind: sources.EvidenceRejected})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec.Code != http.StatusBadRequest || counts[sources.RejectedUnreadable] != 1 || counts[sources.RejectedOversize] != 0 {
-		t.Fatalf("a body cut off by its sender: HTTP %d %q, rejected evidence %v; want 400 and one %q", rec.Code,
-			strings.TrimSpace(rec.Body.String()), counts, sources.RejectedUnreadable)
+}
+
+// untouchedBody is a request body that records whether anything read it.
+type untouchedBody struct{ read bool }
+
+func (b *untouchedBody) Read([]byte) (int, error) { b.read = true; return 0, io.ErrUnexpectedEOF }
+func (b *untouchedBody) Close() error             { return nil }
+
+// A request its headers show is not signed with the secret is refused before its body is read:
+// whoever lacks the secret cannot make the source read (or wait for) up to MaxBody.
+func TestWebhookRefusesBadSignatureHeadersWithoutReadingTheBody(t *testing.T) {
+	src, rejected := runningWebhook(t)
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	for i, tc := range []struct {
+		name, ts, sig, reason string
+	}{
+		{"no headers", "", "", "unsigned"},
+		{"no signature", now, "", "unsigned"},
+		{"timestamp not a number", "yesterday", "sha256=00", "bad-timestamp"},
+		{"stale timestamp", strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10), "sha256=00", "stale-timestamp"},
+		{"signature not hex", now, "sha256=not-hex", "bad-signature"},
+		{"signature of another scheme", now, "sha1=00", "bad-signature"},
+	} {
+		body := &untouchedBody{}
+		req := httptest.NewRequest(http.MethodPost, "/sources/webhook/ci", nil)
+		req.Body, req.ContentLength = body, 1<<30
+		if tc.ts != "" {
+			req.Header.Set(webhook.HeaderTimestamp, tc.ts)
+		}
+		if tc.sig != "" {
+			req.Header.Set(webhook.HeaderSignature, tc.sig)
+		}
+		rec := httptest.NewRecorder()
+		src.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized || body.read {
+			t.Fatalf("%s: HTTP %d %q, body read: %v; want 401 without reading the body", tc.name, rec.Code,
+				strings.TrimSpace(rec.Body.String()), body.read)
+		}
+		if n := rejected()[tc.reason]; n < 1 {
+			t.Fatalf("%s: no rejected evidence %q (case %d)", tc.name, tc.reason, i)
+		}
 	}
 }
 
