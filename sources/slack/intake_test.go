@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -784,20 +782,6 @@ func TestAnEnvelopeOfAnInstanceStillStartingIsNotAcknowledged(t *testing.T) {
 	})
 }
 
-// cutOffBody is a body its sender stopped sending partway: the first read returns part of a
-// JSON object, the next the connection's error.
-type cutOffBody struct{ n int }
-
-func (f *cutOffBody) Read(p []byte) (int, error) {
-	if f.n == 0 {
-		f.n++
-		return copy(p, `{"type": "event_callback"`), nil
-	}
-	return 0, errors.New("connection reset by peer")
-}
-
-func (f *cutOffBody) Close() error { return nil }
-
 // A body that cannot be read to its end is 400 and counted as rejected "unreadable", on both
 // endpoints, not 413 and "oversize": only a body past the limit is oversize.
 func TestSlackUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
@@ -805,7 +789,7 @@ func TestSlackUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
 	mux := h.tr.(*eventsDriver).mux.Load()
 	for i, endpoint := range []string{"events", "interactive"} {
 		req := httptest.NewRequest(http.MethodPost, "/sources/slack/"+endpoint, nil)
-		req.Body, req.ContentLength = &cutOffBody{}, 100
+		req.Body, req.ContentLength = &sourcetest.CutOffBody{Prefix: `{"type": "event_callback"`}, 100
 		// Headers that pass: the body is read, for its signature.
 		now := time.Now()
 		req.Header.Set("X-Slack-Request-Timestamp", itoa(now))
@@ -819,12 +803,6 @@ func TestSlackUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
 		}
 	}
 }
-
-// untouchedBody is a request body that records whether anything read it.
-type untouchedBody struct{ read bool }
-
-func (b *untouchedBody) Read([]byte) (int, error) { b.read = true; return 0, io.ErrUnexpectedEOF }
-func (b *untouchedBody) Close() error             { return nil }
 
 // A request whose headers show it is not Slack's is refused before its body is read, on both
 // endpoints: whoever lacks the signing secret cannot make the source read up to MaxBody.
@@ -842,7 +820,7 @@ func TestSlackRefusesBadSignatureHeadersWithoutReadingTheBody(t *testing.T) {
 			{"stale timestamp", itoa(now.Add(-time.Hour)), sign(signing, now.Add(-time.Hour), nil), "stale-timestamp"},
 		} {
 			before := h.counted(sources.EvidenceRejected)[tc.reason]
-			b := &untouchedBody{}
+			b := &sourcetest.UntouchedBody{}
 			req := httptest.NewRequest(http.MethodPost, "/sources/slack/"+endpoint, nil)
 			req.Body, req.ContentLength = b, 1<<30
 			if tc.ts != "" {
@@ -853,9 +831,9 @@ func TestSlackRefusesBadSignatureHeadersWithoutReadingTheBody(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			mux.ServeHTTP(rec, req)
-			if rec.Code != http.StatusUnauthorized || b.read {
+			if rec.Code != http.StatusUnauthorized || b.Touched {
 				t.Fatalf("%s %s: HTTP %d %q, body read: %v; want 401 without reading the body", endpoint, tc.name,
-					rec.Code, strings.TrimSpace(rec.Body.String()), b.read)
+					rec.Code, strings.TrimSpace(rec.Body.String()), b.Touched)
 			}
 			if n := h.counted(sources.EvidenceRejected)[tc.reason]; n != before+1 {
 				t.Fatalf("%s %s: rejected evidence %q went from %d to %d, want one more", endpoint, tc.name, tc.reason, before, n)

@@ -29,10 +29,7 @@ func (s *Source) verify(h http.Header, body []byte) (reason, msg string) {
 	if reason != "" {
 		return reason, msg
 	}
-	if !s.authentic(sig, body) {
-		return "bad-signature", "signature does not match"
-	}
-	return "", ""
+	return s.authentic(sig, body)
 }
 
 // FuzzWebhookVerify feeds arbitrary timestamps, signatures and bodies to the signature check. A

@@ -70,12 +70,16 @@ func (s *Source) signed(h http.Header) (sig signature, reason, msg string) {
 	}
 	got, err := hex.DecodeString(strings.TrimPrefix(sigRaw, "sha256="))
 	if err != nil || !strings.HasPrefix(sigRaw, "sha256=") {
-		return sig, "bad-signature", "signature does not match"
+		return sig, "bad-signature", "signature does not match" // as authentic says of a wrong MAC
 	}
 	return signature{ts: tsRaw, mac: got}, "", ""
 }
 
-// authentic reports whether sig is the MAC of body, compared in constant time.
-func (s *Source) authentic(sig signature, body []byte) bool {
-	return hmac.Equal(sig.mac, mac(s.opt.secret, sig.ts, body))
+// authentic checks that sig is the MAC of body, compared in constant time. It returns the
+// evidence reason and the message for the sender, or "" when the request is authentic.
+func (s *Source) authentic(sig signature, body []byte) (reason, msg string) {
+	if !hmac.Equal(sig.mac, mac(s.opt.secret, sig.ts, body)) {
+		return "bad-signature", "signature does not match"
+	}
+	return "", ""
 }

@@ -78,19 +78,21 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// What the headers can refuse is refused before the body is read: a sender without the
 	// secret cannot make this source read up to MaxBody.
-	sig, reason, msg := s.signed(r.Header)
-	if reason != "" {
+	refuse := func(reason, msg string) {
 		sink.Rejected(ctx, s.principal, reason)
 		http.Error(w, msg, http.StatusUnauthorized)
+	}
+	sig, reason, msg := s.signed(r.Header)
+	if reason != "" {
+		refuse(reason, msg)
 		return
 	}
 	body, ok := sink.ReadBody(w, r, s.principal, s.opt.MaxBody)
 	if !ok {
 		return
 	}
-	if !s.authentic(sig, body) {
-		sink.Rejected(ctx, s.principal, "bad-signature")
-		http.Error(w, "signature does not match", http.StatusUnauthorized)
+	if reason, msg := s.authentic(sig, body); reason != "" {
+		refuse(reason, msg)
 		return
 	}
 	ev, nonWork, problem := s.event(body)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -754,27 +753,13 @@ func TestWebhookRepeatRefusedAfterAnUnknownOutcomeIsAmbiguous(t *testing.T) {
 	}
 }
 
-// cutOffBody is a body its sender stopped sending partway: the first read returns part of a
-// JSON object, the next the connection's error.
-type cutOffBody struct{ n int }
-
-func (f *cutOffBody) Read(p []byte) (int, error) {
-	if f.n == 0 {
-		f.n++
-		return copy(p, `{"event": {"id": "e1"`), nil
-	}
-	return 0, errors.New("connection reset by peer")
-}
-
-func (f *cutOffBody) Close() error { return nil }
-
 // A body that cannot be read to its end (the sender went away, a broken chunked encoding, a read
 // timeout) is 400 and counted as rejected "unreadable", not 413 and "oversize": only a body past
 // the limit is oversize.
 func TestAnUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
 	src, rejected := runningWebhook(t)
 	req := httptest.NewRequest(http.MethodPost, "/sources/webhook/ci", nil)
-	req.Body, req.ContentLength = &cutOffBody{}, 100
+	req.Body, req.ContentLength = &sourcetest.CutOffBody{Prefix: `{"event": {"id": "e1"`}, 100
 	// Headers that pass: the body is read, for its MAC.
 	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
 	req.Header.Set(webhook.HeaderSignature, "sha256=00")
@@ -822,12 +807,6 @@ func runningWebhook(t *testing.T) (sources.Endpoint, func() map[string]int64) {
 	}
 }
 
-// untouchedBody is a request body that records whether anything read it.
-type untouchedBody struct{ read bool }
-
-func (b *untouchedBody) Read([]byte) (int, error) { b.read = true; return 0, io.ErrUnexpectedEOF }
-func (b *untouchedBody) Close() error             { return nil }
-
 // A request its headers show is not signed with the secret is refused before its body is read:
 // whoever lacks the secret cannot make the source read (or wait for) up to MaxBody.
 func TestWebhookRefusesBadSignatureHeadersWithoutReadingTheBody(t *testing.T) {
@@ -843,7 +822,7 @@ func TestWebhookRefusesBadSignatureHeadersWithoutReadingTheBody(t *testing.T) {
 		{"signature not hex", now, "sha256=not-hex", "bad-signature"},
 		{"signature of another scheme", now, "sha1=00", "bad-signature"},
 	} {
-		body := &untouchedBody{}
+		body := &sourcetest.UntouchedBody{}
 		req := httptest.NewRequest(http.MethodPost, "/sources/webhook/ci", nil)
 		req.Body, req.ContentLength = body, 1<<30
 		if tc.ts != "" {
@@ -854,9 +833,9 @@ func TestWebhookRefusesBadSignatureHeadersWithoutReadingTheBody(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		src.ServeHTTP(rec, req)
-		if rec.Code != http.StatusUnauthorized || body.read {
+		if rec.Code != http.StatusUnauthorized || body.Touched {
 			t.Fatalf("%s: HTTP %d %q, body read: %v; want 401 without reading the body", tc.name, rec.Code,
-				strings.TrimSpace(rec.Body.String()), body.read)
+				strings.TrimSpace(rec.Body.String()), body.Touched)
 		}
 		if n := rejected()[tc.reason]; n < 1 {
 			t.Fatalf("%s: no rejected evidence %q (case %d)", tc.name, tc.reason, i)

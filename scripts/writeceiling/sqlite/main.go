@@ -22,7 +22,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,7 +32,7 @@ import (
 
 	"github.com/channels-dev/channels/internal/fsyncprobe"
 	"github.com/channels-dev/channels/taskplane/store"
-	_ "github.com/channels-dev/channels/taskplane/store/sqlite" // the store's schema, by its migrations
+	"github.com/channels-dev/channels/taskplane/store/sqlite" // the store's schema (its migrations) and pragmas
 )
 
 type options struct {
@@ -118,14 +117,7 @@ func run(ctx context.Context, o options, form string, group int) (result, error)
 	if err := st.Close(); err != nil {
 		return result{}, err
 	}
-	// The store's pragmas for its writer: WAL, a durable commit, savepoint journals in memory.
-	q := url.Values{}
-	q.Set("_busy_timeout", "5000")
-	q.Set("_synchronous", "FULL")
-	q.Add("_pragma", "temp_store(memory)")
-	q.Set("_journal_mode", "WAL")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", sqlite.WriterDSN(path)) // the store writer's pragmas
 	if err != nil {
 		return result{}, err
 	}

@@ -118,25 +118,34 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 // walSizeLimit is the size the WAL file is cut back to after a checkpoint that emptied it.
 const walSizeLimit = 64 << 20
 
-func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
-	common := url.Values{}
-	common.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
-	common.Set("_synchronous", "FULL")
+// params are the connection settings of the writer and the readers alike.
+func params() url.Values {
+	q := url.Values{}
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMS))
+	q.Set("_synchronous", "FULL")
 	// Savepoint sub-journals (one per fn of a group commit) stay in memory, not in temp files.
-	common.Add("_pragma", "temp_store(memory)")
+	q.Add("_pragma", "temp_store(memory)")
+	return q
+}
 
-	wq := url.Values{}
-	for k, v := range common {
-		wq[k] = v
-	}
-	wq.Set("_journal_mode", "WAL")
+// WriterDSN is the data source name (for the modernc driver, "sqlite") the store's writer opens
+// the database at path with: WAL, durable commits (synchronous=FULL), savepoint journals in
+// memory, the write lock taken at BEGIN. Tools that measure writes as the store makes them
+// (scripts/writeceiling) open it too.
+func WriterDSN(path string) string {
+	q := params()
+	q.Set("_journal_mode", "WAL")
 	// A WAL that grew in a burst (or while a long read held checkpoints back) is cut back to this
 	// size once a checkpoint has copied it all, rather than keeping its largest size on disk until
 	// the store closes.
-	wq.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	// Writes take the database write lock at BEGIN, never half-way through a batch.
-	wq.Set("_txlock", "immediate")
-	wdb, err := sql.Open("sqlite", path+"?"+wq.Encode())
+	q.Set("_txlock", "immediate")
+	return path + "?" + q.Encode()
+}
+
+func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
+	wdb, err := sql.Open("sqlite", WriterDSN(path))
 	if err != nil {
 		return nil, err
 	}
@@ -161,10 +170,7 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 		return nil, err
 	}
 
-	rq := url.Values{}
-	for k, v := range common {
-		rq[k] = v
-	}
+	rq := params()
 	rq.Set("_query_only", "1")
 	rdb, err := sql.Open("sqlite", path+"?"+rq.Encode())
 	if err != nil {
