@@ -38,8 +38,6 @@ import (
 type options struct {
 	dir                  string
 	events               int
-	groups               []int
-	forms                []string
 	probe                time.Duration
 	body, event, details int
 	turns                bool
@@ -57,43 +55,41 @@ type result struct {
 
 func main() {
 	var (
-		o              options
-		groups, forms  string
-		probeSeconds   float64
-		err            error
-		defaultTempDir = os.TempDir()
+		o             options
+		groups, forms string
+		sizes         []int
+		formsWanted   []string
 	)
-	flag.StringVar(&o.dir, "dir", defaultTempDir, "directory for the databases (the store's filesystem)")
+	flag.StringVar(&o.dir, "dir", os.TempDir(), "directory for the databases (the store's filesystem)")
 	flag.IntVar(&o.events, "events", 20000, "acceptances per run")
 	flag.StringVar(&groups, "groups", "16,32,64", "acceptances per transaction, one run each")
 	flag.StringVar(&forms, "forms", "rows,multi", "rows (statement by statement) and/or multi (multi-row inserts)")
-	flag.Float64Var(&probeSeconds, "probe", 1, "seconds of fsync probe before and after each run")
+	flag.DurationVar(&o.probe, "probe", time.Second, "fsync probe before and after each run")
 	flag.IntVar(&o.body, "task-bytes", 678, "bytes of a task's body (a bench accept chat message's task)")
 	flag.IntVar(&o.event, "event-bytes", 765, "bytes of the task's first event")
 	flag.IntVar(&o.details, "evidence-bytes", 85, "bytes of the evidence detail")
 	flag.BoolVar(&o.turns, "turns", false, "also write each task's turn result (its row and a second event) in the next group, as a blocking send's second commit does")
 	flag.Parse()
-	o.probe = time.Duration(probeSeconds * float64(time.Second))
 	for g := range strings.SplitSeq(groups, ",") {
 		n, err := strconv.Atoi(g)
 		if err != nil || n < 1 {
 			fmt.Fprintf(os.Stderr, "writeceiling: bad group %q\n", g)
 			os.Exit(2)
 		}
-		o.groups = append(o.groups, n)
+		sizes = append(sizes, n)
 	}
 	for f := range strings.SplitSeq(forms, ",") {
 		if f != "rows" && f != "multi" {
 			fmt.Fprintf(os.Stderr, "writeceiling: bad form %q (rows or multi)\n", f)
 			os.Exit(2)
 		}
-		o.forms = append(o.forms, f)
+		formsWanted = append(formsWanted, f)
 	}
 	enc := json.NewEncoder(os.Stdout)
-	for _, g := range o.groups {
-		for _, f := range o.forms {
-			var r result
-			if r, err = run(context.Background(), o, f, g); err != nil {
+	for _, g := range sizes {
+		for _, f := range formsWanted {
+			r, err := run(context.Background(), o, f, g)
+			if err != nil {
 				fmt.Fprintln(os.Stderr, "writeceiling:", err)
 				os.Exit(1)
 			}
