@@ -18,18 +18,28 @@ import (
 // the routes that authenticate by other means or serve nothing private: the ones mux routes to
 // a pattern under /sources/ (provider webhooks, which check their signatures), /healthz,
 // /readyz (its details go only to the operator, see Server) and the public agent card.
-func LoopbackHosts(mux *http.ServeMux, public string) http.Handler {
+//
+// refuse, when not nil, answers a refused request in its own format (A2A clients read errors
+// as JSON); it is handed the refusal's message and must answer 421 Misdirected Request. A nil
+// refuse, or one that declines (returns false), leaves the answer to the guard: that message
+// as text.
+func LoopbackHosts(mux *http.ServeMux, public string, refuse func(w http.ResponseWriter, r *http.Request, msg string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The Host check first: it is cheap and passes every local request; only a foreign name
 		// pays for the mux lookup of exempt.
 		if !LoopbackHost(r.Host, public) && !exempt(mux, r) {
-			http.Error(w, "this server trusts requests only under its loopback names "+
-				"(localhost, *.localhost, 127.0.0.0/8, [::1]) and its public_url host", http.StatusMisdirectedRequest)
+			if refuse == nil || !refuse(w, r, MisdirectedMessage) {
+				http.Error(w, MisdirectedMessage, http.StatusMisdirectedRequest)
+			}
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// MisdirectedMessage is what LoopbackHosts tells a request it refuses.
+const MisdirectedMessage = "this server trusts requests only under its loopback names " +
+	"(localhost, *.localhost, 127.0.0.0/8, [::1]) and its public_url host"
 
 // exempt reports whether r is for a route the Host guard leaves alone.
 func exempt(mux *http.ServeMux, r *http.Request) bool {

@@ -19,7 +19,7 @@ func TestLoopbackTrustRefusesForeignHostNames(t *testing.T) {
 	mux.Handle("POST /sources/webhook/ci", ok)
 	mux.Handle("GET /healthz", ok)
 	mux.Handle("/", ok) // the A2A binding's catch-all
-	h := operator.LoopbackHosts(mux, "channels.example.com")
+	h := operator.LoopbackHosts(mux, "channels.example.com", nil)
 	for _, tc := range []struct {
 		method, host, path, auth string
 		want                     int

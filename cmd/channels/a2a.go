@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"github.com/channels-dev/channels/internal/config"
 	"github.com/channels-dev/channels/taskplane"
@@ -16,7 +15,7 @@ import (
 // (buildServeParts; nil without one). The handler also implements CloseStreams, which the
 // shutdown calls to end open streams and blocking waits. opts adjust the server's configuration
 // last (withPush).
-func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskplane.Executor, cfg config.Config, creds []a2ahttp.Credential, log *slog.Logger, opts ...func(*a2ahttp.Config)) (http.Handler, error) {
+func a2aHandler(plane *taskplane.Plane, disp *taskplane.Dispatcher, exec taskplane.Executor, cfg config.Config, creds []a2ahttp.Credential, log *slog.Logger, opts ...func(*a2ahttp.Config)) (*a2ahttp.Server, error) {
 	acfg := a2ahttp.Config{
 		Name:              cfg.AgentName,
 		Description:       cfg.AgentDescription,

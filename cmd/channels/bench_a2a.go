@@ -228,9 +228,7 @@ func startBenchChannels(ctx context.Context, cfg config.Config) (*benchServer, e
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return &benchServer{url: "http://" + cfg.Listen, storeURL: storeURL, stop: func() {
-		if sc, ok := h.(streamCloser); ok {
-			sc.CloseStreams()
-		}
+		h.CloseStreams()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = srv.Shutdown(sctx)
 		cancel()

@@ -499,11 +499,39 @@ func TestServeRefusesLoopbackTrustUnderAForeignHostName(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != want {
 				t.Errorf("GET %s as %s: %d, want %d", path, host, resp.StatusCode, want)
 			}
+			// An A2A client is told in the A2A error format, which it reads; the operator's
+			// routes answer as text.
+			if want == http.StatusMisdirectedRequest {
+				a2a := path == "/tasks" || path == "/sources/tasks" // no source took it: the A2A catch-all
+				if got := resp.Header.Get("Content-Type"); a2a != strings.HasPrefix(got, "application/json") ||
+					a2a != strings.Contains(string(body), `"reason":"MISDIRECTED_REQUEST"`) {
+					t.Errorf("GET %s as %s: %s %s", path, host, got, body)
+				}
+			}
 		}
+	}
+	// JSON-RPC's refusal is a JSON-RPC error.
+	req, err := http.NewRequest(http.MethodPost, base+"/jsonrpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "rebind.attacker.example"
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+		!strings.Contains(string(body), `"jsonrpc":"2.0","id":null,"error":{"code":-31403`) ||
+		!strings.Contains(string(body), `"reason":"MISDIRECTED_REQUEST"`) {
+		t.Errorf("POST /jsonrpc as a foreign host: %d %s", resp.StatusCode, body)
 	}
 }
 

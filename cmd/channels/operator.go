@@ -15,6 +15,8 @@ import (
 	"github.com/channels-dev/channels/operator"
 	"github.com/channels-dev/channels/sources"
 	"github.com/channels-dev/channels/taskplane"
+	"github.com/channels-dev/channels/taskplane/a2ahttp"
+	"github.com/channels-dev/channels/taskplane/a2awire"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -110,7 +112,7 @@ func (o *operatorSurface) waitConnected(ctx context.Context) {
 }
 
 // handler serves the operator endpoints and the sources' endpoints, and the A2A bindings at "/".
-func (o *operatorSurface) handler(a2a http.Handler, ready *atomic.Bool) http.Handler {
+func (o *operatorSurface) handler(a2a *a2ahttp.Server, ready *atomic.Bool) http.Handler {
 	configured := configuredOf(o.cfg.Sources)
 	configured[taskplane.SourceA2A] = []string{"bindings"}
 	srv := &operator.Server{
@@ -123,7 +125,16 @@ func (o *operatorSurface) handler(a2a http.Handler, ready *atomic.Bool) http.Han
 	if !o.cfg.ListensOnLoopback() {
 		return o.mux
 	}
-	return operator.LoopbackHosts(o.mux, publicHost(&o.cfg))
+	// A request the Host guard refuses on the way to the A2A bindings is told so as A2A errors
+	// are, which A2A clients can read; the operator's own routes answer as text.
+	refuse := func(w http.ResponseWriter, r *http.Request, msg string) bool {
+		if _, pattern := o.mux.Handler(r); pattern != "/" {
+			return false
+		}
+		a2a.Refuse(w, r, a2awire.Errorf(a2awire.ErrMisdirected, "%s", msg))
+		return true
+	}
+	return operator.LoopbackHosts(o.mux, publicHost(&o.cfg), refuse)
 }
 
 // publicHost is the host name of the effective public URL ("" if it does not parse).

@@ -266,10 +266,8 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if srv, ok := a2a.(*a2ahttp.Server); ok {
-		ops.metrics.WatchStreams(srv.Service().OpenStreams)
-		ops.metrics.WatchBlockingSends(srv.Service().BlockingSends, srv.Service().BlockingSendsUnwaited)
-	}
+	ops.metrics.WatchStreams(a2a.Service().OpenStreams)
+	ops.metrics.WatchBlockingSends(a2a.Service().BlockingSends, a2a.Service().BlockingSendsUnwaited)
 
 	// Background workers run on their own context, stopped in order after HTTP has drained.
 	bg, stopBg := context.WithCancel(context.WithoutCancel(ctx))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -518,6 +519,55 @@ func TestAJSONRPCStreamingSendRefusedBeforeParsingGivesTheClientItsError(t *test
 	r = rpcResponse{}
 	if err := json.Unmarshal(rb, &r); err != nil || status != http.StatusOK || r.Error == nil || r.Error.Code != -32005 {
 		t.Fatalf("a refused non-streaming send: HTTP %d %s, want a plain CONTENT_TYPE_NOT_SUPPORTED error", status, rb)
+	}
+}
+
+// TestAWrongMediaTypeIsRefusedBeforeTheBodysSize: a body of a media type the server does not take
+// is CONTENT_TYPE_NOT_SUPPORTED on both bindings however large it is, whether its length is sent
+// or not: the media type is checked before the size.
+func TestAWrongMediaTypeIsRefusedBeforeTheBodysSize(t *testing.T) {
+	e := newEnv(t)
+	big := bytes.Repeat([]byte("a"), 2<<20) // over the 1 MiB limit
+	for _, tc := range []struct {
+		name, path string
+		chunked    bool
+	}{
+		{"REST", "/message:send", false},
+		{"REST, length not sent", "/message:send", true},
+		{"JSON-RPC", "/jsonrpc", false},
+		{"JSON-RPC, length not sent", "/jsonrpc", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = bytes.NewReader(big)
+			if tc.chunked {
+				body = io.MultiReader(body) // no Len: the request goes out chunked
+			}
+			req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, e.URL+tc.path, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "text/plain")
+			req.Header.Set("Authorization", "Bearer "+tokenAlice)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.path == "/jsonrpc" {
+				var r rpcResponse
+				if err := json.Unmarshal(rb, &r); err != nil || r.Error == nil || r.Error.Code != -32005 || r.reason() != "CONTENT_TYPE_NOT_SUPPORTED" {
+					t.Fatalf("HTTP %d %s, want -32005 CONTENT_TYPE_NOT_SUPPORTED", resp.StatusCode, rb)
+				}
+				return
+			}
+			if _, _, reason := restError(t, rb); resp.StatusCode != http.StatusBadRequest || reason != "CONTENT_TYPE_NOT_SUPPORTED" {
+				t.Fatalf("HTTP %d %s, want 400 CONTENT_TYPE_NOT_SUPPORTED", resp.StatusCode, rb)
+			}
+		})
 	}
 }
 

@@ -47,7 +47,7 @@ func LoadCredentials(path string) ([]Credential, error) { return a2aservice.Load
 // Server serves both A2A bindings and the agent card. It is an http.Handler.
 type Server struct {
 	svc *a2aservice.Service
-	rpc http.Handler
+	rpc *a2ajsonrpc.Handler
 	// base is the public URL's path, as decoded segments (none at the root): a request path under
 	// it is routed without it.
 	base []string
@@ -126,12 +126,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tenant, rt, ok = restRoute(raw, segs)
 	}
 	if !ok {
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", shortPath(sent)))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotFound, "no A2A operation at %s", a2awire.Excerpt(sent)))
 		return
 	}
 	if !rt.allows(r.Method) {
 		w.Header().Set("Allow", strings.Join(rt.methods, ", "))
-		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", shortPath(sent), r.Method))
+		writeError(w, a2awire.Errorf(a2awire.ErrMethodNotAllowed, "%s does not accept %s", a2awire.Excerpt(sent), a2awire.Excerpt(r.Method)))
 		return
 	}
 	call, werr := s.begin(w, r, tenant, rt)
@@ -157,16 +157,6 @@ func sentPath(u *url.URL) string {
 		}
 	}
 	return u.EscapedPath()
-}
-
-// shortPath is a request path as an error quotes it: at most 128 bytes of it, so a long one (up
-// to the header limit) is not sent back whole.
-func shortPath(p string) string {
-	const most = 128
-	if len(p) <= most {
-		return p
-	}
-	return strings.ToValidUTF8(p[:most], "") + "…"
 }
 
 // begin authenticates and negotiates a request for the operation of rt.
@@ -216,16 +206,18 @@ func (s *Server) readBody(r *http.Request) ([]byte, *a2awire.Error) {
 	if err != nil {
 		return nil, a2awire.Errorf(a2awire.ErrInvalidRequest, "read request body: %v", err)
 	}
-	if int64(len(b)) > lim.MaxBodyBytes {
-		return nil, a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes)
-	}
 	if len(b) == 0 {
 		return nil, nil
 	}
 	if r.ContentLength <= 0 {
+		// A body of unknown length: its media type is checked once it is known not to be empty,
+		// still before its size.
 		if err := a2aservice.CheckContentType(r); err != nil {
 			return nil, err
 		}
+	}
+	if int64(len(b)) > lim.MaxBodyBytes {
+		return nil, a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes)
 	}
 	if err := a2awire.CheckBody(b, lim); err != nil {
 		return nil, err
@@ -244,6 +236,22 @@ func (s *Server) writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)
 	s.svc.WriteAnswer(w, b)
+}
+
+// Refuse answers r with e, refused before the server saw it (by a guard in front of it), in
+// the binding its path names: a JSON-RPC error under a null id at the JSON-RPC path, the AIP-193
+// envelope anywhere else. The HTTP status is e's.
+func (s *Server) Refuse(w http.ResponseWriter, r *http.Request, e *a2awire.Error) {
+	if _, segs, ok := pathSegments(sentPath(r.URL)); ok {
+		if len(segs) >= len(s.base) && slices.Equal(segs[:len(s.base)], s.base) {
+			segs = segs[len(s.base):]
+		}
+		if slices.Equal(segs, jsonrpcPath) {
+			s.rpc.Refuse(w, e)
+			return
+		}
+	}
+	writeError(w, e)
 }
 
 func writeError(w http.ResponseWriter, e *a2awire.Error) {

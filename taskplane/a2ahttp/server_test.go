@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -474,6 +475,11 @@ func TestAuth(t *testing.T) {
 	if status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), "invalid_token") {
 		t.Fatalf("bad token: %d %q", status, h.Get("WWW-Authenticate"))
 	}
+	// Credentials of another scheme are not a bearer token at all: no error code (RFC 6750 §3.1).
+	status, h, _ = e.raw(http.MethodGet, "/tasks", "", nil, map[string]string{"Authorization": "Basic YWxpY2U6eA=="})
+	if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") != `Bearer realm="channels"` {
+		t.Fatalf("Basic credentials: %d %q", status, h.Get("WWW-Authenticate"))
+	}
 	status, h, _ = e.raw(http.MethodPost, "/jsonrpc", "wrong-token", []byte(`{"jsonrpc":"2.0","id":1,"method":"ListTasks"}`), nil)
 	if status != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" {
 		t.Fatalf("JSON-RPC bad token: %d", status)
@@ -507,6 +513,39 @@ func TestAuth(t *testing.T) {
 				status, _, _ := e.raw(http.MethodGet, "/tasks", "", nil, nil)
 				if (status == http.StatusOK) != tc.anon {
 					t.Fatalf("anonymous ListTasks: %d", status)
+				}
+				// Authorization is read whole on both bindings: an empty one, or two of them
+				// (whatever the first holds), is refused, never taken as anonymous or as the
+				// first token alone.
+				for name, hs := range map[string][]string{
+					"empty":          {""},
+					"empty then bad": {"", "Bearer wrong-token"},
+					"good then bad":  {"Bearer " + tokenAlice, "Bearer wrong-token"},
+					"good twice":     {"Bearer " + tokenAlice, "Bearer " + tokenAlice},
+				} {
+					for _, path := range []string{"/tasks", "/jsonrpc"} {
+						method, body := http.MethodGet, io.Reader(nil)
+						if path == "/jsonrpc" {
+							method, body = http.MethodPost, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`)
+						}
+						req, err := http.NewRequestWithContext(ctxT(t), method, e.URL+path, body)
+						if err != nil {
+							t.Fatal(err)
+						}
+						req.Header.Set("Content-Type", "application/json")
+						req.Header["Authorization"] = hs
+						resp, err := http.DefaultClient.Do(req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusUnauthorized {
+							t.Fatalf("%s Authorization on %s: %d, want 401", name, path, resp.StatusCode)
+						}
+						if ch := resp.Header.Get("WWW-Authenticate"); len(hs) > 1 && ch != `Bearer realm="channels", error="invalid_request"` {
+							t.Fatalf("%s Authorization on %s: challenge %q", name, path, ch)
+						}
+					}
 				}
 				for _, host := range []string{"localhost:8788", "[::1]", "app.localhost"} {
 					if status, _, _ := e.raw(http.MethodGet, "/tasks", "", nil, map[string]string{"Host": host}); (status == http.StatusOK) != tc.anon {
@@ -676,26 +715,51 @@ func TestLimitsAndValidation(t *testing.T) {
 		}
 	}
 	// JSON-RPC envelope errors.
+	v1 := map[string]string{"A2A-Version": "1.0"}
 	for _, tc := range []struct {
-		body string
-		code int
+		body    string
+		code    int
+		headers map[string]string
 	}{
-		{`{"jsonrpc":"2.0","id":1`, -32700},
-		{`1`, -32600}, // valid JSON, not a Request object
-		{`"GetTask"`, -32600},
-		{`null`, -32600},
-		{`[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]`, -32600},
-		{`{"jsonrpc":"1.0","id":1,"method":"GetTask"}`, -32600},
-		{`{"jsonrpc":"2.0","id":{},"method":"GetTask"}`, -32600},
-		{`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, -32601},
-		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}`, -32602},
-		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, -32602},
-		{`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"x","url":"https://example.com"}}`, -32003},
+		{`{"jsonrpc":"2.0","id":1`, -32700, nil},
+		{`1`, -32600, nil}, // valid JSON, not a Request object
+		{`"GetTask"`, -32600, nil},
+		{`null`, -32600, nil},
+		{`[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]`, -32600, nil},
+		{`{"jsonrpc":"1.0","id":1,"method":"GetTask"}`, -32600, nil},
+		{`{"jsonrpc":"2.0","id":{},"method":"GetTask"}`, -32600, nil},
+		// A v0.3 method: with A2A-Version 1.0, a method v1 lacks; naming no version, a v0.3
+		// request (SPEC §3.6), which this server does not speak.
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, -32601, v1},
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`, -32009, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"message/send","params":[1]}`, -32009, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}`, -32602, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":[1]}`, -32602, nil},
+		// A method this server lacks is that, whatever its params.
+		{`{"jsonrpc":"2.0","id":1,"method":"NoSuchMethod","params":[1,2]}`, -32601, nil},
+		{`{"jsonrpc":"2.0","id":1,"method":"NoSuchMethod","params":"x"}`, -32601, v1},
+		{`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"x","url":"https://example.com"}}`, -32003, nil},
 	} {
-		status, _, body := e.raw(http.MethodPost, "/jsonrpc", tokenAlice, []byte(tc.body), nil)
+		status, _, body := e.raw(http.MethodPost, "/jsonrpc", tokenAlice, []byte(tc.body), tc.headers)
 		var r rpcResponse
 		if err := json.Unmarshal(body, &r); err != nil || status != http.StatusOK || r.Error == nil || r.Error.Code != tc.code {
 			t.Fatalf("%s: %d %s, want code %d", tc.body, status, body, tc.code)
+		}
+	}
+	// An unknown method's name comes back as an excerpt, not whole.
+	long := `{"jsonrpc":"2.0","id":1,"method":"` + strings.Repeat("M", 3_900) + `"}` // within this server's 4 KiB body limit
+	if status, _, body := e.raw(http.MethodPost, "/jsonrpc", tokenAlice, []byte(long), v1); status != http.StatusOK || len(body) > 1024 ||
+		!strings.Contains(string(body), "-32601") {
+		t.Fatalf("a long unknown method: %d, %d bytes: %.300s", status, len(body), body)
+	}
+	// Every v1 method checks its params' shape: none is taken for a method this server lacks.
+	for _, m := range []string{"SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask",
+		"SubscribeToTask", "CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
+		"ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig", "GetExtendedAgentCard"} {
+		status, _, body := e.raw(http.MethodPost, "/jsonrpc", tokenAlice, []byte(`{"jsonrpc":"2.0","id":1,"method":"`+m+`","params":[1]}`), nil)
+		var r rpcResponse
+		if err := json.Unmarshal(body, &r); err != nil || status != http.StatusOK || r.Error == nil || r.Error.Code != -32602 {
+			t.Fatalf("%s with params [1]: %d %s, want code -32602", m, status, body)
 		}
 	}
 }

@@ -37,6 +37,13 @@ const (
 	MethodGetExtendedAgentCard = "GetExtendedAgentCard"
 )
 
+// methods are the v1 methods this binding serves.
+var methods = map[string]bool{
+	MethodSendMessage: true, MethodSendStreamingMessage: true, MethodGetTask: true, MethodListTasks: true,
+	MethodCancelTask: true, MethodSubscribeToTask: true, MethodCreatePushConfig: true, MethodGetPushConfig: true,
+	MethodListPushConfigs: true, MethodDeletePushConfig: true, MethodGetExtendedAgentCard: true,
+}
+
 // legacy are the v0.3 method names, answered with a pointer to the v1 name.
 var legacy = map[string]string{
 	"message/send": MethodSendMessage, "message/stream": MethodSendStreamingMessage,
@@ -107,7 +114,9 @@ func ParseRequest(body []byte) (*Request, *a2awire.Error) {
 	}
 	if p, ok := env["params"]; ok {
 		p = bytes.TrimSpace(p)
-		if len(p) > 0 && p[0] != '{' && string(p) != "null" {
+		// Params are checked for a method this binding serves; any other is refused as such
+		// once the request's version is known.
+		if len(p) > 0 && p[0] != '{' && string(p) != "null" && methods[req.Method] {
 			return req, a2awire.Errorf(a2awire.ErrInvalidParams, "params must be an object")
 		}
 		req.Params = p
@@ -143,6 +152,12 @@ func (h *Handler) write(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	h.svc.WriteAnswer(w, b)
+}
+
+// Refuse answers a request refused before it was read (by a guard in front of the binding): e
+// under a null id, with e's HTTP status.
+func (h *Handler) Refuse(w http.ResponseWriter, e *a2awire.Error) {
+	h.write(w, a2awire.KindOf(e).HTTPStatus, encode(nullID, nil, e))
 }
 
 // unauthorized answers an authentication failure: HTTP 401 with the challenge, and the error
@@ -206,15 +221,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, nullID, "", a2awire.Errorf(a2awire.ErrInvalidRequest, "read request body: %v", rerr))
 		return
 	}
-	if int64(len(body)) > lim.MaxBodyBytes {
-		h.refuse(w, r, nullID, "", a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes))
-		return
-	}
 	// A request refused before it is parsed still gets its id back when the body has one: JSON-RPC
-	// answers null only when the id cannot be read.
+	// answers null only when the id cannot be read. The media type is checked before the size, as
+	// before anything else about the body.
 	if err := a2aservice.CheckContentType(r); err != nil {
 		id, method := readable(body)
 		h.refuse(w, r, id, method, err)
+		return
+	}
+	if int64(len(body)) > lim.MaxBodyBytes {
+		h.refuse(w, r, nullID, "", a2awire.Invalid("", "request body larger than %d bytes", lim.MaxBodyBytes))
 		return
 	}
 	if err := a2awire.CheckBody(body, lim); err != nil {
@@ -238,6 +254,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ext, nerr := h.svc.Negotiate(r)
 	if nerr != nil {
 		fail(nerr)
+		return
+	}
+	if v1, ok := legacy[req.Method]; ok && a2aservice.RequestedVersion(r) == "" {
+		// A request that names no version is a v0.3 request to the spec (SPEC §3.6), and its
+		// method says the same; with A2A-Version 1.0 it is a v1 request for a method v1 lacks.
+		fail(a2awire.Errorf(a2awire.ErrVersionNotSupported,
+			"%s is an A2A v0.3 method and the request names no A2A-Version; this server speaks %s: send A2A-Version: %[2]s and use %s",
+			req.Method, a2awire.ProtocolVersion, v1))
 		return
 	}
 	a2aservice.SetExtensions(w, ext)
@@ -357,10 +381,16 @@ func (h *Handler) dispatch(r *http.Request, call *a2aservice.Call, req *Request)
 		}
 		return card, nil, "", nil
 	}
-	if v1, ok := legacy[req.Method]; ok {
-		return nil, nil, "", a2awire.Errorf(a2awire.ErrMethodNotFound, "%s is an A2A v0.3 method; this server speaks v1.0: use %s", req.Method, v1)
+	return nil, nil, "", methodNotFound(req.Method)
+}
+
+// methodNotFound is the error for a method this binding does not serve, pointing a v0.3 name at
+// its v1 name.
+func methodNotFound(method string) *a2awire.Error {
+	if v1, ok := legacy[method]; ok {
+		return a2awire.Errorf(a2awire.ErrMethodNotFound, "%s is an A2A v0.3 method; this server speaks v1.0: use %s", method, v1)
 	}
-	return nil, nil, "", a2awire.Errorf(a2awire.ErrMethodNotFound, "method %q not found", req.Method)
+	return a2awire.Errorf(a2awire.ErrMethodNotFound, "method %q not found", a2awire.Excerpt(method))
 }
 
 // orNil keeps a typed nil pointer out of the result.

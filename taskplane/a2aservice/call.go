@@ -43,6 +43,8 @@ type Call struct {
 var (
 	errMissingToken = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "a bearer token is required"}
 	errBadToken     = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "the bearer token is not valid"}
+	errNotBearer    = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "this server takes a bearer token (Authorization: Bearer ...)"}
+	errManyAuth     = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "a request carries one Authorization header"}
 	errCardAuth     = &a2awire.Error{Kind: a2awire.ErrUnauthenticated, Message: "the extended agent card requires a bearer token"}
 	errForeignHost  = &a2awire.Error{Kind: a2awire.ErrUnauthenticated,
 		Message: "without a token this server answers only under its loopback names (localhost, 127.0.0.1, [::1]) and its public URL's host"}
@@ -52,9 +54,16 @@ var (
 // AnonymousPrincipal when r has no Authorization header and anonymous access is allowed (for
 // being on loopback: only under a loopback Host or the public URL's, see Config.Loopback).
 // Tokens are compared in constant time. On failure call SetChallenge before writing the 401.
+//
+// Authorization is read whole: a second header is refused rather than ignored (which of two a
+// proxy or a client meant cannot be known), and so is an empty one, which is no credential and no
+// absence of one either.
 func (s *Service) Authenticate(r *http.Request) (string, *a2awire.Error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
+	hs := r.Header.Values("Authorization")
+	if len(hs) > 1 {
+		return "", errManyAuth
+	}
+	if len(hs) == 0 {
 		switch {
 		case !s.anonymous:
 			return "", errMissingToken
@@ -63,9 +72,9 @@ func (s *Service) Authenticate(r *http.Request) (string, *a2awire.Error) {
 		}
 		return AnonymousPrincipal, nil
 	}
-	tok, ok := bearer.Token(h)
+	tok, ok := bearer.Token(hs[0])
 	if !ok {
-		return "", errBadToken
+		return "", errNotBearer
 	}
 	sum := sha256.Sum256([]byte(tok))
 	found := ""
@@ -80,13 +89,18 @@ func (s *Service) Authenticate(r *http.Request) (string, *a2awire.Error) {
 	return found, nil
 }
 
-// SetChallenge sets WWW-Authenticate for an authentication failure.
+// SetChallenge sets WWW-Authenticate for an authentication failure: with the RFC 6750 error
+// code for a bearer token that is not valid or a request that is malformed, without one where
+// no bearer token was offered (none, or credentials of another scheme; RFC 6750 §3.1).
 func SetChallenge(w http.ResponseWriter, err *a2awire.Error) {
-	if err == errBadToken {
+	switch err {
+	case errBadToken:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="channels", error="invalid_token"`)
-		return
+	case errManyAuth:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="channels", error="invalid_request"`)
+	default:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="channels"`)
 	}
-	w.Header().Set("WWW-Authenticate", `Bearer realm="channels"`)
 }
 
 // Negotiate checks the A2A-Version service parameter (header first, then query parameter) and
@@ -96,12 +110,8 @@ func SetChallenge(w http.ResponseWriter, err *a2awire.Error) {
 // v1, and a strict reading would refuse every naive v1 client. Patch numbers are ignored; any
 // other version is VersionNotSupported.
 func (s *Service) Negotiate(r *http.Request) (a2awire.Extensions, *a2awire.Error) {
-	v := strings.TrimSpace(r.Header.Get(HeaderVersion))
-	if v == "" {
-		v = queryParam(r, HeaderVersion)
-	}
-	if v != "" && !supportedVersion(v) {
-		return nil, a2awire.Errorf(a2awire.ErrVersionNotSupported, "A2A-Version %q is not supported; this server speaks %s", v, a2awire.ProtocolVersion)
+	if v := RequestedVersion(r); v != "" && !supportedVersion(v) {
+		return nil, a2awire.Errorf(a2awire.ErrVersionNotSupported, "A2A-Version %q is not supported; this server speaks %s", a2awire.Excerpt(v), a2awire.ProtocolVersion)
 	}
 	requested := map[string]bool{}
 	for _, h := range r.Header.Values(HeaderExtensions) {
@@ -123,6 +133,15 @@ func (s *Service) Negotiate(r *http.Request) (a2awire.Extensions, *a2awire.Error
 		}
 	}
 	return act, nil
+}
+
+// RequestedVersion is the A2A-Version the request names: its header, else its query parameter;
+// "" when it names none (served as 1.0, docs/a2a.md).
+func RequestedVersion(r *http.Request) string {
+	if v := strings.TrimSpace(r.Header.Get(HeaderVersion)); v != "" {
+		return v
+	}
+	return queryParam(r, HeaderVersion)
 }
 
 // queryParam is the value of the service parameter name given as a query parameter: its name
@@ -173,8 +192,9 @@ func LastEventID(op string, r *http.Request) (int64, *a2awire.Error) {
 	if v == "" || (op != "SendStreamingMessage" && op != "SubscribeToTask") {
 		return -1, nil
 	}
+	// The ids this server sends are plain decimal numbers: "+3" or "003" is none of them.
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != v {
 		return -1, a2awire.Invalid(HeaderLastEventID, "must be an event id this server sent")
 	}
 	return n, nil
@@ -190,7 +210,7 @@ func CheckContentType(r *http.Request) *a2awire.Error {
 	if ct == "" {
 		ct = "(none)"
 	}
-	return a2awire.Errorf(a2awire.ErrContentTypeNotSupported, "Content-Type %s is not supported; use application/json or application/a2a+json", ct)
+	return a2awire.Errorf(a2awire.ErrContentTypeNotSupported, "Content-Type %s is not supported; use application/json or application/a2a+json", a2awire.Excerpt(ct))
 }
 
 // LoadCredentials reads a credentials file: {"credentials":[{"token":"…","principal":"…"}]}. It

@@ -96,7 +96,8 @@ func FuzzServiceParams(f *testing.F) {
 			case op == "GetTask" && (n != -1 || lerr != nil):
 				t.Fatalf("GetTask read Last-Event-ID %q: %d, %v", lastID, n, lerr)
 			case lerr == nil && strings.TrimSpace(lastID) != "" && op != "GetTask":
-				if want, err := strconv.ParseInt(strings.TrimSpace(lastID), 10, 64); err != nil || n != want || n < 0 {
+				if want, err := strconv.ParseInt(strings.TrimSpace(lastID), 10, 64); err != nil || n != want || n < 0 ||
+					strconv.FormatInt(n, 10) != strings.TrimSpace(lastID) {
 					t.Fatalf("Last-Event-ID %q read as %d", lastID, n)
 				}
 			case lerr == nil && n < -1:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/channels-dev/channels/taskplane"
@@ -39,6 +40,9 @@ var (
 
 	ErrUnauthenticated  = errors.New("unauthenticated")
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrMisdirected refuses a request whose Host this server does not answer to (the loopback
+	// listener's guard against DNS rebinding).
+	ErrMisdirected = errors.New("misdirected request")
 
 	// ErrDuplicateMessageID is a Channels error: a messageId was reused with a different
 	// payload. It is never a silent replay.
@@ -76,6 +80,7 @@ var Kinds = []Kind{
 	{ErrResourceExhausted, "RESOURCE_EXHAUSTED", http.StatusTooManyRequests, "RESOURCE_EXHAUSTED", -32603},
 	{ErrUnauthenticated, "UNAUTHENTICATED", http.StatusUnauthorized, "UNAUTHENTICATED", -31401},
 	{ErrPermissionDenied, "PERMISSION_DENIED", http.StatusForbidden, "PERMISSION_DENIED", -31403},
+	{ErrMisdirected, "MISDIRECTED_REQUEST", http.StatusMisdirectedRequest, "PERMISSION_DENIED", -31403},
 	{ErrDuplicateMessageID, "DUPLICATE_MESSAGE_ID", http.StatusConflict, "ALREADY_EXISTS", -32602},
 }
 
@@ -123,6 +128,19 @@ func (e *Error) Unwrap() error { return e.Kind }
 // Errorf returns an *Error of kind with a formatted message.
 func Errorf(kind error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// ExcerptBytes bounds what an error message repeats of a value the client sent (a path, a
+// header, a method name), so that an answer never grows with what it refuses.
+const ExcerptBytes = 128
+
+// Excerpt is s as an error message repeats it: whole up to ExcerptBytes, else its first
+// ExcerptBytes (whole UTF-8 characters) and "…".
+func Excerpt(s string) string {
+	if len(s) <= ExcerptBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:ExcerptBytes], "") + "…"
 }
 
 // Invalid returns an InvalidParams error naming the offending field (field "" for a limit of the
