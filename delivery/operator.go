@@ -193,7 +193,7 @@ const outcomeRetry = "retry"
 func carries(ctx context.Context, tx store.Tx, d store.Delivery, r Resolution) (bool, error) {
 	switch {
 	case r.Delivered != "":
-		return d.State == store.DeliveryDelivered && d.ProviderID == r.Delivered, nil
+		return d.State == store.DeliveryDelivered && d.ProviderID == storableText(r.Delivered), nil // as markDelivered keeps it
 	case r.Abandon && d.State != store.DeliveryFailed, r.Retry && d.State != store.DeliveryPrepared:
 		return false, nil
 	}

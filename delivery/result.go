@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind classifies a Sender's failure by what it says about the provider's state.
@@ -144,22 +145,56 @@ func Classify(err error) (kind Kind, retryAfter time.Duration, status string) {
 }
 
 // callSender runs Send and turns a panic into an indeterminate error: a panic may come after the
-// provider acted.
+// provider acted. Its error's text is made storable (storableErr).
 func callSender(ctx context.Context, s Sender, d Delivery) (r Receipt, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r, err = Receipt{}, Indeterminate(fmt.Errorf("sender panicked: %v", p))
 		}
+		err = storableErr(err)
 	}()
 	return s.Send(ctx, d)
 }
 
-// callReconciler runs Lookup, turning a panic into an error ("could not tell").
+// callReconciler runs Lookup, turning a panic into an error ("could not tell"). Its error's text
+// is made storable (storableErr).
 func callReconciler(ctx context.Context, rc Reconciler, d Delivery) (r Receipt, found bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r, found, err = Receipt{}, false, fmt.Errorf("reconciler panicked: %v", p)
 		}
+		err = storableErr(err)
 	}()
 	return rc.Lookup(ctx, d)
 }
+
+// storableText is provider text (an error, a status, a receipt id) as the engine records it:
+// NUL bytes and bytes that are not UTF-8 replaced with U+FFFD. A provider may send either (a
+// receiver's {"id":"a\u0000b"}, a reason phrase in Latin-1), and Postgres text refuses both: an
+// outcome that could not be recorded would leave the delivery to be sent again.
+func storableText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// storableErr is err with storable text (storableText); it still wraps err, so Classify and
+// errors.Is see what the provider said.
+func storableErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := err.Error(); storableText(msg) != msg {
+		return storableError{msg: storableText(msg), err: err}
+	}
+	return err
+}
+
+type storableError struct {
+	msg string
+	err error
+}
+
+func (e storableError) Error() string { return e.msg }
+func (e storableError) Unwrap() error { return e.err }

@@ -484,12 +484,14 @@ func (e *Engine) markDelivered(ctx context.Context, tx store.Tx, cur store.Deliv
 		return e.attempt(ctx, tx, cur, via, "already-delivered", nil, now)
 	}
 	from := cur.State
-	cur.State, cur.ProviderID, cur.LastError = store.DeliveryDelivered, providerID, ""
+	// The row and the evidence hold the id as text any store keeps; the anchor is offered the id
+	// as the provider gave it, which the task plane refuses (evidence) if no store can key it.
+	cur.State, cur.ProviderID, cur.LastError = store.DeliveryDelivered, storableText(providerID), ""
 	release(&cur, cur.NextAttemptAt, now)
 	if err := tx.UpdateDelivery(ctx, cur); err != nil {
 		return err
 	}
-	detail := map[string]any{"provider_id": providerID, "attempts": cur.Attempts, "via": via}
+	detail := map[string]any{"provider_id": cur.ProviderID, "attempts": cur.Attempts, "via": via}
 	if from != store.DeliverySending {
 		detail["replaced_state"] = string(from)
 	}
@@ -666,7 +668,8 @@ func (e *Engine) attemptWait(ctx context.Context, tx store.Tx, cur store.Deliver
 		Outcome: outcome, RetryAfter: wait, Owner: e.owner, CreatedAt: now}
 	if cause != nil {
 		a.Error = cause.Error()
-		_, _, a.ProviderStatus = Classify(cause)
+		_, _, status := Classify(cause)
+		a.ProviderStatus = storableText(status)
 	}
 	return tx.InsertDeliveryAttempt(ctx, a)
 }
