@@ -1,10 +1,12 @@
 package sources
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // DefaultMaxBody is a source's body limit when its max_body option is 0 or unset.
@@ -41,4 +43,18 @@ func (s *Sink) ReadBody(w http.ResponseWriter, r *http.Request, principal string
 		return nil, false
 	}
 	return body, true
+}
+
+// AcceptTimeout bounds what an HTTP intake does for a request once it has read and verified its
+// body: recording it, accepting its event.
+const AcceptTimeout = 30 * time.Second
+
+// AcceptContext is the context an HTTP intake records and accepts a request's event under: r's
+// values without its cancellation, bounded by AcceptTimeout. A sender that gives up waiting (Slack
+// after 3 s) cancels r's context; an acceptance under way on it would be abandoned, and a store
+// that is slower than the sender's deadline every time would lose the event across all its
+// retries. Under AcceptContext the acceptance completes, and the sender's next retry is answered
+// as a duplicate.
+func AcceptContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), AcceptTimeout)
 }

@@ -153,7 +153,7 @@ func (s *Source) classifyCallback(raw []byte) verdict {
 			}
 		case in.Channel != "" && !s.opt.channelAllowed(in.Channel):
 			return nonWork("channel-not-allowed")
-		case bot.UserID != "" && strings.Contains(in.Text, "<@"+bot.UserID+">"):
+		case bot.UserID != "" && mentions(in.Text, bot.UserID):
 			return nonWork("mention-in-message") // its app_mention event is the work
 		case s.opt.ChannelMessages == ChannelNone:
 			return nonWork("channel-message")
@@ -370,4 +370,10 @@ func (v verdict) String() string {
 		return "answer dialog for " + AnchorID(v.dialog.channel, v.dialog.ts)
 	}
 	return fmt.Sprintf("work %s", v.event.Identity)
+}
+
+// mentions reports whether text mentions userID, labelled or not (withoutMention).
+func mentions(text, userID string) bool {
+	_, found := withoutMention(text, userID)
+	return found
 }

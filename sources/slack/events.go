@@ -112,7 +112,9 @@ func (s *EventsSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			v = classify(s.Source, payload)
 		}
 	}
-	if !s.settleEnvelope(ctx, sink, v, payload, classify) {
+	actx, cancel := sources.AcceptContext(r) // not abandoned when Slack hangs up at 3 s
+	defer cancel()
+	if !s.settleEnvelope(actx, sink, v, payload, classify) {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "not accepted; retry", http.StatusServiceUnavailable)
 		return

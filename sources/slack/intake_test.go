@@ -169,6 +169,7 @@ func TestSlackOwnMessageIsNeverATask(t *testing.T) {
 		topLevel := threadReply("ops", "ev-top", "lunch?")
 		delete(topLevel, "thread_ts")
 		withMention := threadReply("ops", "ev-msg-mention", "<@"+botUser+"> deploy")
+		withLabelledMention := threadReply("ops", "ev-msg-labelled", "<@"+botUser+"|channels> deploy")
 		for _, tc := range []struct {
 			name   string
 			inner  obj
@@ -186,6 +187,7 @@ func TestSlackOwnMessageIsNeverATask(t *testing.T) {
 			{"a mention outside the allow-list", mention("elsewhere", "ev-outside", "deploy"), "channel-not-allowed"},
 			{"a top-level channel message", topLevel, "top-level-channel-message"},
 			{"the message event of a mention", withMention, "mention-in-message"},
+			{"the message event of a labelled mention", withLabelledMention, "mention-in-message"},
 			{"a reaction", obj{"type": "reaction_added", "user": human, "reaction": "eyes", "item": obj{"type": "message", "channel": allowed, "ts": "1.1"}}, "event:reaction_added"},
 			{"an event type nobody knows", obj{"type": "x_future_event", "channel": allowed}, "event:x_future_event"},
 		} {

@@ -263,7 +263,39 @@ func (s *Source) settle(ctx context.Context, sink *sources.Sink, v verdict) bool
 // ownMention strips our own mention from a message's text ("<@U123> deploy" → "deploy").
 func (s *Source) ownMention(text string) string {
 	if b := s.bot.Load(); b != nil && b.UserID != "" {
-		text = strings.ReplaceAll(text, "<@"+b.UserID+">", "")
+		text, _ = withoutMention(text, b.UserID)
 	}
 	return strings.TrimSpace(text)
+}
+
+// withoutMention returns text without its mentions of userID, in either form Slack writes one:
+// "<@U123>" and, with a label, "<@U123|name>"; found reports whether it had any. "<@U1234>" is
+// another user.
+func withoutMention(text, userID string) (rest string, found bool) {
+	open := "<@" + userID
+	var b strings.Builder
+	for {
+		i := strings.Index(text, open)
+		if i < 0 {
+			break
+		}
+		after := text[i+len(open):]
+		end := -1
+		switch {
+		case strings.HasPrefix(after, ">"):
+			end = 1
+		case strings.HasPrefix(after, "|"):
+			end = strings.IndexByte(after, '>') + 1 // 0: no closing '>', not a mention
+		}
+		if end <= 0 {
+			b.WriteString(text[:i+len(open)])
+			text = after
+			continue
+		}
+		found = true
+		b.WriteString(text[:i])
+		text = after[end:]
+	}
+	b.WriteString(text)
+	return b.String(), found
 }

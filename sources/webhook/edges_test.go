@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/channels-dev/channels/sources"
+	"github.com/channels-dev/channels/sources/sourcetest"
 	"github.com/channels-dev/channels/sources/webhook"
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
@@ -122,5 +123,64 @@ func TestIdsThatAreNotUTF8DoNotCollide(t *testing.T) {
 				t.Fatalf("two different event ids: answers %q, %d task(s); the second event was taken for the first", outcomes, page.TotalSize)
 			}
 		})
+	}
+}
+
+// A sender that gives up waiting does not abandon the acceptance under way: with a store slower
+// than the sender's deadline, the event still becomes a task, and the sender's retry is answered
+// as a duplicate of it. (Abandoned, every retry would meet the same store and the event would be
+// lost.)
+func TestASenderThatHangsUpDoesNotAbandonTheAcceptance(t *testing.T) {
+	st := &sourcetest.SlowStore{Store: storetest.OpenSQLite(t)}
+	plane := taskplane.New(st)
+	sink, err := sources.NewSink(plane, webhook.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sources.Run(ctx, src, sink) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for src.(sources.HealthChecker).Health(ctx) != nil {
+		time.Sleep(time.Millisecond)
+	}
+	srv := httptest.NewServer(src.(http.Handler))
+	defer srv.Close()
+
+	st.Delay.Store(int64(500 * time.Millisecond))
+	body := []byte(`{"event":{"id":"e-slow","text":"hello"},"repo":"r","thread":"1"}`)
+	req, err := signed(srv.URL, body, time.Now(), secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := (&http.Client{Timeout: 100 * time.Millisecond}).Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the sender was answered %s before the store took the event", resp.Status)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		page, err := plane.ListTasks(context.Background(), "alice", taskplane.ListQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Tasks) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the event the sender gave up on never became a task")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st.Delay.Store(0)
+	resp, err := post(srv.URL, body, time.Now(), secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"outcome":"duplicate"`) {
+		t.Fatalf("the retry: %s %s, want 200 duplicate", resp.Status, b)
 	}
 }

@@ -96,18 +96,20 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev, nonWork, problem := s.event(body)
+	actx, cancel := sources.AcceptContext(r) // not abandoned when the sender hangs up
+	defer cancel()
 	switch {
 	case problem != "":
-		if err := sink.Malformed(ctx, s.principal, problem, nil, nil); err != nil {
+		if err := sink.Malformed(actx, s.principal, problem, nil, nil); err != nil {
 			http.Error(w, "could not record the malformed body; retry", http.StatusServiceUnavailable)
 			return
 		}
 		http.Error(w, "malformed body: "+problem, http.StatusBadRequest)
 	case nonWork != "":
-		_ = sink.NonWork(ctx, s.principal, nonWork, nil) // counted; cannot fail without a position
+		_ = sink.NonWork(actx, s.principal, nonWork, nil) // counted; cannot fail without a position
 		reply(w, http.StatusOK, map[string]string{"status": "ignored", "reason": nonWork})
 	default:
-		acc, err := sink.Accept(ctx, ev)
+		acc, err := sink.Accept(actx, ev)
 		switch {
 		case errors.Is(err, taskplane.ErrDuplicateConflict):
 			http.Error(w, "this event id was already accepted with a different body", http.StatusConflict)
