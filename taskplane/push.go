@@ -96,19 +96,24 @@ func (c *PushConfig) validate() error {
 		case len(c.Auth.Credentials) > MaxPushSecretLen:
 			return invalidf("push config authentication credentials longer than %d bytes", MaxPushSecretLen)
 		case !headerValue(c.Auth.Credentials):
-			return invalidf("push config authentication credentials must be one line of printable characters")
+			return invalidf("push config authentication credentials must be one line of printable characters, without white space at either end")
 		}
 	}
 	if !headerValue(c.Token) {
-		return invalidf("push config token must be one line of printable characters")
+		return invalidf("push config token must be one line of printable characters, without white space at either end")
 	}
 	return nil
 }
 
-// headerValue reports whether s can be sent as an HTTP header value (RFC 9110 field-value: no
-// control characters but tab). A config whose secrets could never be sent is refused when it is
-// registered, not found out at every notification.
+// headerValue reports whether s can be sent as an HTTP header value as it is (RFC 9110
+// field-value: no control characters but tab, and no white space at either end, which a sender
+// drops: a receiver comparing the token it registered would never see it). A config whose secrets
+// could never be sent as registered is refused when it is registered, not found out at every
+// notification.
 func headerValue(s string) bool {
+	if strings.Trim(s, " \t") != s {
+		return false
+	}
 	for i := 0; i < len(s); i++ {
 		if b := s[i]; (b < ' ' && b != '\t') || b == 0x7f {
 			return false

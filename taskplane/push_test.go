@@ -250,6 +250,8 @@ func TestPushConfigValidation(t *testing.T) {
 			// Bytes no HTTP client sends in a header: refused at registration, not found out by
 			// every notification failing.
 			"control byte":       {URL: "https://hooks.example.com/", Token: "tok\x01en"},
+			"token padded":       {URL: "https://hooks.example.com/", Token: "  padded-token\t "},
+			"credentials padded": {URL: "https://hooks.example.com/", Auth: &taskplane.PushAuth{Scheme: "Bearer", Credentials: "cred  "}},
 			"scheme not a token": {URL: "https://hooks.example.com/", Auth: &taskplane.PushAuth{Scheme: "Bea(rer)", Credentials: "x"}},
 		} {
 			if _, err := p.SetPushConfig(ctx, "alice", task.ID, c); !errors.Is(err, taskplane.ErrInvalid) {
