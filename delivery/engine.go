@@ -285,6 +285,11 @@ func (e *Engine) Attempts(ctx context.Context, principal, id string) ([]Attempt,
 	return out, nil
 }
 
+// Changed returns a channel closed the next time this engine records an outcome of one of its
+// deliveries (in Run, Process or an operator's resolution): a caller that moves on when a
+// delivery settles waits on it rather than polling. Call it again after each close.
+func (e *Engine) Changed() <-chan struct{} { return e.changed.wait() }
+
 // Wait returns once the delivery is settled (delivered, failed or ambiguous), or when ctx ends.
 // Progress comes from Run (in this or another process) or from Process calls.
 func (e *Engine) Wait(ctx context.Context, principal, id string) (Record, error) {

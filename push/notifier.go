@@ -149,7 +149,10 @@ func (n *Notifier) CheckURL(ctx context.Context, rawURL string) error {
 
 // Registered pokes the notifier after a config was stored, so its first notification does not
 // wait for the next poll.
-func (n *Notifier) Registered(principal, taskID string) {
+func (n *Notifier) Registered(principal, taskID string) { n.wake() }
+
+// wake starts a pass soon (at once if none runs; else right after the one running).
+func (n *Notifier) wake() {
 	select {
 	case n.poke <- struct{}{}:
 	default:
@@ -171,6 +174,20 @@ func (n *Notifier) Run(ctx context.Context) error {
 	wg.Go(func() {
 		if err := n.engine.Run(ctx); err != nil && ctx.Err() == nil {
 			n.log.Error("push: delivery engine stopped", "err", err)
+		}
+	})
+	// A config waits for its pending notification to settle. The engine's own loop often sends
+	// it (it claims a prepared delivery as soon as it is prepared, before advance's attempt), so
+	// each outcome the engine records starts a pass: the config moves on at once, not at the
+	// next poll.
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.engine.Changed():
+				n.wake()
+			}
 		}
 	})
 	// Retention deletes a task's configs with it; this backstop deletes those an older build left
