@@ -125,7 +125,12 @@ func fastOptions(o push.Options) push.Options {
 
 func startNotifier(t *testing.T, p *taskplane.Plane, o push.Options) *push.Notifier {
 	t.Helper()
-	n := push.New(p, fastOptions(o))
+	return runNotifier(t, push.New(p, fastOptions(o)))
+}
+
+// runNotifier runs n until the test ends.
+func runNotifier(t *testing.T, n *push.Notifier) *push.Notifier {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -1,7 +1,6 @@
 package push_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -19,17 +18,7 @@ func TestANotificationSettledByTheEngineMovesItsConfigOn(t *testing.T) {
 	rc := newReceiver(t, nil)
 	o := fastOptions(push.Options{AllowPrivateNetworks: true})
 	o.Poll = time.Minute
-	n := push.New(p, o)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = n.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	n := runNotifier(t, push.New(p, o))
 	task := acceptWithPush(t, p, "alice", "m1", taskplane.PushConfig{ID: "h1", URL: "http://127.0.0.1:" + rc.port() + "/hook"})
 	apply(t, p, "alice", task.ID, working, artifact, taskplane.SetStatus{State: taskplane.StateWorking,
 		Message: &taskplane.Message{ID: "s2", Role: taskplane.RoleAgent, Parts: []taskplane.Part{taskplane.TextPart("still at it")}}}, completed)

@@ -57,20 +57,7 @@ func TestAnAcceptanceOutlivesSlackHangingUp(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("Slack was answered %s before the store took the event", resp.Status)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		page, err := plane.ListTasks(context.Background(), principal, taskplane.ListQuery{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Tasks) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the event Slack hung up on never became a task")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sourcetest.WaitForTasks(t, plane, principal, 1) // the event Slack hung up on
 	st.Delay.Store(0)
 	resp, err := post(http.DefaultClient, 1)
 	if err != nil {

@@ -132,23 +132,8 @@ func TestIdsThatAreNotUTF8DoNotCollide(t *testing.T) {
 // lost.)
 func TestASenderThatHangsUpDoesNotAbandonTheAcceptance(t *testing.T) {
 	st := &sourcetest.SlowStore{Store: storetest.OpenSQLite(t)}
-	plane := taskplane.New(st)
-	sink, err := sources.NewSink(plane, webhook.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := sources.New(webhook.Name, sources.Config{Instance: "ci", Principal: "alice", Options: options("")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sources.Run(ctx, src, sink) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for src.(sources.HealthChecker).Health(ctx) != nil {
-		time.Sleep(time.Millisecond)
-	}
-	srv := httptest.NewServer(src.(http.Handler))
+	src, plane, _ := runningWebhookOn(t, st)
+	srv := httptest.NewServer(src)
 	defer srv.Close()
 
 	st.Delay.Store(int64(500 * time.Millisecond))
@@ -161,20 +146,7 @@ func TestASenderThatHangsUpDoesNotAbandonTheAcceptance(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("the sender was answered %s before the store took the event", resp.Status)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		page, err := plane.ListTasks(context.Background(), "alice", taskplane.ListQuery{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Tasks) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the event the sender gave up on never became a task")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sourcetest.WaitForTasks(t, plane, "alice", 1) // the event the sender gave up on
 	st.Delay.Store(0)
 	resp, err := post(srv.URL, body, time.Now(), secret)
 	if err != nil {

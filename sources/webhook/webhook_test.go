@@ -776,7 +776,14 @@ func TestAnUnreadableBodyIsNotRecordedAsOversize(t *testing.T) {
 // returns the endpoint and a function that counts the source's rejected evidence by reason.
 func runningWebhook(t *testing.T) (sources.Endpoint, func() map[string]int64) {
 	t.Helper()
-	plane := taskplane.New(storetest.OpenSQLite(t))
+	ep, _, rejected := runningWebhookOn(t, storetest.OpenSQLite(t))
+	return ep, rejected
+}
+
+// runningWebhookOn is runningWebhook on a plane over st, which it returns too.
+func runningWebhookOn(t *testing.T, st store.Store) (sources.Endpoint, *taskplane.Plane, func() map[string]int64) {
+	t.Helper()
+	plane := taskplane.New(st)
 	sink, err := sources.NewSink(plane, webhook.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -794,7 +801,7 @@ func runningWebhook(t *testing.T) (sources.Endpoint, func() map[string]int64) {
 			t.Fatal("the webhook source never became healthy")
 		}
 	}
-	return src.(sources.Endpoint), func() map[string]int64 {
+	return src.(sources.Endpoint), plane, func() map[string]int64 {
 		t.Helper()
 		if err := sink.Flush(ctx); err != nil {
 			t.Fatal(err)

@@ -3,8 +3,10 @@ package sourcetest
 import (
 	"context"
 	"sync/atomic"
+	"testing"
 	"time"
 
+	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/store"
 )
 
@@ -26,4 +28,24 @@ func (s *SlowStore) Update(ctx context.Context, fn func(ctx context.Context, tx 
 		}
 	}
 	return s.Store.Update(ctx, fn)
+}
+
+// WaitForTasks waits up to 5 s for principal to have n tasks on p (an acceptance the test no
+// longer waits for, still running), and fails t if it does not.
+func WaitForTasks(t testing.TB, p *taskplane.Plane, principal string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		page, err := p.ListTasks(context.Background(), principal, taskplane.ListQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Tasks) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d tasks after 5 s, want %d", principal, len(page.Tasks), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
