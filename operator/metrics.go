@@ -330,6 +330,26 @@ type timedExecutor struct {
 	m    *Metrics
 }
 
+// Inline returns the inner executor's InlineFunc, timed as a turn, or nil when it has none.
+func (t *timedExecutor) Inline() taskplane.InlineFunc {
+	ie, ok := t.ex.(taskplane.InlineExecutor)
+	if !ok {
+		return nil
+	}
+	f := ie.Inline()
+	if f == nil {
+		return nil
+	}
+	return func(task *taskplane.Task) ([]taskplane.Change, bool) {
+		start := time.Now()
+		changes, ok := f(task)
+		if ok {
+			t.m.ObserveTurn(t.name, nil, time.Since(start))
+		}
+		return changes, ok
+	}
+}
+
 func (t *timedExecutor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	start := time.Now()
 	err := t.ex.Execute(ctx, turn)

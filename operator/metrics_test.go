@@ -178,3 +178,35 @@ func TestASettlingSendIsCountedAsOneA2AIntakeEvent(t *testing.T) {
 		t.Errorf("summary settled counts %v, want a2a 1 and webhook 1", settled)
 	}
 }
+
+type plainExec struct{}
+
+func (plainExec) Execute(context.Context, *taskplane.Turn) error { return nil }
+
+type inlineExec struct{ plainExec }
+
+func (inlineExec) Inline() taskplane.InlineFunc {
+	return func(*taskplane.Task) ([]taskplane.Change, bool) {
+		return []taskplane.Change{taskplane.SetStatus{State: taskplane.StateCompleted}}, true
+	}
+}
+
+// TestTheTimedExecutorOffersAnInlineTurnOnlyWhenItsExecutorHasOne: the wrapper that times turns
+// passes an executor's inline first turn on, timed as a turn of that executor, and has none for
+// an executor without one (a Dispatcher then runs every turn through Execute).
+func TestTheTimedExecutorOffersAnInlineTurnOnlyWhenItsExecutorHasOne(t *testing.T) {
+	m := operator.NewMetrics()
+	if ie, ok := m.Executor(plainExec{}, "plain").(taskplane.InlineExecutor); ok && ie.Inline() != nil {
+		t.Fatal("an executor without an inline turn was given one")
+	}
+	ie, ok := m.Executor(inlineExec{}, "echo").(taskplane.InlineExecutor)
+	if !ok || ie.Inline() == nil {
+		t.Fatal("the inline turn was not passed on")
+	}
+	if changes, ok := ie.Inline()(&taskplane.Task{}); !ok || len(changes) != 1 {
+		t.Fatalf("inline turn %v %v", changes, ok)
+	}
+	if n := scrape(t, m)[`channels_executor_turn_duration_seconds_count{executor="echo",outcome="ok"}`]; n != 1 {
+		t.Fatalf("timed inline turns %v, want 1", n)
+	}
+}

@@ -102,7 +102,11 @@ type Acceptance struct {
 	// Task is the task as the event left it: created (SUBMITTED) or continued. When a Dispatcher
 	// of this process was idle, the acceptance also granted it the task's first turn; that (the
 	// move to WORKING) is the next event in the task's log.
-	Task    *Task
+	Task *Task
+	// Settled is the task as its first turn left it, when that turn ran in the acceptance
+	// itself (a running Dispatcher's InlineExecutor): terminal or interrupted, committed with the
+	// acceptance. nil otherwise.
+	Settled *Task
 	Message *Message
 	// ContextID is the context the event landed in.
 	ContextID string
@@ -201,7 +205,7 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 		// an event that can only make new work takes one.
 		hand handOff
 	)
-	if ev.TaskID == "" && ev.ReplyTo == "" && ev.Reply == nil {
+	if hand.inline = p.inlineFor(&ev); hand.inline == nil && ev.TaskID == "" && ev.ReplyTo == "" && ev.Reply == nil {
 		hand.c = p.takeClaimer()
 	}
 	// fnDone: the last run of the transaction's function succeeded, so if Update still failed,
@@ -210,7 +214,7 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	// A continuation racing another writer of the same task on a shared engine retries whole.
 	err = p.retryConcurrent(ctx, true, func() error {
 		return p.store.Update(ctx, func(ctx context.Context, tx store.Tx) error {
-			hand.g, hand.held, fnDone = nil, store.Wake{}, false
+			hand.g, hand.held, hand.settled, fnDone = nil, store.Wake{}, nil, false
 			if err := p.acceptTx(ctx, tx, &ev, dg, &acc, &conflict, &hand); err != nil {
 				return err
 			}
@@ -230,9 +234,10 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 	if conflict {
 		return Acceptance{}, &ConflictError{Source: ev.Source, Identity: ev.Identity}
 	}
+	acc.Settled = hand.settled
 	if acc.Task != nil && (acc.Outcome == Created || acc.Outcome == Continued) {
 		p.broker.publish(ev.Principal, acc.Task.ID)
-		if hand.g == nil {
+		if hand.g == nil && hand.settled == nil {
 			p.pokeWakes() // a claimer must find the wake
 		}
 		if acc.Task.Status.State.Terminal() {
@@ -264,6 +269,10 @@ type handOff struct {
 	// held is the wake that holds the failure notice of a task the admission bound refused
 	// (holdResultTx), released by the hand-off right after the commit.
 	held store.Wake
+	// inline, when set, runs the new task's first turn in the transaction instead (no claimer
+	// is taken then); settled is the task as that turn left it.
+	inline  InlineFunc
+	settled *Task
 }
 
 func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool, hand *handOff) error {
@@ -467,6 +476,11 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		// granted here to an idle claimer, is the next step of the task's log, and the row is
 		// inserted as that turn made it (WORKING): one write. acc.Task stays the task as the
 		// event made it (SUBMITTED), which subscribers and push configs start after.
+		if newRow != nil && hand.inline != nil {
+			if hand.settled, err = p.inlineTurnTx(ctx, tx, hand.inline, acc.Task, now); err != nil {
+				return acc, err
+			}
+		}
 		var ready func(w *store.Wake, admitted, first bool) error
 		if newRow != nil {
 			submitted := acc.Task
@@ -487,13 +501,16 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 			}
 		}
 		// Past the admission bound the task comes back FAILED (reason overflow), with evidence,
-		// and a wake holds its failure notice until the hand-off after the commit.
-		if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now, ready); err != nil {
-			return acc, err
-		}
-		if acc.Task.Status.State.Terminal() {
-			if hand.held, err = p.holdResultTx(ctx, tx, acc.Task, now); err != nil {
+		// and a wake holds its failure notice until the hand-off after the commit. A task its
+		// first turn settled inline needs no wake.
+		if hand.settled == nil {
+			if acc.Task, err = p.enqueueWake(ctx, tx, ev.Source, acc.Task, now, ready); err != nil {
 				return acc, err
+			}
+			if acc.Task.Status.State.Terminal() {
+				if hand.held, err = p.holdResultTx(ctx, tx, acc.Task, now); err != nil {
+					return acc, err
+				}
 			}
 		}
 		if err := p.registerPushConfigs(ctx, tx, acc.Task, ev.PushConfigs, now); err != nil {

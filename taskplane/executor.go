@@ -73,6 +73,27 @@ type DirectResponder interface {
 	RespondDirectly(ctx context.Context, principal string, msg Message) (reply *Message, ok bool)
 }
 
+// InlineExecutor is implemented by executors that can work out a new task's first turn as a
+// pure computation on the task: no I/O, no waiting, nothing kept, microseconds (the echo).
+// While a Dispatcher runs such an executor (Inline returns a function), the plane runs the first
+// turn of each new task an A2A send creates in the transaction that accepts the send: the task
+// is committed already settled, with its turn's events (WORKING, then what the turn recorded)
+// and its woken evidence, one commit for the send instead of two (the acceptance, then the
+// turn's result), and no wake. Later turns (a follow-up to an INPUT_REQUIRED task), and tasks
+// from provider sources, whose results go home through a wake, run through Execute as usual.
+type InlineExecutor interface {
+	// Inline returns the function that works out a first turn's changes, or nil when the
+	// executor has none (a wrapper around an executor that may or may not have one).
+	Inline() InlineFunc
+}
+
+// InlineFunc works out the changes of a task's first turn. task is the task as the turn begins
+// (WORKING), the function's to keep. ok=false declines: the turn runs through Execute as any
+// other. So do changes that do not apply, or that leave the task neither terminal nor
+// interrupted: nothing of them is written. It may be called more than once for one task (an
+// acceptance transaction that runs again), and from the store's writer, so it must not block.
+type InlineFunc func(task *Task) (changes []Change, ok bool)
+
 // ErrTransport marks an executor error as a transport failure (the agent could not be reached, or
 // answered with a transient error): the Dispatcher retries the turn TransportRetries times with
 // backoff before failing the task.
@@ -437,6 +458,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return ErrDispatcherRunning
 	}
 	defer d.active.Store(false)
+	if ie, ok := d.Executor.(InlineExecutor); ok {
+		if f := ie.Inline(); f != nil {
+			defer d.Plane.addInline(f)()
+		}
+	}
 	conc := d.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency

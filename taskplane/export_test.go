@@ -69,3 +69,10 @@ func (p *Plane) HandRows(ts ...*Task) error {
 	}
 	return nil
 }
+
+// InlineOnOffer reports whether a running Dispatcher offers an inline first turn.
+func (p *Plane) InlineOnOffer() bool {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	return len(p.queue.inline) > 0
+}

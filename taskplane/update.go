@@ -459,10 +459,29 @@ func prepareUpdate(t *Task, now time.Time, changes ...Change) (*preparedUpdate, 
 // on Postgres a writer racing this one then waits on the first event's seq rather than holding
 // the row this one needs, and no two writers of one task deadlock.
 func (u *preparedUpdate) write(ctx context.Context, tx store.Tx) error {
+	if err := u.appendEvents(ctx, tx); err != nil {
+		return err
+	}
+	return tx.UpdateTask(ctx, u.row, u.row.Version-1)
+}
+
+// writeNew stores u's events and row, the row of a task this transaction creates (inserted, not
+// updated: it is not stored yet).
+func (u *preparedUpdate) writeNew(ctx context.Context, tx store.Tx, row store.Task) error {
+	if err := u.appendEvents(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.InsertTask(ctx, row); err != nil {
+		return fmt.Errorf("insert task: %w", err)
+	}
+	return nil
+}
+
+func (u *preparedUpdate) appendEvents(ctx context.Context, tx store.Tx) error {
 	for _, e := range u.events {
 		if err := tx.AppendTaskEvent(ctx, u.task.Origin.Principal, u.task.ID, e.seq, e.kind, e.payload, e.at); err != nil {
 			return fmt.Errorf("append %s event to task %s: %w", e.kind, u.task.ID, err)
 		}
 	}
-	return tx.UpdateTask(ctx, u.row, u.row.Version-1)
+	return nil
 }

@@ -116,6 +116,9 @@ type queueConfig struct {
 	hints   chan struct{}  // one token per poke, for Dispatcher claimers (see wakeHints)
 	poked   time.Time      // when this process last committed a change that poked the wakes
 	idle    []*idleClaimer // Dispatcher claimers waiting for work (see takeClaimer)
+	// inline holds the InlineFuncs of the running Dispatchers whose executors have one, in
+	// the order they started; acceptances use the latest (see inlineFor).
+	inline []*InlineFunc
 }
 
 // idleClaimer is a Dispatcher claimer waiting for work. An acceptance that creates a task may
@@ -161,6 +164,67 @@ func (p *Plane) takeClaimer() *idleClaimer {
 	c := p.queue.idle[n-1]
 	p.queue.idle = p.queue.idle[:n-1]
 	return c
+}
+
+// addInline offers f to acceptances (the first turns of new A2A tasks) until the returned
+// function withdraws it.
+func (p *Plane) addInline(f InlineFunc) (remove func()) {
+	e := &f
+	p.queue.mu.Lock()
+	p.queue.inline = append(p.queue.inline, e)
+	p.queue.mu.Unlock()
+	return func() {
+		p.queue.mu.Lock()
+		p.queue.inline = slices.DeleteFunc(p.queue.inline, func(x *InlineFunc) bool { return x == e })
+		p.queue.mu.Unlock()
+	}
+}
+
+// inlineFor returns the InlineFunc that runs the first turn of the task ev would create in its
+// acceptance, or nil: ev is not an A2A send of new work, or no running Dispatcher has one.
+func (p *Plane) inlineFor(ev *Event) InlineFunc {
+	if ev.Source != SourceA2A || ev.TaskID != "" || ev.ReplyTo != "" || ev.Reply != nil {
+		return nil
+	}
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	if n := len(p.queue.inline); n > 0 {
+		return *p.queue.inline[n-1]
+	}
+	return nil
+}
+
+// inlineTurnTx runs the first turn of t, a task this acceptance transaction created (row: its
+// row, not inserted yet), with f, and writes the task as the turn leaves it: the row, the turn's
+// events after t's, and its woken evidence. It returns that task, or nil, having written
+// nothing, when f declined or its changes did not settle the task; the caller then inserts row
+// and queues the task's wake as for any new task. t itself is left as it is.
+func (p *Plane) inlineTurnTx(ctx context.Context, tx store.Tx, f InlineFunc, t *Task, now time.Time) (*Task, error) {
+	cp := t.clone()
+	u := &preparedUpdate{task: cp}
+	if err := applyChange(ctx, u, cp, SetStatus{State: StateWorking}, now); err != nil {
+		return nil, nil // a new task is SUBMITTED, which may always move to WORKING
+	}
+	cp.Version++ // the turn's start is a version of its own, as a grant's is
+	changes, ok := f(cp.clone())
+	if !ok {
+		return nil, nil
+	}
+	row, err := applyChanges(ctx, u, cp, now, changes...)
+	if err != nil || !settledState(cp) {
+		// Set aside: Execute, which records the same changes through a Turn, fails the task
+		// with the error, or gives it the turns it needs.
+		return nil, nil
+	}
+	if err := u.writeNew(ctx, tx, row); err != nil {
+		return nil, err
+	}
+	if err := evidence(ctx, tx, cp.Origin.Principal, cp.Origin.Source, EvidenceWoken, cp.ID, map[string]any{
+		"inline": true, "activation": t.LastSeq, "offer": 1,
+	}, now); err != nil {
+		return nil, err
+	}
+	return cp, nil
 }
 
 // maxWakeHints bounds the hints waiting for a claimer; a poke beyond it is dropped, and the

@@ -156,6 +156,9 @@ func (s *Service) SendMessage(ctx context.Context, call Call, req *a2awire.SendM
 	}
 	t := acc.Task
 	if !req.Configuration.ReturnImmediately {
+		if acc.Settled != nil {
+			t = acc.Settled // settled in the acceptance: nothing to wait for
+		}
 		if t, err = s.settle(ctx, call.Principal, t); err != nil {
 			return nil, err
 		}

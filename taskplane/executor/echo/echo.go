@@ -23,8 +23,22 @@ func New() *Executor { return &Executor{} }
 // message. A message with no text part is answered with a note saying so, so the task still
 // completes.
 func (*Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
+	if err := turn.Update(ctx, reply(turn.Task)...); err != nil {
+		return fmt.Errorf("echo: complete task %s: %w", turn.Task.ID, err)
+	}
+	return nil
+}
+
+// Inline returns the turn Execute records, for the plane to run in the acceptance of a new A2A
+// task (taskplane.InlineExecutor): the echo needs nothing but the task.
+func (*Executor) Inline() taskplane.InlineFunc {
+	return func(t *taskplane.Task) ([]taskplane.Change, bool) { return reply(t), true }
+}
+
+// reply is the echo's turn on t: COMPLETED, with the agent's message.
+func reply(t *taskplane.Task) []taskplane.Change {
 	var parts []taskplane.Part
-	if m := LatestUserMessage(turn.Task); m != nil {
+	if m := LatestUserMessage(t); m != nil {
 		for _, p := range m.Parts {
 			if p.Text != "" {
 				parts = append(parts, taskplane.TextPart(p.Text))
@@ -34,11 +48,8 @@ func (*Executor) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	if len(parts) == 0 {
 		parts = []taskplane.Part{taskplane.TextPart("(the message had no text to echo)")}
 	}
-	reply := &taskplane.Message{ID: uuid.NewString(), Role: taskplane.RoleAgent, Parts: parts}
-	if err := turn.Update(ctx, taskplane.SetStatus{State: taskplane.StateCompleted, Message: reply}); err != nil {
-		return fmt.Errorf("echo: complete task %s: %w", turn.Task.ID, err)
-	}
-	return nil
+	msg := &taskplane.Message{ID: uuid.NewString(), Role: taskplane.RoleAgent, Parts: parts}
+	return []taskplane.Change{taskplane.SetStatus{State: taskplane.StateCompleted, Message: msg}}
 }
 
 // LatestUserMessage returns the last message of the task's history written by the user, or nil.

@@ -52,3 +52,21 @@ func TestLatestUserMessageSkipsAgentMessages(t *testing.T) {
 		t.Fatalf("empty history gave %+v", m)
 	}
 }
+
+// The inline turn (run in a new A2A task's acceptance) is the turn Execute records.
+func TestEchoInlineTurnIsTheTurnExecuteRecords(t *testing.T) {
+	task := &taskplane.Task{Status: taskplane.Status{State: taskplane.StateWorking}, History: []taskplane.Message{
+		{ID: "u1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hello"), {Data: []byte(`{"a":1}`)}}},
+	}}
+	changes, ok := echo.New().Inline()(task)
+	if !ok || len(changes) != 1 {
+		t.Fatalf("inline turn %+v %v", changes, ok)
+	}
+	st, isStatus := changes[0].(taskplane.SetStatus)
+	if !isStatus || st.State != taskplane.StateCompleted || st.Message == nil || st.Message.Role != taskplane.RoleAgent {
+		t.Fatalf("inline change %+v", changes[0])
+	}
+	if diff := cmp.Diff([]taskplane.Part{taskplane.TextPart("hello")}, st.Message.Parts); diff != "" {
+		t.Fatalf("echoed parts (-want +got):\n%s", diff)
+	}
+}
