@@ -194,22 +194,19 @@ func (p *Plane) inlineFor(ev *Event) InlineFunc {
 	return nil
 }
 
-// inlineTurnTx runs the first turn of t, a task this acceptance transaction created (row: its
-// row, not inserted yet), with f, and writes the task as the turn leaves it: the row, the turn's
-// events after t's, and its woken evidence. It returns that task, or nil, having written
-// nothing, when f declined or its changes did not settle the task; the caller then inserts row
-// and queues the task's wake as for any new task. t itself is left as it is.
+// inlineTurnTx runs the first turn of t, a task this acceptance transaction created (its row not
+// inserted yet), with f, and writes the task as the turn leaves it: the row, the turn's events
+// after t's, and its woken evidence. The turn takes no time, so the task moves from SUBMITTED
+// straight to what the turn records (no WORKING between). It returns that task, or nil, having
+// written nothing, when f declined or its changes did not settle the task; the caller then
+// inserts t's row and queues its wake as for any new task. t itself is left as it is.
 func (p *Plane) inlineTurnTx(ctx context.Context, tx store.Tx, f InlineFunc, t *Task, now time.Time) (*Task, error) {
-	cp := t.clone()
-	u := &preparedUpdate{task: cp}
-	if err := applyChange(ctx, u, cp, SetStatus{State: StateWorking}, now); err != nil {
-		return nil, nil // a new task is SUBMITTED, which may always move to WORKING
-	}
-	cp.Version++ // the turn's start is a version of its own, as a grant's is
-	changes, ok := f(cp.clone())
+	changes, ok := f(t.clone())
 	if !ok {
 		return nil, nil
 	}
+	cp := t.clone()
+	u := &preparedUpdate{task: cp}
 	row, err := applyChanges(ctx, u, cp, now, changes...)
 	if err != nil || !settledState(cp) {
 		// Set aside: Execute, which records the same changes through a Turn, fails the task

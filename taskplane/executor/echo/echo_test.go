@@ -10,8 +10,12 @@ import (
 	"github.com/channels-dev/channels/taskplane/executor/executortest"
 )
 
+// executed runs the echo's turns through Execute alone: a Dispatcher running echo.New() itself
+// settles a new A2A task's first turn in its acceptance (Inline), not through Execute.
+func executed() taskplane.Executor { return taskplane.ExecutorFunc(echo.New().Execute) }
+
 func TestEchoCompletesWithTheUsersText(t *testing.T) {
-	h := executortest.New(t, echo.New())
+	h := executortest.New(t, executed())
 	ev := executortest.UserEvent("m-1", "hello")
 	ev.Message.Parts = append(ev.Message.Parts, taskplane.Part{Data: []byte(`{"a":1}`)}, taskplane.TextPart("world"))
 	acc := h.Send(t, ev)
@@ -31,7 +35,7 @@ func TestEchoCompletesWithTheUsersText(t *testing.T) {
 }
 
 func TestEchoWithoutTextStillCompletes(t *testing.T) {
-	h := executortest.New(t, echo.New())
+	h := executortest.New(t, executed())
 	ev := executortest.UserEvent("m-2", "")
 	ev.Message.Parts = []taskplane.Part{{URL: "https://example.com/x", MediaType: "text/plain"}}
 	acc := h.Send(t, ev)
@@ -55,7 +59,7 @@ func TestLatestUserMessageSkipsAgentMessages(t *testing.T) {
 
 // The inline turn (run in a new A2A task's acceptance) is the turn Execute records.
 func TestEchoInlineTurnIsTheTurnExecuteRecords(t *testing.T) {
-	task := &taskplane.Task{Status: taskplane.Status{State: taskplane.StateWorking}, History: []taskplane.Message{
+	task := &taskplane.Task{Status: taskplane.Status{State: taskplane.StateSubmitted}, History: []taskplane.Message{
 		{ID: "u1", Role: taskplane.RoleUser, Parts: []taskplane.Part{taskplane.TextPart("hello"), {Data: []byte(`{"a":1}`)}}},
 	}}
 	changes, ok := echo.New().Inline()(task)
