@@ -35,7 +35,8 @@ type WakeReader interface {
 	// to know whether the queue is full). upTo <= 0 counts all.
 	CountWakes(ctx context.Context, state WakeState, upTo int) (int, error)
 	// ListStaleTasks returns tasks, of any principal, whose State is one of states and whose
-	// StatusTime is before cutoff, oldest status first, at most limit (the timeout sweep).
+	// StatusTime is before cutoff, oldest status first, at most limit (the timeout sweep). Only
+	// unfinished tasks can be stale (LiveStates): a finished state among states matches nothing.
 	ListStaleTasks(ctx context.Context, states []string, cutoff time.Time, limit int) ([]Task, error)
 }
 
@@ -51,3 +52,8 @@ type WakeTx interface {
 	// UpdatedAt; a missing wake is ErrNotFound.
 	SaveWake(ctx context.Context, w Wake) error
 }
+
+// LiveStatesSQL is the condition, on a tasks row's state, of the index the timeout sweep reads
+// (tasks_live_state_status_time): the states of an unfinished task. A query by that index repeats
+// it word for word, so that the planner may use the partial index.
+const LiveStatesSQL = `state IN ('submitted', 'working', 'input-required', 'auth-required')`

@@ -105,8 +105,9 @@ func (r reader) ListStaleTasks(ctx context.Context, states []string, cutoff time
 	if len(states) == 0 {
 		return nil, nil
 	}
-	query := `SELECT ` + taskColumns + ` FROM tasks WHERE state = ANY($1) AND status_time < $2
-		ORDER BY status_time, principal, id`
+	// The index's own condition is repeated, so that the planner may use it.
+	query := `SELECT ` + taskColumns + ` FROM tasks WHERE ` + store.LiveStatesSQL + ` AND state = ANY($1)
+		AND status_time < $2 ORDER BY status_time, principal, id`
 	if limit > 0 {
 		query += ` LIMIT ` + strconv.Itoa(limit)
 	}

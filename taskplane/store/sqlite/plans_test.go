@@ -56,7 +56,7 @@ func TestRetentionAndListingQueriesUseTheirIndexes(t *testing.T) {
 			[]string{"tasks_state_list"}, []string{"SCAN"}},
 		{"push work", pushWorkSQL, []any{500}, []string{"push_configs_live"}, []string{"SCAN t", "SCAN tasks"}},
 		{"timeout sweep", staleTasksSQL(2), []any{"working", "submitted", micros(now), 100},
-			[]string{"tasks_state_status_time (state=? AND status_time<?)"}, []string{"SCAN"}},
+			[]string{"tasks_live_state_status_time (state=? AND status_time<?)"}, []string{"SCAN"}},
 	}
 	// A listing of one context, with any other filter, reads that context's tasks, never the
 	// principal's tasks of a state (a review measured 1.5 s against 3 ms).

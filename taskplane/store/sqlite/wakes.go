@@ -78,9 +78,11 @@ func countWakes(ctx context.Context, q querier, state store.WakeState, upTo int)
 }
 
 // staleTasksSQL selects the tasks of n states (?1..?n) whose status is older than ?(n+1), oldest
-// first, at most ?(n+2): by (state, status_time), which reads only the old ones.
+// first, at most ?(n+2): by (state, status_time) of the unfinished tasks, which reads only the old
+// ones. The index's own condition is repeated, so that SQLite may use it.
 func staleTasksSQL(n int) string {
-	return `SELECT ` + taskCols + ` FROM tasks INDEXED BY tasks_state_status_time WHERE state IN (` + placeholders(n) + `)
+	return `SELECT ` + taskCols + ` FROM tasks INDEXED BY tasks_live_state_status_time
+		WHERE ` + store.LiveStatesSQL + ` AND state IN (` + placeholders(n) + `)
 		AND status_time < ? ORDER BY status_time, principal, id LIMIT ?`
 }
 

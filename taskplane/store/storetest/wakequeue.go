@@ -367,6 +367,12 @@ func testStaleTasks(t *testing.T, s store.Store) {
 	if got[1].Principal != "bob" || got[1].State != "input-required" {
 		t.Errorf("stale task row %+v: want bob's input-required row", got[1])
 	}
+	// A finished task is never stale, whatever the states asked for.
+	got, err = s.ListStaleTasks(context.Background(), []string{"completed", "submitted"}, at(30*time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stale finished or submitted", []string{"old-submitted"}, ids(got))
 }
 
 func testWakeClaimConcurrent(t *testing.T, s store.Store) {
