@@ -55,15 +55,17 @@ type benchA2AResult struct {
 	Store       string   `json:"store,omitempty"` // of the in-process Channels server
 	Peer        *a2aLoad `json:"peer,omitempty"`
 	Ratio       float64  `json:"ratio,omitempty"`
-	GOMAXPROCS  int      `json:"gomaxprocs"`
-	LoadAvg     string   `json:"loadavg,omitempty"` // /proc/loadavg when the run began
+	// Rounds is how many alternating slices the target and the reference were measured in.
+	Rounds     int    `json:"rounds,omitempty"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	LoadAvg    string `json:"loadavg,omitempty"` // /proc/loadavg when the run began
 }
 
 // a2aBenchOptions are the settings of one bench a2a run.
 type a2aBenchOptions struct {
 	target, binding, mode, peer, token, cpuProfile string
 	duration, warmup                               time.Duration
-	concurrency, maxRequests                       int
+	concurrency, maxRequests, rounds               int
 }
 
 func (a *app) benchA2ACmd() *cobra.Command {
@@ -85,8 +87,14 @@ it loads that server (a "channels serve"; --token for its credentials).
 
 --peer a2a-go also starts the reference server of a2a-go v2.4.0 (its a2asrv package with the
 in-memory task store and an echo agent that answers like Channels' echo: a task, completed with an
-agent message repeating the text) on loopback in this process, runs the same load against it right
-after, and reports its figures under "peer" with "ratio" = target req/s / reference req/s.`,
+agent message repeating the text) on loopback in this process, runs the same load against it, and
+reports its figures under "peer" with "ratio" = target req/s / reference req/s. The two are
+measured in --rounds alternating slices of --duration/--rounds each (Channels, the reference,
+Channels, ...), so that a machine whose speed drifts (a shared VM) slows both alike; each server's
+figures are over all of its slices. Before each of the reference's slices the in-process Channels
+has no turn left to run (the bench waits), so it takes none of the reference's time. Against a
+--target in immediate mode, whose backlog the bench cannot see, and with --cpuprofile, the two
+run one after the other (one round).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -100,6 +108,8 @@ after, and reports its figures under "peer" with "ratio" = target req/s / refere
 				return usageError{errors.New("--duration must be in (0, 1h] and --warmup not negative")}
 			case o.concurrency < 1 || o.concurrency > 4096 || o.maxRequests < 1:
 				return usageError{errors.New("--concurrency must be in 1..4096 and --max-requests at least 1")}
+			case o.rounds < 1 || o.rounds > 100 || o.peer != "" && o.rounds > 1 && o.duration/time.Duration(o.rounds) < 100*time.Millisecond:
+				return usageError{errors.New("--rounds must be in 1..100, with slices of --duration/--rounds at least 100ms")}
 			}
 			r, err := a.benchA2A(cmd.Context(), o)
 			if err != nil {
@@ -119,11 +129,12 @@ after, and reports its figures under "peer" with "ratio" = target req/s / refere
 	f.IntVar(&o.concurrency, "concurrency", 16, "requests in flight at once (one connection each)")
 	f.IntVar(&o.maxRequests, "max-requests", 2_000_000, "stop measuring after this many requests even before --duration")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the target's measured run to this file (go tool pprof)")
+	f.IntVar(&o.rounds, "rounds", 4, "with --peer: alternating slices the target and the reference are measured in")
 	return cmd
 }
 
 // benchA2A runs the load against the target (starting an in-process Channels when there is
-// none) and, with a peer, against the a2a-go reference.
+// none) and, with a peer, against the a2a-go reference, in alternating rounds.
 func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, error) {
 	r := benchA2AResult{Binding: o.binding, Mode: o.mode, Concurrency: o.concurrency, GOMAXPROCS: runtime.GOMAXPROCS(0)}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -131,6 +142,9 @@ func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, 
 	}
 	target := strings.TrimRight(o.target, "/")
 	stopTarget := func() {}
+	// idle waits until the in-process Channels has no turn left to run; a --target's backlog
+	// cannot be seen (nil).
+	var idle func(context.Context) error
 	if target == "" {
 		srv, err := startBenchChannels(ctx, a.cfg.Config)
 		if err != nil {
@@ -139,40 +153,67 @@ func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, 
 		var once sync.Once
 		stopTarget = func() { once.Do(srv.stop) }
 		defer stopTarget()
-		target, r.Store = srv.url, redactedStore(srv.storeURL)
+		target, r.Store, idle = srv.url, redactedStore(srv.storeURL), srv.idle
 	}
-	load, err := runA2ALoad(ctx, "channels", target, o, o.cpuProfile)
-	if err != nil {
+	tl := newA2ALoader(target, o)
+	defer tl.close()
+	var pl *a2aLoader
+	rounds := 1
+	if o.peer == "a2a-go" {
+		// One after the other when the target's backlog could run on the reference's time.
+		if o.cpuProfile == "" && (idle != nil || o.mode == "blocking") {
+			rounds = o.rounds
+		}
+		r.Rounds = rounds
+	}
+	tl.warm(ctx, o)
+	if err := tl.measure(ctx, o, o.duration/time.Duration(rounds), o.cpuProfile); err != nil {
 		return r, err
 	}
-	r.a2aLoad = load
-	// The in-process Channels stops before the reference runs: its executor must not work off
-	// a backlog on the reference's time.
-	stopTarget()
 	if o.peer == "a2a-go" {
+		if rounds == 1 {
+			// The in-process Channels stops before the reference runs: its executor must not work
+			// off a backlog on the reference's time.
+			stopTarget()
+		}
 		peer, err := startBenchA2AGo()
 		if err != nil {
 			return r, err
 		}
 		defer peer.stop()
-		pl, err := runA2ALoad(ctx, "a2a-go", peer.url, a2aBenchOptions{
-			binding: o.binding, mode: o.mode, duration: o.duration, warmup: o.warmup,
-			concurrency: o.concurrency, maxRequests: o.maxRequests,
-		}, "")
-		if err != nil {
-			return r, err
+		pl = newA2ALoader(peer.url, o)
+		defer pl.close()
+		pl.warm(ctx, o)
+		for i := range rounds {
+			if i > 0 {
+				if err := tl.measure(ctx, o, o.duration/time.Duration(rounds), ""); err != nil {
+					return r, err
+				}
+			}
+			if idle != nil && rounds > 1 {
+				if err := idle(ctx); err != nil {
+					return r, err
+				}
+			}
+			if err := pl.measure(ctx, o, o.duration/time.Duration(rounds), ""); err != nil {
+				return r, err
+			}
 		}
-		r.Peer = &pl
-		if pl.ReqPerSec > 0 {
-			r.Ratio = round(load.ReqPerSec/pl.ReqPerSec, 3)
+	}
+	r.a2aLoad = tl.result("channels")
+	if pl != nil {
+		peerLoad := pl.result("a2a-go")
+		r.Peer = &peerLoad
+		if peerLoad.ReqPerSec > 0 {
+			r.Ratio = round(r.ReqPerSec/peerLoad.ReqPerSec, 3)
 		}
 	}
 	switch {
-	case load.Requests == 0:
+	case r.Requests == 0:
 		// Every request was cut off by the end of the phase: nothing failed, nothing finished.
 		return r, fmt.Errorf("bench a2a: no request completed within the duration (%s) against %s", o.duration, target)
-	case load.Requests == load.Errors:
-		return r, fmt.Errorf("bench a2a: every request to %s failed: %s", target, load.FirstError)
+	case r.Requests == r.Errors:
+		return r, fmt.Errorf("bench a2a: every request to %s failed: %s", target, r.FirstError)
 	}
 	return r, nil
 }
@@ -181,6 +222,8 @@ func (a *app) benchA2A(ctx context.Context, o a2aBenchOptions) (benchA2AResult, 
 type benchServer struct {
 	url, storeURL string
 	stop          func()
+	// idle waits until the server has no turn left to run (the in-process Channels).
+	idle func(context.Context) error
 }
 
 // startBenchChannels starts Channels as serve wires it — the A2A handler over the task plane and
@@ -227,7 +270,9 @@ func startBenchChannels(ctx context.Context, cfg config.Config) (*benchServer, e
 	workers.Go(func() { runListener(bg, plane, log) })
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return &benchServer{url: "http://" + cfg.Listen, storeURL: storeURL, stop: func() {
+	return &benchServer{url: "http://" + cfg.Listen, storeURL: storeURL, idle: func(ctx context.Context) error {
+		return waitNoWakes(ctx, st)
+	}, stop: func() {
 		h.CloseStreams()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = srv.Shutdown(sctx)
@@ -236,6 +281,31 @@ func startBenchChannels(ctx context.Context, cfg config.Config) (*benchServer, e
 		workers.Wait()
 		undo()
 	}}, nil
+}
+
+// waitNoWakes waits until st has no wake pending or running: no turn left to run. It gives up
+// after a minute.
+func waitNoWakes(ctx context.Context, st store.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		busy := false
+		for _, state := range []store.WakeState{store.WakePending, store.WakeActive} {
+			ws, err := st.ListWakes(ctx, state, 1)
+			if err != nil {
+				return fmt.Errorf("bench a2a: waiting for the turns to finish: %w", err)
+			}
+			busy = busy || len(ws) > 0
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench a2a: waiting for the turns to finish: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // refEcho is the a2a-go agent of the reference server: like Channels' echo executor, it creates a
@@ -294,45 +364,64 @@ func startBenchA2AGo() (*benchServer, error) {
 	}}, nil
 }
 
-// runA2ALoad loads the server at base: warm-up, then the measured run. A CPU profile, if asked
-// for, covers the measured run only.
-func runA2ALoad(ctx context.Context, name, base string, o a2aBenchOptions, cpuProfile string) (a2aLoad, error) {
+// newA2ALoader returns the loader of the server at base, with a connection per request in
+// flight; close drops its connections.
+func newA2ALoader(base string, o a2aBenchOptions) *a2aLoader {
 	tr := &http.Transport{MaxIdleConns: o.concurrency * 2, MaxIdleConnsPerHost: o.concurrency * 2,
 		IdleConnTimeout: time.Minute, DisableCompression: true}
-	defer tr.CloseIdleConnections()
-	l := &a2aLoader{
+	return &a2aLoader{
 		client: &http.Client{Transport: tr, Timeout: 2 * time.Minute},
 		base:   base, binding: o.binding, immediate: o.mode == "immediate", token: o.token,
 		run: uuid.NewString()[:8],
 	}
+}
+
+func (l *a2aLoader) close() { l.client.Transport.(*http.Transport).CloseIdleConnections() }
+
+// warm runs the warm-up load, not counted.
+func (l *a2aLoader) warm(ctx context.Context, o a2aBenchOptions) {
 	if o.warmup > 0 {
 		l.phase(ctx, o.concurrency, o.warmup, o.maxRequests)
 	}
+}
+
+// measure runs one measured slice of d and adds its figures to the loader's. A CPU profile, if
+// asked for, covers the slice only.
+func (l *a2aLoader) measure(ctx context.Context, o a2aBenchOptions, d time.Duration, cpuProfile string) error {
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
-			return a2aLoad{}, fmt.Errorf("bench a2a: cpu profile: %w", err)
+			return fmt.Errorf("bench a2a: cpu profile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return a2aLoad{}, fmt.Errorf("bench a2a: cpu profile: %w", err)
+			return fmt.Errorf("bench a2a: cpu profile: %w", err)
 		}
 	}
-	lat, errs, first, elapsed := l.phase(ctx, o.concurrency, o.duration, o.maxRequests)
+	lat, errs, first, elapsed := l.phase(ctx, o.concurrency, d, o.maxRequests-len(l.lat)-l.errs)
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	if err := ctx.Err(); err != nil {
-		return a2aLoad{}, fmt.Errorf("bench a2a interrupted: %w", err)
+		return fmt.Errorf("bench a2a interrupted: %w", err)
 	}
-	n := len(lat) + errs
-	r := a2aLoad{Server: name, Target: base, Requests: n, Errors: errs, FirstError: first,
-		Seconds: round(elapsed.Seconds(), 3)}
-	if elapsed > 0 {
-		r.ReqPerSec = round(float64(len(lat))/elapsed.Seconds(), 1)
+	l.lat, l.errs, l.elapsed = append(l.lat, lat...), l.errs+errs, l.elapsed+elapsed
+	if l.first == "" {
+		l.first = first
 	}
-	r.P50Ms, r.P99Ms = latencyMs(lat)
-	return r, nil
+	return nil
+}
+
+// result is the figures of the loader's measured slices.
+func (l *a2aLoader) result(name string) a2aLoad {
+	n := len(l.lat) + l.errs
+	r := a2aLoad{Server: name, Target: l.base, Requests: n, Errors: l.errs, FirstError: l.first,
+		Seconds: round(l.elapsed.Seconds(), 3)}
+	if l.elapsed > 0 {
+		r.ReqPerSec = round(float64(len(l.lat))/l.elapsed.Seconds(), 1)
+	}
+	r.P50Ms, r.P99Ms = latencyMs(l.lat)
+	return r
 }
 
 // a2aLoader sends SendMessage requests with unique messageIds over one binding.
@@ -344,6 +433,12 @@ type a2aLoader struct {
 	token     string
 	run       string
 	seq       atomic.Int64
+
+	// the measured slices so far (measure)
+	lat     []time.Duration
+	errs    int
+	first   string
+	elapsed time.Duration
 }
 
 // phase runs conc workers for d (at most limit requests) and returns the latencies of the

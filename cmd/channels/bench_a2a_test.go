@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBenchA2APrintsOneJSONLine runs short loads against the in-process Channels and the a2a-go
@@ -13,7 +14,7 @@ import (
 // detector, two cores) can spend before any request finishes.
 func TestBenchA2APrintsOneJSONLine(t *testing.T) {
 	for _, args := range [][]string{
-		{"--binding", "rest", "--mode", "blocking", "--peer", "a2a-go"},
+		{"--binding", "rest", "--mode", "blocking", "--peer", "a2a-go", "--rounds", "3"},
 		{"--binding", "jsonrpc", "--mode", "immediate", "--peer", "a2a-go"},
 		{"--binding", "jsonrpc", "--mode", "blocking"},
 	} {
@@ -39,6 +40,13 @@ func TestBenchA2APrintsOneJSONLine(t *testing.T) {
 				if r.Peer == nil || r.Peer.Server != "a2a-go" || r.Peer.Requests != 20 || r.Peer.Errors != 0 || r.Ratio <= 0 {
 					t.Fatalf("peer figures: %s", out)
 				}
+				rounds := 4 // the default
+				if strings.Contains(strings.Join(args, " "), "--rounds 3") {
+					rounds = 3
+				}
+				if r.Rounds != rounds {
+					t.Fatalf("rounds %d, want %d: %s", r.Rounds, rounds, out)
+				}
 			} else if r.Peer != nil {
 				t.Fatalf("a peer ran without --peer: %s", out)
 			}
@@ -49,11 +57,45 @@ func TestBenchA2APrintsOneJSONLine(t *testing.T) {
 func TestBenchA2ARefusesBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--binding", "grpc"}, {"--mode", "fast"}, {"--peer", "python"}, {"--concurrency", "0"}, {"--duration", "0s"},
+		{"--rounds", "0"}, {"--rounds", "101"}, {"--peer", "a2a-go", "--duration", "1s", "--rounds", "20"},
 	} {
 		c := newCLI(t, nil)
 		if code := c.run(context.Background(), append([]string{"bench", "a2a"}, args...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (usage)", args, code)
 		}
+	}
+}
+
+// A loader measured in slices reports the figures of all of them, and --max-requests bounds
+// them together.
+func TestBenchA2ALoaderAddsUpItsSlices(t *testing.T) {
+	peer, err := startBenchA2AGo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.stop()
+	o := a2aBenchOptions{binding: "rest", mode: "blocking", concurrency: 2, maxRequests: 7}
+	l := newA2ALoader(peer.url, o)
+	defer l.close()
+	ctx := context.Background()
+	if err := l.measure(ctx, o, 2*time.Minute, ""); err != nil {
+		t.Fatal(err)
+	}
+	first := l.elapsed
+	o.maxRequests = 12
+	if err := l.measure(ctx, o, 2*time.Minute, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := l.result("a2a-go")
+	if r.Requests != 12 || r.Errors != 0 || len(l.lat) != 12 || l.elapsed <= first || r.ReqPerSec <= 0 {
+		t.Fatalf("two slices of 7 and 5 requests: %+v (elapsed %s after the first %s)", r, l.elapsed, first)
+	}
+	// The bound is reached: a further slice sends nothing.
+	if err := l.measure(ctx, o, 2*time.Minute, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := l.result("a2a-go"); r.Requests != 12 {
+		t.Fatalf("a slice past --max-requests sent %d more", r.Requests-12)
 	}
 }
 
