@@ -77,9 +77,10 @@ type DirectResponder interface {
 // pure computation on the task: no I/O, no waiting, nothing kept, microseconds (the echo).
 // While a Dispatcher runs such an executor (Inline returns a function), the plane runs the first
 // turn of each new task an A2A send creates in the transaction that accepts the send: the task
-// is committed already settled, with its turn's events and its woken evidence, one commit for the send instead of two (the acceptance, then the
-// turn's result), and no wake. Later turns (a follow-up to an INPUT_REQUIRED task), and tasks
-// from provider sources, whose results go home through a wake, run through Execute as usual.
+// is committed already settled, with its turn's events and its woken evidence, one commit for
+// the send instead of two (the acceptance, then the turn's result), and no wake. Later turns (a
+// follow-up to an INPUT_REQUIRED task), and tasks from provider sources, whose results go home
+// through a wake, run through Execute as usual.
 type InlineExecutor interface {
 	// Inline returns the function that works out a first turn's changes, or nil when the
 	// executor has none (a wrapper around an executor that may or may not have one).
@@ -88,9 +89,9 @@ type InlineExecutor interface {
 
 // InlineFunc works out the changes of a task's first turn. task is the task as its send left it
 // (SUBMITTED), the function's to keep; the turn takes no time, so the task moves from SUBMITTED
-// straight to what the changes record, with no WORKING status between. ok=false declines: the turn runs through Execute as any
-// other. So do changes that do not apply, or that leave the task neither terminal nor
-// interrupted: nothing of them is written. It may be called more than once for one task (an
+// straight to what the changes record, with no WORKING status between. ok=false declines: the
+// turn runs through Execute as any other. So do changes that do not apply, or that leave the
+// task neither terminal nor interrupted: nothing of them is written. It may be called more than once for one task (an
 // acceptance transaction that runs again), and from the store's writer, so it must not block.
 type InlineFunc func(task *Task) (changes []Change, ok bool)
 
