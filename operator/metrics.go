@@ -330,24 +330,18 @@ type timedExecutor struct {
 	m    *Metrics
 }
 
-// Inline returns the inner executor's InlineFunc, timed as a turn, or nil when it has none.
+// Inline returns the inner executor's InlineFunc, or nil when it has none. The turns it runs
+// are recorded by InlineKept, once each is committed.
 func (t *timedExecutor) Inline() taskplane.InlineFunc {
-	ie, ok := t.ex.(taskplane.InlineExecutor)
-	if !ok {
-		return nil
+	if ie, ok := t.ex.(taskplane.InlineExecutor); ok {
+		return ie.Inline()
 	}
-	f := ie.Inline()
-	if f == nil {
-		return nil
-	}
-	return func(task *taskplane.Task) ([]taskplane.Change, bool) {
-		start := time.Now()
-		changes, ok := f(task)
-		if ok {
-			t.m.ObserveTurn(t.name, nil, time.Since(start))
-		}
-		return changes, ok
-	}
+	return nil
+}
+
+// InlineKept records an inline turn the plane committed as a turn of the executor.
+func (t *timedExecutor) InlineKept(elapsed time.Duration) {
+	t.m.ObserveTurn(t.name, nil, elapsed)
 }
 
 func (t *timedExecutor) Execute(ctx context.Context, turn *taskplane.Turn) error {

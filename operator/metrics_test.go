@@ -192,21 +192,32 @@ func (inlineExec) Inline() taskplane.InlineFunc {
 }
 
 // TestTheTimedExecutorOffersAnInlineTurnOnlyWhenItsExecutorHasOne: the wrapper that times turns
-// passes an executor's inline first turn on, timed as a turn of that executor, and has none for
-// an executor without one (a Dispatcher then runs every turn through Execute).
+// passes an executor's inline first turn on, and has none for an executor without one (a
+// Dispatcher then runs every turn through Execute). Running the function records nothing: a turn
+// counts, timed as a turn of that executor, when the plane reports it kept (committed settled).
 func TestTheTimedExecutorOffersAnInlineTurnOnlyWhenItsExecutorHasOne(t *testing.T) {
 	m := operator.NewMetrics()
 	if ie, ok := m.Executor(plainExec{}, "plain").(taskplane.InlineExecutor); ok && ie.Inline() != nil {
 		t.Fatal("an executor without an inline turn was given one")
 	}
-	ie, ok := m.Executor(inlineExec{}, "echo").(taskplane.InlineExecutor)
+	ex := m.Executor(inlineExec{}, "echo")
+	ie, ok := ex.(taskplane.InlineExecutor)
 	if !ok || ie.Inline() == nil {
 		t.Fatal("the inline turn was not passed on")
 	}
 	if changes, ok := ie.Inline()(&taskplane.Task{}); !ok || len(changes) != 1 {
 		t.Fatalf("inline turn %v %v", changes, ok)
 	}
-	if n := scrape(t, m)[`channels_executor_turn_duration_seconds_count{executor="echo",outcome="ok"}`]; n != 1 {
+	const count = `channels_executor_turn_duration_seconds_count{executor="echo",outcome="ok"}`
+	if n := scrape(t, m)[count]; n != 0 {
+		t.Fatalf("timed inline turns %v before any was kept, want 0", n)
+	}
+	o, ok := ex.(taskplane.InlineObserver)
+	if !ok {
+		t.Fatal("the wrapper does not hear of kept inline turns")
+	}
+	o.InlineKept(time.Millisecond)
+	if n := scrape(t, m)[count]; n != 1 {
 		t.Fatalf("timed inline turns %v, want 1", n)
 	}
 }

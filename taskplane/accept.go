@@ -235,6 +235,9 @@ func (p *Plane) Accept(ctx context.Context, ev Event) (Acceptance, error) {
 		return Acceptance{}, &ConflictError{Source: ev.Source, Identity: ev.Identity}
 	}
 	acc.Settled = hand.settled
+	if hand.settled != nil && hand.inline.kept != nil {
+		hand.inline.kept(hand.elapsed) // the turn is committed: it counts
+	}
 	if acc.Task != nil && (acc.Outcome == Created || acc.Outcome == Continued) {
 		p.broker.publish(ev.Principal, acc.Task.ID)
 		if hand.g == nil && hand.settled == nil {
@@ -271,8 +274,9 @@ type handOff struct {
 	held store.Wake
 	// inline, when set, runs the new task's first turn in the transaction instead (no claimer
 	// is taken then); settled is the task as that turn left it.
-	inline  InlineFunc
+	inline  *inlineTurn
 	settled *Task
+	elapsed time.Duration // how long the inline turn that settled it took
 }
 
 func (p *Plane) acceptTx(ctx context.Context, tx store.Tx, ev *Event, dg string, acc *Acceptance, conflict *bool, hand *handOff) error {
@@ -477,7 +481,7 @@ func (p *Plane) acceptNew(ctx context.Context, tx store.Tx, ev *Event, claim sto
 		// inserted as that turn made it (WORKING): one write. acc.Task stays the task as the
 		// event made it (SUBMITTED), which subscribers and push configs start after.
 		if newRow != nil && hand.inline != nil {
-			if hand.settled, err = p.inlineTurnTx(ctx, tx, hand.inline, acc.Task, now); err != nil {
+			if hand.settled, hand.elapsed, err = p.inlineTurnTx(ctx, tx, hand.inline.f, acc.Task, now); err != nil {
 				return acc, err
 			}
 		}

@@ -88,12 +88,28 @@ type InlineExecutor interface {
 }
 
 // InlineFunc works out the changes of a task's first turn. task is the task as its send left it
-// (SUBMITTED), the function's to keep; the turn takes no time, so the task moves from SUBMITTED
-// straight to what the changes record, with no WORKING status between. ok=false declines: the
-// turn runs through Execute as any other. So do changes that do not apply, or that leave the
-// task neither terminal nor interrupted: nothing of them is written. It may be called more than once for one task (an
-// acceptance transaction that runs again), and from the store's writer, so it must not block.
+// (SUBMITTED); the function may keep it but must not modify it or anything it refers to (its
+// message's parts and metadata are the acceptance's): what the turn does, it returns as changes.
+// The turn takes no time, so the task moves from SUBMITTED straight to what the changes record,
+// with no WORKING status between. ok=false declines: the turn runs through Execute as any other.
+// So do changes that do not apply, or that leave the task neither terminal nor interrupted, and
+// a panic (logged): nothing of them is written. It may be called more than once for one task
+// (an acceptance transaction that runs again), and from the store's writer, so it must not
+// block.
+//
+// An inline turn takes no dispatcher slot and waits for no wake, so it may settle its task
+// before tasks whose wakes were queued earlier: the wake queue's oldest-first order holds for
+// the turns that run through it. When several running Dispatchers of one Plane have an
+// InlineFunc, acceptances use the most recently started one's.
 type InlineFunc func(task *Task) (changes []Change, ok bool)
+
+// InlineObserver is implemented by an InlineExecutor that wants to hear of the inline turns
+// that count: InlineKept is called once per turn whose task the acceptance committed settled,
+// after the commit, with how long the InlineFunc took. Declined turns, turns set aside, and runs
+// of a transaction that did not commit are not reported.
+type InlineObserver interface {
+	InlineKept(elapsed time.Duration)
+}
 
 // ErrTransport marks an executor error as a transport failure (the agent could not be reached, or
 // answered with a transient error): the Dispatcher retries the turn TransportRetries times with
@@ -461,7 +477,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.active.Store(false)
 	if ie, ok := d.Executor.(InlineExecutor); ok {
 		if f := ie.Inline(); f != nil {
-			defer d.Plane.addInline(f)()
+			e := &inlineTurn{f: f}
+			if o, ok := d.Executor.(InlineObserver); ok {
+				e.kept = o.InlineKept
+			}
+			defer d.Plane.addInline(e)()
 		}
 	}
 	conc := d.Concurrency

@@ -12,13 +12,17 @@ import (
 )
 
 // inlineExec is an executor with an inline first turn: inline works out its changes (nil: it
-// has none); Execute completes the task and counts its calls.
+// has none); Execute completes the task and counts its calls; kept counts the inline turns the
+// plane reports committed.
 type inlineExec struct {
 	inline   taskplane.InlineFunc
 	executed atomic.Int32
+	kept     atomic.Int32
 }
 
 func (e *inlineExec) Inline() taskplane.InlineFunc { return e.inline }
+
+func (e *inlineExec) InlineKept(time.Duration) { e.kept.Add(1) }
 
 func (e *inlineExec) Execute(ctx context.Context, turn *taskplane.Turn) error {
 	e.executed.Add(1)
@@ -113,27 +117,31 @@ func TestAnInlineTurnCommitsWithItsAcceptance(t *testing.T) {
 		if n := exec.executed.Load(); n != 0 {
 			t.Fatalf("Execute ran %d times", n)
 		}
-		// Its duplicate is answered from the claim, settled.
+		// Its duplicate is answered from the claim, settled, with no turn.
 		dup := mustAccept(t, p, a2aEvent("m-1", "hello"))
 		if dup.Outcome != taskplane.Duplicate || dup.Task.Status.State != taskplane.StateCompleted {
 			t.Fatalf("duplicate: %s %s", dup.Outcome, dup.Task.Status.State)
+		}
+		if n := exec.kept.Load(); n != 1 {
+			t.Fatalf("inline turns reported kept: %d, want 1", n)
 		}
 	})
 }
 
 // TestATurnTheInlineFunctionDoesNotSettleRunsThroughExecute: an inline function that declines,
-// whose changes leave the task WORKING, or whose changes do not apply, writes nothing of them;
-// the turn runs through Execute as any other.
+// whose changes leave the task unsettled, whose changes do not apply, or that panics writes
+// nothing of them and is not reported kept; the turn runs through Execute as any other.
 func TestATurnTheInlineFunctionDoesNotSettleRunsThroughExecute(t *testing.T) {
+	artifact := taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a", Parts: []taskplane.Part{taskplane.TextPart("partial")}}}
 	cases := map[string]taskplane.InlineFunc{
 		"declines": func(*taskplane.Task) ([]taskplane.Change, bool) { return nil, false },
-		"leaves it working": func(*taskplane.Task) ([]taskplane.Change, bool) {
-			return []taskplane.Change{taskplane.AddArtifact{Artifact: taskplane.Artifact{ID: "a",
-				Parts: []taskplane.Part{taskplane.TextPart("partial")}}}}, true
+		"leaves it submitted": func(*taskplane.Task) ([]taskplane.Change, bool) {
+			return []taskplane.Change{artifact}, true
 		},
-		"an illegal move": func(*taskplane.Task) ([]taskplane.Change, bool) {
-			return []taskplane.Change{taskplane.SetStatus{State: taskplane.StateSubmitted}}, true
+		"an artifact after a terminal state": func(*taskplane.Task) ([]taskplane.Change, bool) {
+			return []taskplane.Change{taskplane.SetStatus{State: taskplane.StateCompleted}, artifact}, true
 		},
+		"panics": func(*taskplane.Task) ([]taskplane.Change, bool) { panic("inline turn broke") },
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -159,6 +167,9 @@ func TestATurnTheInlineFunctionDoesNotSettleRunsThroughExecute(t *testing.T) {
 				woken := evidenceDetails(t, p, taskplane.EvidenceWoken, acc.Task.ID)
 				if len(woken) != 1 || woken[0]["inline"] != nil {
 					t.Fatalf("woken evidence %v, want one, of the dispatcher", woken)
+				}
+				if n := exec.kept.Load(); n != 0 {
+					t.Fatalf("inline turns reported kept: %d, want none", n)
 				}
 			})
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -118,7 +119,7 @@ type queueConfig struct {
 	idle    []*idleClaimer // Dispatcher claimers waiting for work (see takeClaimer)
 	// inline holds the InlineFuncs of the running Dispatchers whose executors have one, in
 	// the order they started; acceptances use the latest (see inlineFor).
-	inline []*InlineFunc
+	inline []*inlineTurn
 }
 
 // idleClaimer is a Dispatcher claimer waiting for work. An acceptance that creates a task may
@@ -166,44 +167,67 @@ func (p *Plane) takeClaimer() *idleClaimer {
 	return c
 }
 
-// addInline offers f to acceptances (the first turns of new A2A tasks) until the returned
+// inlineTurn is a running Dispatcher's offer to run first turns in acceptances: its
+// executor's InlineFunc, and what hears of each turn kept (nil: nothing does).
+type inlineTurn struct {
+	f    InlineFunc
+	kept func(elapsed time.Duration)
+}
+
+// addInline offers e to acceptances (the first turns of new A2A tasks) until the returned
 // function withdraws it.
-func (p *Plane) addInline(f InlineFunc) (remove func()) {
-	e := &f
+func (p *Plane) addInline(e *inlineTurn) (remove func()) {
 	p.queue.mu.Lock()
 	p.queue.inline = append(p.queue.inline, e)
 	p.queue.mu.Unlock()
 	return func() {
 		p.queue.mu.Lock()
-		p.queue.inline = slices.DeleteFunc(p.queue.inline, func(x *InlineFunc) bool { return x == e })
+		p.queue.inline = slices.DeleteFunc(p.queue.inline, func(x *inlineTurn) bool { return x == e })
 		p.queue.mu.Unlock()
 	}
 }
 
-// inlineFor returns the InlineFunc that runs the first turn of the task ev would create in its
-// acceptance, or nil: ev is not an A2A send of new work, or no running Dispatcher has one.
-func (p *Plane) inlineFor(ev *Event) InlineFunc {
+// inlineFor returns the offer that runs the first turn of the task ev would create in its
+// acceptance, or nil: ev is not an A2A send of new work, or no running Dispatcher has one. Of
+// several, the most recently started Dispatcher's.
+func (p *Plane) inlineFor(ev *Event) *inlineTurn {
 	if ev.Source != SourceA2A || ev.TaskID != "" || ev.ReplyTo != "" || ev.Reply != nil {
 		return nil
 	}
 	p.queue.mu.Lock()
 	defer p.queue.mu.Unlock()
 	if n := len(p.queue.inline); n > 0 {
-		return *p.queue.inline[n-1]
+		return p.queue.inline[n-1]
 	}
 	return nil
+}
+
+// callInline runs f on t and reports how long it took. A panic in f declines the turn (logged
+// with its stack): Execute, which runs it again, then fails the task as any panicking turn.
+func (p *Plane) callInline(f InlineFunc, t *Task) (changes []Change, ok bool, elapsed time.Duration) {
+	start := time.Now()
+	defer func() {
+		elapsed = time.Since(start)
+		if r := recover(); r != nil {
+			p.log.Error("inline turn panicked; the turn runs through Execute", "task", t.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			changes, ok = nil, false
+		}
+	}()
+	changes, ok = f(t)
+	return
 }
 
 // inlineTurnTx runs the first turn of t, a task this acceptance transaction created (its row not
 // inserted yet), with f, and writes the task as the turn leaves it: the row, the turn's events
 // after t's, and its woken evidence. The turn takes no time, so the task moves from SUBMITTED
 // straight to what the turn records (no WORKING between). It returns that task, or nil, having
-// written nothing, when f declined or its changes did not settle the task; the caller then
-// inserts t's row and queues its wake as for any new task. t itself is left as it is.
-func (p *Plane) inlineTurnTx(ctx context.Context, tx store.Tx, f InlineFunc, t *Task, now time.Time) (*Task, error) {
-	changes, ok := f(t.clone())
+// written nothing, when f declined (or panicked) or its changes did not settle the task; the
+// caller then inserts t's row and queues its wake as for any new task. t itself is left as it
+// is. elapsed is how long f took.
+func (p *Plane) inlineTurnTx(ctx context.Context, tx store.Tx, f InlineFunc, t *Task, now time.Time) (settled *Task, elapsed time.Duration, err error) {
+	changes, ok, elapsed := p.callInline(f, t.clone())
 	if !ok {
-		return nil, nil
+		return nil, elapsed, nil
 	}
 	cp := t.clone()
 	u := &preparedUpdate{task: cp}
@@ -211,17 +235,17 @@ func (p *Plane) inlineTurnTx(ctx context.Context, tx store.Tx, f InlineFunc, t *
 	if err != nil || !settledState(cp) {
 		// Set aside: Execute, which records the same changes through a Turn, fails the task
 		// with the error, or gives it the turns it needs.
-		return nil, nil
+		return nil, elapsed, nil
 	}
 	if err := u.writeNew(ctx, tx, row); err != nil {
-		return nil, err
+		return nil, elapsed, err
 	}
 	if err := evidence(ctx, tx, cp.Origin.Principal, cp.Origin.Source, EvidenceWoken, cp.ID, map[string]any{
 		"inline": true, "activation": t.LastSeq, "offer": 1,
 	}, now); err != nil {
-		return nil, err
+		return nil, elapsed, err
 	}
-	return cp, nil
+	return cp, elapsed, nil
 }
 
 // maxWakeHints bounds the hints waiting for a claimer; a poke beyond it is dropped, and the

@@ -12,7 +12,9 @@ import (
 
 	"github.com/channels-dev/channels/taskplane"
 	"github.com/channels-dev/channels/taskplane/a2awire"
+	"github.com/channels-dev/channels/taskplane/executor/echo"
 	"github.com/channels-dev/channels/taskplane/store"
+	"github.com/channels-dev/channels/taskplane/store/storetest"
 )
 
 // TestSettleLeavesTheStateAloneOverA2A: the A2A caller settles its finished task by sending to it
@@ -264,6 +266,36 @@ func TestARedoLinkActsOnlyWithTheExtensionActivated(t *testing.T) {
 		}
 		if m := outfitterOf(t, oc, second.ID); m["supersedes"] != string(first.ID) {
 			t.Fatalf("with the extension activated, the new task's links: %v", m)
+		}
+	})
+}
+
+// TestAReturnImmediatelySendAnswersWithTheTaskItsInlineTurnSettled: with an agent whose first
+// turn runs in the acceptance (the echo), the send's task is committed settled, so even a
+// returnImmediately send answers with it settled, as GetTask then reads it, not with the
+// SUBMITTED snapshot that no longer is.
+func TestAReturnImmediatelySendAnswersWithTheTaskItsInlineTurnSettled(t *testing.T) {
+	e := newEnvExec(t, storetest.OpenSQLite(t), nil, echo.New())
+	forEachBinding(t, func(t *testing.T, binding string) {
+		c := e.client(binding, tokenAlice)
+		// A blocking send settles once the Dispatcher runs, and it offers its inline turn
+		// before it runs any.
+		if task := send(t, c, userMessage("warm up"), nil); task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("blocking send: %s", task.Status.State)
+		}
+		task := send(t, c, userMessage("right away"), &a2a.SendMessageConfig{ReturnImmediately: true})
+		if task.Status.State != a2a.TaskStateCompleted {
+			t.Fatalf("returnImmediately send: %s, want COMPLETED (settled in the acceptance)", task.Status.State)
+		}
+		if m := task.Status.Message; m == nil || len(m.Parts) != 1 || m.Parts[0].Text() != "right away" {
+			t.Fatalf("status message %+v, want the echo", m)
+		}
+		got, err := c.GetTask(ctxT(t), &a2a.GetTaskRequest{ID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State != task.Status.State || !got.Status.Timestamp.Equal(*task.Status.Timestamp) {
+			t.Fatalf("GetTask: %s at %v; the send answered %s at %v", got.Status.State, got.Status.Timestamp, task.Status.State, task.Status.Timestamp)
 		}
 	})
 }

@@ -155,10 +155,11 @@ func (s *Service) SendMessage(ctx context.Context, call Call, req *a2awire.SendM
 		return &a2awire.SendMessageResponse{Message: &m}, nil
 	}
 	t := acc.Task
-	if !req.Configuration.ReturnImmediately {
-		if acc.Settled != nil {
-			t = acc.Settled // settled in the acceptance: nothing to wait for
-		}
+	if acc.Settled != nil {
+		// Settled in the acceptance: committed so, nothing to wait for, and what even a
+		// returnImmediately send answers with (the task is no longer SUBMITTED).
+		t = acc.Settled
+	} else if !req.Configuration.ReturnImmediately {
 		if t, err = s.settle(ctx, call.Principal, t); err != nil {
 			return nil, err
 		}
