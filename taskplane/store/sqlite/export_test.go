@@ -39,6 +39,9 @@ func WriterPragma(ctx context.Context, s *Store, name string) (string, error) {
 // WALSizeLimit is walSizeLimit.
 const WALSizeLimit = walSizeLimit
 
+// WALAutoCheckpoint is walAutoCheckpoint.
+const WALAutoCheckpoint = walAutoCheckpoint
+
 // HoldRead starts a read on the store's read pool and keeps its connection until release: a
 // dashboard count still running on a large store.
 func HoldRead(ctx context.Context, s *Store) (release func(), err error) {
@@ -54,3 +57,7 @@ func HoldRead(ctx context.Context, s *Store) (release func(), err error) {
 	rows.Next() // the statement is under way
 	return func() { rows.Close(); c.Close() }, nil
 }
+
+// WALWrites reports the writes SQLite made to the writer's WAL files, and the writes that went
+// out to the file system for them (walbuf.go), since the process started.
+func WALWrites() (writes, out int64) { return walBuf.writes.Load(), walBuf.writesOut.Load() }

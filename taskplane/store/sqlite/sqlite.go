@@ -118,6 +118,16 @@ func Open(ctx context.Context, u *url.URL) (*Store, error) {
 // walSizeLimit is the size the WAL file is cut back to after a checkpoint that emptied it.
 const walSizeLimit = 64 << 20
 
+// walAutoCheckpoint is the WAL length, in pages, past which a commit checkpoints: 4,000 pages
+// (16 MiB at 4 KiB), not SQLite's 1,000. A checkpoint copies each page once however often the
+// WAL holds it, and the pages commits write are mostly the same (the rightmost leaves of the
+// tables and indexes they append to): a quarter as many checkpoints, each with its fsync of the
+// database file, copy fewer pages in all (the writer's checkpoint time a send fell by about two
+// fifths; docs/benchmarks.md). It stays under the 4,062 frames of the WAL index's first hash
+// table, so a reader looks a page up in one table. A crash leaves at most that much WAL to
+// recover at the next open.
+const walAutoCheckpoint = 4000
+
 // params are the connection settings of the writer and the readers alike.
 func params() url.Values {
 	q := url.Values{}
@@ -141,6 +151,13 @@ func WriterDSN(path string) string {
 	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	// Writes take the database write lock at BEGIN, never half-way through a batch.
 	q.Set("_txlock", "immediate")
+	// The writer checkpoints the WAL into the database after a commit leaves it longer than
+	// walAutoCheckpoint pages.
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walAutoCheckpoint))
+	// A commit's WAL writes go out in a few system calls, not two a page (walbuf.go).
+	if registerWALBufVFS() == nil {
+		q.Set("vfs", walBufVFSName)
+	}
 	return path + "?" + q.Encode()
 }
 

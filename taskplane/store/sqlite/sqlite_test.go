@@ -618,16 +618,20 @@ func TestTheWriterIsDurableAndKeepsItsWALBounded(t *testing.T) {
 		{"synchronous", "2"}, // FULL
 		{"journal_mode", "wal"},
 		{"journal_size_limit", fmt.Sprint(sqlite.WALSizeLimit)},
+		{"wal_autocheckpoint", fmt.Sprint(sqlite.WALAutoCheckpoint)},
 	} {
 		if got, err := sqlite.WriterPragma(ctx, s, c.pragma); err != nil || got != c.want {
 			t.Errorf("PRAGMA %s = %q (%v), want %q", c.pragma, got, err, c.want)
 		}
 	}
-	// The mechanism, at a smaller limit: a WAL grown to several MiB by one burst is cut back to
-	// the limit by the write after the checkpoint that emptied it.
+	// The mechanism, at a smaller limit and with checkpoints every 1,000 pages (SQLite's
+	// default): a WAL grown to several MiB by one burst is cut back to the limit by the write
+	// after the checkpoint that emptied it.
 	const limit = 1 << 20
-	if err := sqlite.SetWriterPragma(ctx, s, fmt.Sprintf("journal_size_limit=%d", limit)); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{fmt.Sprintf("journal_size_limit=%d", limit), "wal_autocheckpoint=1000"} {
+		if err := sqlite.SetWriterPragma(ctx, s, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pad := strings.Repeat("x", 100<<10)
 	burst := func(n int) {

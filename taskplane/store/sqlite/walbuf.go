@@ -1,0 +1,215 @@
+package sqlite
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// The writer's WAL writes, coalesced.
+//
+// SQLite writes a commit's WAL frames one system call at a time, two a frame (the 24-byte frame
+// header, then the page), all at consecutive offsets, and then syncs the file. A group commit
+// here writes some dozens of frames, so the writer spent about a sixth of its time entering and
+// leaving pwrite (docs/benchmarks.md). walBufVFS is the platform's own VFS with one difference:
+// a WAL file it opens keeps consecutive writes in a buffer and writes them with one call, before
+// its sync, and before anything else reads, sizes, truncates or closes the file. A write that
+// does not continue the buffer writes the buffer out first, so every byte reaches the file in
+// the order SQLite wrote it, and all of a commit's bytes reach it before the sync that makes
+// the commit durable. Other SQLite connections see a commit only once the WAL index says so,
+// which SQLite updates after that sync; they read the WAL with their own file handles.
+//
+// Only the writer opens the database through it (WriterDSN), with synchronous=FULL, so every
+// commit syncs its WAL. The buffering needs that: with synchronous=NORMAL a commit would be
+// visible to readers before its frames were written.
+
+// walBufVFSName is the name walBufVFS is registered under.
+const walBufVFSName = "channels-walbuf"
+
+// walBufSize is the most a WAL file's buffer holds; a larger run is written in parts.
+const walBufSize = 1 << 20
+
+// walFile is what walBufVFS keeps for an open WAL file, after the platform VFS's own file
+// structure (SQLite allocates szOsFile bytes for each).
+type walFile struct {
+	methods sqlite3.Tsqlite3_io_methods // the file's methods: the platform's, some wrapped
+	orig    uintptr                     // the platform's methods (*sqlite3_io_methods)
+	buf     uintptr                     // the buffer (walBufSize bytes from sqlite3_malloc64)
+	n       int32                       // bytes buffered
+	off     int64                       // the file offset of the buffer's first byte
+}
+
+var walBuf struct {
+	base   uintptr // the platform's VFS (*sqlite3_vfs)
+	baseSz uintptr // its szOsFile, rounded up to 8
+	// writes counts the writes SQLite made to WAL files through walBufVFS, writesOut the
+	// writes that went to the platform's VFS for them.
+	writes, writesOut atomic.Int64
+}
+
+// registerWALBufVFS registers walBufVFS once per process.
+var registerWALBufVFS = sync.OnceValue(func() error {
+	tls := libc.NewTLS()
+	defer tls.Close()
+	base := sqlite3.Xsqlite3_vfs_find(tls, 0)
+	if base == 0 {
+		return fmt.Errorf("sqlite: no default VFS")
+	}
+	bv := (*sqlite3.Tsqlite3_vfs)(ptr(base))
+	walBuf.base = base
+	walBuf.baseSz = (uintptr(bv.FszOsFile) + 7) &^ 7
+	v := sqlite3.Xsqlite3_malloc64(tls, uint64(unsafe.Sizeof(sqlite3.Tsqlite3_vfs{})))
+	name, err := libc.CString(walBufVFSName)
+	if v == 0 || err != nil {
+		return fmt.Errorf("sqlite: register the WAL VFS: out of memory")
+	}
+	nv := (*sqlite3.Tsqlite3_vfs)(ptr(v))
+	*nv = *bv
+	nv.FpNext = 0
+	nv.FzName = name
+	nv.FszOsFile = int32(walBuf.baseSz + unsafe.Sizeof(walFile{}))
+	nv.FxOpen = funcPtr(walBufOpen)
+	if rc := sqlite3.Xsqlite3_vfs_register(tls, v, 0); rc != sqlite3.SQLITE_OK {
+		return fmt.Errorf("sqlite: register the WAL VFS: code %d", rc)
+	}
+	return nil
+})
+
+// ptr turns an address SQLite allocated (outside the Go heap) into a pointer.
+func ptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
+
+// funcPtr is f as SQLite holds a function pointer: the address of its func value.
+func funcPtr[F any](f F) uintptr { return *(*uintptr)(unsafe.Pointer(&f)) }
+
+func walFileOf(pFile uintptr) *walFile { return (*walFile)(ptr(pFile + walBuf.baseSz)) }
+
+func walBufOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlags uintptr) int32 {
+	base := (*sqlite3.Tsqlite3_vfs)(ptr(walBuf.base))
+	rc := (*(*func(*libc.TLS, uintptr, uintptr, uintptr, int32, uintptr) int32)(unsafe.Pointer(&base.FxOpen)))(tls, walBuf.base, zName, pFile, flags, pOutFlags)
+	if rc != sqlite3.SQLITE_OK || flags&sqlite3.SQLITE_OPEN_WAL == 0 {
+		return rc
+	}
+	f := (*sqlite3.Tsqlite3_file)(ptr(pFile))
+	if f.FpMethods == 0 {
+		return rc
+	}
+	buf := sqlite3.Xsqlite3_malloc64(tls, walBufSize)
+	if buf == 0 {
+		return rc // unbuffered, as the platform's
+	}
+	w := walFileOf(pFile)
+	*w = walFile{orig: f.FpMethods, buf: buf}
+	w.methods = *(*sqlite3.Tsqlite3_io_methods)(ptr(f.FpMethods))
+	w.methods.FxClose = funcPtr(walBufClose)
+	w.methods.FxRead = funcPtr(walBufRead)
+	w.methods.FxWrite = funcPtr(walBufWrite)
+	w.methods.FxTruncate = funcPtr(walBufTruncate)
+	w.methods.FxSync = funcPtr(walBufSync)
+	w.methods.FxFileSize = funcPtr(walBufFileSize)
+	w.methods.FxFileControl = funcPtr(walBufFileControl)
+	f.FpMethods = uintptr(unsafe.Pointer(&w.methods))
+	return rc
+}
+
+// origMethods are the platform's methods of the file.
+func (w *walFile) origMethods() *sqlite3.Tsqlite3_io_methods {
+	return (*sqlite3.Tsqlite3_io_methods)(ptr(w.orig))
+}
+
+func (w *walFile) writeOut(tls *libc.TLS, pFile, z uintptr, n int32, off int64) int32 {
+	walBuf.writesOut.Add(1)
+	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&w.origMethods().FxWrite)))(tls, pFile, z, n, off)
+}
+
+// maxWriteOut is the most one write of the platform's VFS takes: the unix VFS masks a write's
+// length with 0x1ffff.
+const maxWriteOut = 0x1f000
+
+// flush writes the buffer out, in parts of at most maxWriteOut.
+func (w *walFile) flush(tls *libc.TLS, pFile uintptr) int32 {
+	n := w.n
+	w.n = 0
+	for done := int32(0); done < n; {
+		part := min(n-done, maxWriteOut)
+		if rc := w.writeOut(tls, pFile, w.buf+uintptr(done), part, w.off+int64(done)); rc != sqlite3.SQLITE_OK {
+			return rc
+		}
+		done += part
+	}
+	return sqlite3.SQLITE_OK
+}
+
+func walBufWrite(tls *libc.TLS, pFile, z uintptr, amt int32, off int64) int32 {
+	walBuf.writes.Add(1)
+	w := walFileOf(pFile)
+	if w.n > 0 && (w.off+int64(w.n) != off || int64(w.n)+int64(amt) > walBufSize) {
+		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+			return rc
+		}
+	}
+	if amt > maxWriteOut {
+		return w.writeOut(tls, pFile, z, amt, off) // (SQLite writes a page at most)
+	}
+	if w.n == 0 {
+		w.off = off
+	}
+	copy(unsafe.Slice((*byte)(ptr(w.buf+uintptr(w.n))), amt), unsafe.Slice((*byte)(ptr(z)), amt))
+	w.n += amt
+	return sqlite3.SQLITE_OK
+}
+
+func walBufSync(tls *libc.TLS, pFile uintptr, flags int32) int32 {
+	w := walFileOf(pFile)
+	if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int32) int32)(unsafe.Pointer(&w.origMethods().FxSync)))(tls, pFile, flags)
+}
+
+func walBufRead(tls *libc.TLS, pFile, z uintptr, amt int32, off int64) int32 {
+	w := walFileOf(pFile)
+	if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&w.origMethods().FxRead)))(tls, pFile, z, amt, off)
+}
+
+func walBufTruncate(tls *libc.TLS, pFile uintptr, size int64) int32 {
+	w := walFileOf(pFile)
+	if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int64) int32)(unsafe.Pointer(&w.origMethods().FxTruncate)))(tls, pFile, size)
+}
+
+func walBufFileSize(tls *libc.TLS, pFile, pSize uintptr) int32 {
+	w := walFileOf(pFile)
+	if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&w.origMethods().FxFileSize)))(tls, pFile, pSize)
+}
+
+func walBufFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
+	w := walFileOf(pFile)
+	if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
+		return rc
+	}
+	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&w.origMethods().FxFileControl)))(tls, pFile, op, pArg)
+}
+
+func walBufClose(tls *libc.TLS, pFile uintptr) int32 {
+	w := walFileOf(pFile)
+	rc := w.flush(tls, pFile)
+	orig := w.origMethods()
+	if crc := (*(*func(*libc.TLS, uintptr) int32)(unsafe.Pointer(&orig.FxClose)))(tls, pFile); rc == sqlite3.SQLITE_OK {
+		rc = crc
+	}
+	sqlite3.Xsqlite3_free(tls, w.buf)
+	w.buf = 0
+	return rc
+}
