@@ -124,8 +124,8 @@ const walSizeLimit = 64 << 20
 // tables and indexes they append to): a quarter as many checkpoints, each with its fsync of the
 // database file, copy fewer pages in all (the writer's checkpoint time a send fell by about two
 // fifths; docs/benchmarks.md). It stays under the 4,062 frames of the WAL index's first hash
-// table, so a reader looks a page up in one table. A crash leaves at most that much WAL to
-// recover at the next open.
+// table, so a reader looks a page up in one table. In steady use a crash leaves about that much
+// WAL to recover at the next open.
 const walAutoCheckpoint = 4000
 
 // params are the connection settings of the writer and the readers alike.
@@ -140,8 +140,12 @@ func params() url.Values {
 
 // WriterDSN is the data source name (for the modernc driver, "sqlite") the store's writer opens
 // the database at path with: WAL, durable commits (synchronous=FULL), savepoint journals in
-// memory, the write lock taken at BEGIN. Tools that measure writes as the store makes them
-// (scripts/writeceiling) open it too.
+// memory, the write lock taken at BEGIN, the WAL's writes buffered (walbuf.go). Tools that
+// measure writes as the store makes them (scripts/writeceiling) open it too. One connection to
+// a database at a time may use it (sql.DB.SetMaxOpenConns(1)): the WAL buffer of one
+// connection may still hold the frames of a transaction it rolled back, which it writes out,
+// at the offsets they had, before anything it writes later; another connection's commit in
+// between would be overwritten.
 func WriterDSN(path string) string {
 	q := params()
 	q.Set("_journal_mode", "WAL")
@@ -180,6 +184,17 @@ func open(ctx context.Context, path string, lock *fileLock) (*Store, error) {
 	if !strings.EqualFold(mode, "wal") {
 		wdb.Close()
 		return nil, fmt.Errorf("open database: journal_mode is %q, want wal", mode)
+	}
+	// And every commit syncs its WAL: durability, and the WAL buffer (walbuf.go), which writes
+	// a commit's frames out at that sync, need it.
+	var sync int
+	if err := wdb.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if sync < 2 {
+		wdb.Close()
+		return nil, fmt.Errorf("open database: synchronous is %d, want 2 (FULL) or more", sync)
 	}
 	from, err := migrate(ctx, wdb)
 	if err != nil {

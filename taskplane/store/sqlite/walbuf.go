@@ -14,18 +14,23 @@ import (
 //
 // SQLite writes a commit's WAL frames one system call at a time, two a frame (the 24-byte frame
 // header, then the page), all at consecutive offsets, and then syncs the file. A group commit
-// here writes some dozens of frames, so the writer spent about a sixth of its time entering and
-// leaving pwrite (docs/benchmarks.md). walBufVFS is the platform's own VFS with one difference:
-// a WAL file it opens keeps consecutive writes in a buffer and writes them with one call, before
-// its sync, and before anything else reads, sizes, truncates or closes the file. A write that
-// does not continue the buffer writes the buffer out first, so every byte reaches the file in
-// the order SQLite wrote it, and all of a commit's bytes reach it before the sync that makes
-// the commit durable. Other SQLite connections see a commit only once the WAL index says so,
-// which SQLite updates after that sync; they read the WAL with their own file handles.
+// here writes some dozens of frames, so the writer spent about a fifth of its time entering and
+// leaving pwrite (docs/benchmarks.md). The VFS registered here is the platform's own with one
+// difference: a WAL file it opens keeps consecutive writes in a buffer and writes them out in a
+// few calls (up to 124 KiB each) before its sync, and before anything else reads, sizes,
+// truncates or closes the file (SQLite calls no other method of a WAL file but file controls,
+// which only an application reaches). A write that does not continue the buffer writes the
+// buffer out first, so every byte reaches the file in the order SQLite wrote it, and all of a
+// commit's bytes reach it before the sync that makes the commit durable. Other SQLite
+// connections see a commit only once the WAL index says so, which SQLite updates after that
+// sync; they read the WAL with their own file handles.
 //
-// Only the writer opens the database through it (WriterDSN), with synchronous=FULL, so every
-// commit syncs its WAL. The buffering needs that: with synchronous=NORMAL a commit would be
-// visible to readers before its frames were written.
+// Only the writer opens the database through it (WriterDSN), one connection, with
+// synchronous=FULL (open checks), so every commit syncs its WAL. The buffering needs that: with
+// synchronous=NORMAL a commit would be visible to readers before its frames were written. So it
+// needs SQLite's default powersafe overwrite (no psow=0 in the DSN): without it SQLite pads a
+// commit to a sector boundary and syncs in the middle of its last frame, writing the rest after
+// the sync.
 
 // walBufVFSName is the name walBufVFS is registered under.
 const walBufVFSName = "channels-walbuf"
@@ -39,8 +44,10 @@ type walFile struct {
 	methods sqlite3.Tsqlite3_io_methods // the file's methods: the platform's, some wrapped
 	orig    uintptr                     // the platform's methods (*sqlite3_io_methods)
 	buf     uintptr                     // the buffer (walBufSize bytes from sqlite3_malloc64)
-	n       int32                       // bytes buffered
-	off     int64                       // the file offset of the buffer's first byte
+	// The bytes buf[start:end] wait to be written at file offset off. After a failed write they
+	// stay (start past the parts that were written), for the next flush.
+	start, end int32
+	off        int64
 }
 
 var walBuf struct {
@@ -49,6 +56,8 @@ var walBuf struct {
 	// writes counts the writes SQLite made to WAL files through walBufVFS, writesOut the
 	// writes that went to the platform's VFS for them.
 	writes, writesOut atomic.Int64
+	// failWrites makes every write out fail as on a full disk (tests).
+	failWrites atomic.Bool
 }
 
 // registerWALBufVFS registers walBufVFS once per process.
@@ -110,7 +119,6 @@ func walBufOpen(tls *libc.TLS, pVfs, zName, pFile uintptr, flags int32, pOutFlag
 	w.methods.FxTruncate = funcPtr(walBufTruncate)
 	w.methods.FxSync = funcPtr(walBufSync)
 	w.methods.FxFileSize = funcPtr(walBufFileSize)
-	w.methods.FxFileControl = funcPtr(walBufFileControl)
 	f.FpMethods = uintptr(unsafe.Pointer(&w.methods))
 	return rc
 }
@@ -122,6 +130,9 @@ func (w *walFile) origMethods() *sqlite3.Tsqlite3_io_methods {
 
 func (w *walFile) writeOut(tls *libc.TLS, pFile, z uintptr, n int32, off int64) int32 {
 	walBuf.writesOut.Add(1)
+	if walBuf.failWrites.Load() {
+		return sqlite3.SQLITE_FULL
+	}
 	return (*(*func(*libc.TLS, uintptr, uintptr, int32, int64) int32)(unsafe.Pointer(&w.origMethods().FxWrite)))(tls, pFile, z, n, off)
 }
 
@@ -129,24 +140,28 @@ func (w *walFile) writeOut(tls *libc.TLS, pFile, z uintptr, n int32, off int64) 
 // length with 0x1ffff.
 const maxWriteOut = 0x1f000
 
-// flush writes the buffer out, in parts of at most maxWriteOut.
+// flush writes the buffer out, in parts of at most maxWriteOut. What a failed write leaves
+// stays buffered, and the error is returned: to SQLite, from whatever method needed the buffer
+// written (a sync, a read), so it neither reports a commit durable nor reads the file while
+// bytes it wrote are not in it. The next flush writes them again, at the same offsets, before
+// anything later.
 func (w *walFile) flush(tls *libc.TLS, pFile uintptr) int32 {
-	n := w.n
-	w.n = 0
-	for done := int32(0); done < n; {
-		part := min(n-done, maxWriteOut)
-		if rc := w.writeOut(tls, pFile, w.buf+uintptr(done), part, w.off+int64(done)); rc != sqlite3.SQLITE_OK {
+	for w.start < w.end {
+		part := min(w.end-w.start, maxWriteOut)
+		if rc := w.writeOut(tls, pFile, w.buf+uintptr(w.start), part, w.off); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
-		done += part
+		w.start += part
+		w.off += int64(part)
 	}
+	w.start, w.end = 0, 0
 	return sqlite3.SQLITE_OK
 }
 
 func walBufWrite(tls *libc.TLS, pFile, z uintptr, amt int32, off int64) int32 {
 	walBuf.writes.Add(1)
 	w := walFileOf(pFile)
-	if w.n > 0 && (w.off+int64(w.n) != off || int64(w.n)+int64(amt) > walBufSize) {
+	if w.start < w.end && (w.off+int64(w.end-w.start) != off || int64(w.end)+int64(amt) > walBufSize) {
 		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
@@ -154,11 +169,11 @@ func walBufWrite(tls *libc.TLS, pFile, z uintptr, amt int32, off int64) int32 {
 	if amt > maxWriteOut {
 		return w.writeOut(tls, pFile, z, amt, off) // (SQLite writes a page at most)
 	}
-	if w.n == 0 {
-		w.off = off
+	if w.start == w.end {
+		w.start, w.end, w.off = 0, 0, off
 	}
-	copy(unsafe.Slice((*byte)(ptr(w.buf+uintptr(w.n))), amt), unsafe.Slice((*byte)(ptr(z)), amt))
-	w.n += amt
+	copy(unsafe.Slice((*byte)(ptr(w.buf+uintptr(w.end))), amt), unsafe.Slice((*byte)(ptr(z)), amt))
+	w.end += amt
 	return sqlite3.SQLITE_OK
 }
 
@@ -192,14 +207,6 @@ func walBufFileSize(tls *libc.TLS, pFile, pSize uintptr) int32 {
 		return rc
 	}
 	return (*(*func(*libc.TLS, uintptr, uintptr) int32)(unsafe.Pointer(&w.origMethods().FxFileSize)))(tls, pFile, pSize)
-}
-
-func walBufFileControl(tls *libc.TLS, pFile uintptr, op int32, pArg uintptr) int32 {
-	w := walFileOf(pFile)
-	if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
-		return rc
-	}
-	return (*(*func(*libc.TLS, uintptr, int32, uintptr) int32)(unsafe.Pointer(&w.origMethods().FxFileControl)))(tls, pFile, op, pArg)
 }
 
 func walBufClose(tls *libc.TLS, pFile uintptr) int32 {
