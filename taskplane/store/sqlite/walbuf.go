@@ -161,13 +161,13 @@ func (w *walFile) flush(tls *libc.TLS, pFile uintptr) int32 {
 func walBufWrite(tls *libc.TLS, pFile, z uintptr, amt int32, off int64) int32 {
 	walBuf.writes.Add(1)
 	w := walFileOf(pFile)
-	if w.start < w.end && (w.off+int64(w.end-w.start) != off || int64(w.end)+int64(amt) > walBufSize) {
+	if w.start < w.end && (w.off+int64(w.end-w.start) != off || int64(w.end)+int64(amt) > walBufSize || amt > maxWriteOut) {
 		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
 	}
-	if amt > maxWriteOut {
-		return w.writeOut(tls, pFile, z, amt, off) // (SQLite writes a page at most)
+	if amt > maxWriteOut { // (never: SQLite writes a page at most)
+		return w.writeOut(tls, pFile, z, amt, off)
 	}
 	if w.start == w.end {
 		w.start, w.end, w.off = 0, 0, off
