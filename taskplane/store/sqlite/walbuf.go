@@ -160,14 +160,16 @@ func (w *walFile) flush(tls *libc.TLS, pFile uintptr) int32 {
 
 func walBufWrite(tls *libc.TLS, pFile, z uintptr, amt int32, off int64) int32 {
 	walBuf.writes.Add(1)
+	if amt > maxWriteOut {
+		// SQLite writes a frame header or a page (at most 64 KiB) at a time; the platform's
+		// write could not take more in one call either.
+		return sqlite3.SQLITE_IOERR_WRITE
+	}
 	w := walFileOf(pFile)
-	if w.start < w.end && (w.off+int64(w.end-w.start) != off || int64(w.end)+int64(amt) > walBufSize || amt > maxWriteOut) {
+	if w.start < w.end && (w.off+int64(w.end-w.start) != off || int64(w.end)+int64(amt) > walBufSize) {
 		if rc := w.flush(tls, pFile); rc != sqlite3.SQLITE_OK {
 			return rc
 		}
-	}
-	if amt > maxWriteOut { // (never: SQLite writes a page at most)
-		return w.writeOut(tls, pFile, z, amt, off)
 	}
 	if w.start == w.end {
 		w.start, w.end, w.off = 0, 0, off

@@ -34,7 +34,8 @@ func TestTheWritersWALWritesLoseNothing(t *testing.T) {
 	pad := strings.Repeat("p", 3000)
 	detail := func(n int) []byte { return fmt.Appendf(nil, `{"n":%d,"pad":%q}`, n, pad) }
 	// check reads alice's evidence and reports what is wrong with it, if anything: a count
-	// that is not a whole number of transactions, or a row that is not the one written.
+	// that is not a whole number of transactions, or a row that is not the one written or out
+	// of the order written.
 	check := func(st store.Store) (int, error) {
 		evs, err := st.ListEvidence(ctx, store.EvidenceFilter{Principal: "alice", Forward: true, Limit: txs * perTx * 2})
 		if err != nil {
@@ -43,6 +44,7 @@ func TestTheWritersWALWritesLoseNothing(t *testing.T) {
 		if len(evs)%perTx != 0 {
 			return len(evs), fmt.Errorf("%d rows: not a whole number of transactions of %d", len(evs), perTx)
 		}
+		prev := 0
 		for i, e := range evs {
 			var d struct {
 				N   int    `json:"n"`
@@ -51,9 +53,10 @@ func TestTheWritersWALWritesLoseNothing(t *testing.T) {
 			if err := json.Unmarshal(e.Detail, &d); err != nil || d.Pad != pad {
 				return len(evs), fmt.Errorf("row %d: detail %.40q… (%v)", i, e.Detail, err)
 			}
-			if i > 0 && d.N <= 0 {
-				return len(evs), fmt.Errorf("row %d: n %d", i, d.N)
+			if d.N <= prev {
+				return len(evs), fmt.Errorf("row %d: n %d after %d", i, d.N, prev)
 			}
+			prev = d.N
 		}
 		return len(evs), nil
 	}
